@@ -1,0 +1,67 @@
+// sluice::app: runs a topology (the KafkaStreams of sluice). One app per process; it starts
+// num.stream.threads stream threads, each with one consumer and one producer, and runs one
+// task per (sub-topology, partition) assigned to it.
+//
+//   sluice::app app(builder.build(), sluice::config::from_args(argc, argv));
+//   return app.run();  // until SIGTERM / SIGINT, then a final commit and a clean close
+//
+// Lifecycle: created -> (rebalancing <-> running) -> pending_shutdown -> not_running, or
+// error when a thread failed. run() blocks; start()/close() are for embedding in a
+// process that owns its own main loop. state() and metrics() are safe from any thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sluice/config.hpp"
+#include "sluice/metrics.hpp"
+#include "sluice/topology.hpp"
+
+namespace sluice {
+
+enum class app_state { created, rebalancing, running, pending_shutdown, not_running, error };
+
+/// A readable name of the state ("running").
+const char* to_string(app_state s) noexcept;
+
+class app {
+ public:
+  /// Validates the configuration against the topology (throws sluice::error naming the
+  /// problem); connects nothing yet.
+  app(topology t, config c);
+  ~app();
+  app(const app&) = delete;
+  app& operator=(const app&) = delete;
+
+  /// Starts, installs SIGTERM/SIGINT handlers, blocks until a signal or a fatal error,
+  /// closes. Returns the process exit code: 0 after a clean stop, 1 after an error.
+  int run();
+
+  /// Starts the threads and returns: creates internal topics, checks co-partitioning,
+  /// catches up global tables. Throws sluice::error when the job cannot start.
+  void start();
+  /// Asks every thread to finish its records in hand, commit and close; waits up to
+  /// `timeout`. Safe to call twice and from any thread.
+  void close(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  /// Blocks until the app stops by itself (error) or close() is called elsewhere.
+  void wait();
+
+  app_state state() const noexcept;
+  /// The first fatal error's message, when state() is error.
+  std::string error_message() const;
+  metrics_registry& metrics() noexcept;
+  const topology& get_topology() const noexcept;
+  /// Called on every state change, from the thread that changed it.
+  void on_state_change(std::function<void(app_state, app_state)> listener);
+
+  /// The bootstrap address the app uses (the embedded cluster's when bootstrap.servers=embedded).
+  std::string bootstrap_servers() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace sluice

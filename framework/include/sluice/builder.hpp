@@ -1,0 +1,535 @@
+// The typed DSL: streams_builder, kstream, ktable, grouped streams and global tables, in
+// the vocabulary of Kafka Streams.
+//
+//   sluice::streams_builder b;
+//   b.stream<std::string, std::string>("words")
+//       .filter([](const std::string&, const std::string& w) { return !w.empty(); })
+//       .group_by([](const std::string&, const std::string& w) { return w; })
+//       .count("word-counts")
+//       .to_stream()
+//       .to("word-counts-out");
+//   sluice::topology t = b.build();
+//
+// Types are checked here, at compile time; build() erases them into a graph of nodes.
+// A user function with the wrong signature fails with a static_assert that says what
+// was expected. Key-changing operations (map, select_key, flat_map, group_by) followed by
+// a stateful one insert a repartition topic "<application.id>-<store>-repartition".
+//
+// Thread-safety: build on one thread; the built topology is immutable and shareable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sluice/detail/dsl_nodes.hpp"
+#include "sluice/processor.hpp"
+#include "sluice/topology.hpp"
+
+namespace sluice {
+
+/// How a store is kept: backend, changelog, retention. Fields have defaults; set what you need.
+struct materialized {
+  std::string name;                                             ///< the store's name. Required.
+  detail::store_backend backend = detail::store_backend::rocksdb;  ///< Default: rocksdb
+  bool logged = true;                                           ///< Default: a changelog topic
+  std::chrono::milliseconds ttl{0};                             ///< Default: 0, never expire
+  std::function<void(void*)> rocksdb_options;                   ///< Default: none (expert hook)
+};
+
+namespace detail {
+
+/// Collects nodes and stores while the DSL is used; shared by every stream handle.
+class graph_builder {
+ public:
+  std::size_t add(node_spec spec) {
+    nodes.push_back(std::move(spec));
+    return nodes.size() - 1;
+  }
+  /// Kafka Streams style generated names: "KSTREAM-FILTER-0000000003".
+  std::string name(std::string_view kind) {
+    char digits[16];
+    std::snprintf(digits, sizeof digits, "%010zu", counter++);
+    return std::string(kind) + "-" + digits;
+  }
+  void add_store(store_spec spec);
+
+  std::vector<node_spec> nodes;
+  std::vector<store_spec> stores;
+  std::size_t counter = 0;
+};
+
+template <class N>
+std::function<std::unique_ptr<node>()> factory_of(N prototype) {
+  return [prototype]() -> std::unique_ptr<node> { return std::make_unique<N>(prototype); };
+}
+
+}  // namespace detail
+
+template <class K, class V>
+class kstream;
+template <class K, class V>
+class ktable;
+template <class K, class V>
+class global_table;
+
+/// A grouped stream: the input of count, reduce and aggregate.
+template <class K, class V>
+class kgrouped_stream {
+ public:
+  kgrouped_stream(std::shared_ptr<detail::graph_builder> g, std::size_t node, bool repartition)
+      : g_(std::move(g)), node_(node), repartition_(repartition) {}
+
+  /// Counts records per key into the store `store`; emits each new count.
+  ktable<K, std::int64_t> count(materialized store) {
+    return aggregate([] { return std::int64_t{0}; },
+                     [](const K&, const V&, std::int64_t n) { return n + 1; }, std::move(store));
+  }
+  ktable<K, std::int64_t> count(std::string store) { return count(materialized{.name = std::move(store)}); }
+
+  /// Combines values per key: reducer(aggregate, value) -> aggregate; the first value starts it.
+  template <class F>
+  ktable<K, V> reduce(F reducer, materialized store) {
+    static_assert(std::is_invocable_r_v<V, F&, const V&, const V&>,
+                  "reduce: the reducer must be callable as V(const V& aggregate, const V& value)");
+    auto name = store.name;
+    return stateful<V>(detail::reduce_node<K, V, F>(name, std::move(reducer)), std::move(store));
+  }
+  template <class F>
+  ktable<K, V> reduce(F reducer, std::string store) {
+    return reduce(std::move(reducer), materialized{.name = std::move(store)});
+  }
+
+  /// Folds values per key: initializer() -> A, aggregator(key, value, A) -> A.
+  template <class Init, class Agg>
+  auto aggregate(Init initializer, Agg aggregator, materialized store) {
+    static_assert(std::is_invocable_v<Init&>, "aggregate: the initializer must be callable as A()");
+    using A = std::remove_cvref_t<std::invoke_result_t<Init&>>;
+    static_assert(std::is_invocable_r_v<A, Agg&, const K&, const V&, A>,
+                  "aggregate: the aggregator must be callable as A(const K& key, const V& value, A aggregate)");
+    auto name = store.name;
+    return stateful<A>(detail::aggregate_node<K, V, A, Init, Agg>(name, std::move(initializer), std::move(aggregator)),
+                       std::move(store));
+  }
+  template <class Init, class Agg>
+  auto aggregate(Init initializer, Agg aggregator, std::string store) {
+    return aggregate(std::move(initializer), std::move(aggregator), materialized{.name = std::move(store)});
+  }
+
+ private:
+  /// Repartitions if needed, declares the store, adds the aggregating node.
+  template <class A, class N>
+  ktable<K, A> stateful(N prototype, materialized store);
+
+  std::shared_ptr<detail::graph_builder> g_;
+  std::size_t node_;
+  bool repartition_;
+};
+
+/// A table: the latest value per key, kept in a store.
+template <class K, class V>
+class ktable {
+ public:
+  ktable(std::shared_ptr<detail::graph_builder> g, std::size_t node, std::string store)
+      : g_(std::move(g)), node_(node), store_(std::move(store)) {}
+  /// The stream of the table's updates.
+  kstream<K, V> to_stream() const { return kstream<K, V>(g_, node_, false); }
+  const std::string& store_name() const noexcept { return store_; }
+  std::size_t node_index() const noexcept { return node_; }
+
+ private:
+  std::shared_ptr<detail::graph_builder> g_;
+  std::size_t node_;
+  std::string store_;
+};
+
+/// A table every instance reads in full (customer rates, rules); joined by a key selector.
+template <class K, class V>
+class global_table {
+ public:
+  explicit global_table(std::string store) : store_(std::move(store)) {}
+  const std::string& store_name() const noexcept { return store_; }
+
+ private:
+  std::string store_;
+};
+
+template <class K, class V>
+class kstream {
+ public:
+  using key_type = K;
+  using value_type = V;
+
+  kstream(std::shared_ptr<detail::graph_builder> g, std::size_t node, bool repartition)
+      : g_(std::move(g)), node_(node), repartition_(repartition) {}
+
+  /// Keeps records for which predicate(key, value) is true.
+  template <class F>
+  kstream filter(F predicate) const {
+    static_assert(std::is_invocable_r_v<bool, F&, const K&, const V&>,
+                  "filter: the predicate must be callable as bool(const K& key, const V& value)");
+    return then<K, V>("KSTREAM-FILTER", detail::filter_node<K, V, F, true>(std::move(predicate)), repartition_);
+  }
+
+  /// Drops records for which predicate(key, value) is true.
+  template <class F>
+  kstream filter_not(F predicate) const {
+    static_assert(std::is_invocable_r_v<bool, F&, const K&, const V&>,
+                  "filter_not: the predicate must be callable as bool(const K& key, const V& value)");
+    return then<K, V>("KSTREAM-FILTER", detail::filter_node<K, V, F, false>(std::move(predicate)), repartition_);
+  }
+
+  /// New value per record: mapper(value) or mapper(key, value).
+  template <class F>
+  auto map_values(F mapper) const {
+    constexpr bool by_value = std::is_invocable_v<F&, const V&>;
+    constexpr bool by_key_value = std::is_invocable_v<F&, const K&, const V&>;
+    static_assert(by_value || by_key_value,
+                  "map_values: the mapper must be callable as V2(const V& value) or V2(const K& key, const V& value)");
+    using V2 = std::remove_cvref_t<
+        typename std::conditional_t<by_key_value, std::invoke_result<F&, const K&, const V&>, std::invoke_result<F&, const V&>>::type>;
+    return then<K, V2>("KSTREAM-MAPVALUES", detail::map_values_node<K, V, V2, F>(std::move(mapper)), repartition_);
+  }
+
+  /// New key and value per record: mapper(key, value) -> std::pair<K2, V2>. Marks the
+  /// stream for repartitioning before a stateful operation.
+  template <class F>
+  auto map(F mapper) const {
+    static_assert(std::is_invocable_v<F&, const K&, const V&>,
+                  "map: the mapper must be callable as std::pair<K2, V2>(const K& key, const V& value)");
+    using P = std::remove_cvref_t<std::invoke_result_t<F&, const K&, const V&>>;
+    using K2 = std::remove_cvref_t<typename P::first_type>;
+    using V2 = std::remove_cvref_t<typename P::second_type>;
+    return then<K2, V2>("KSTREAM-MAP", detail::map_node<K, V, K2, V2, F>(std::move(mapper)), true);
+  }
+
+  /// New key per record: selector(key, value) -> K2. Marks the stream for repartitioning.
+  template <class F>
+  auto select_key(F selector) const {
+    static_assert(std::is_invocable_v<F&, const K&, const V&>,
+                  "select_key: the selector must be callable as K2(const K& key, const V& value)");
+    using K2 = std::remove_cvref_t<std::invoke_result_t<F&, const K&, const V&>>;
+    return then<K2, V>("KSTREAM-KEY-SELECT", detail::select_key_node<K, V, K2, F>(std::move(selector)), true);
+  }
+
+  /// Zero or more records per record: mapper(key, value) -> a range of std::pair<K2, V2>.
+  template <class F>
+  auto flat_map(F mapper) const {
+    static_assert(std::is_invocable_v<F&, const K&, const V&>,
+                  "flat_map: the mapper must be callable as Range<std::pair<K2, V2>>(const K& key, const V& value)");
+    using R = std::remove_cvref_t<std::invoke_result_t<F&, const K&, const V&>>;
+    static_assert(std::ranges::range<R>, "flat_map: the mapper must return a range (e.g. std::vector) of std::pair<K2, V2>");
+    using P = std::remove_cvref_t<std::ranges::range_value_t<R>>;
+    using K2 = std::remove_cvref_t<typename P::first_type>;
+    using V2 = std::remove_cvref_t<typename P::second_type>;
+    return then<K2, V2>("KSTREAM-FLATMAP", detail::flat_map_node<K, V, K2, V2, F>(std::move(mapper)), true);
+  }
+
+  /// Zero or more values per record: mapper(value) or mapper(key, value) -> a range of V2.
+  template <class F>
+  auto flat_map_values(F mapper) const {
+    constexpr bool by_value = std::is_invocable_v<F&, const V&>;
+    constexpr bool by_key_value = std::is_invocable_v<F&, const K&, const V&>;
+    static_assert(by_value || by_key_value,
+                  "flat_map_values: the mapper must be callable as Range<V2>(const V& value) or "
+                  "Range<V2>(const K& key, const V& value)");
+    using R = std::remove_cvref_t<
+        typename std::conditional_t<by_key_value, std::invoke_result<F&, const K&, const V&>, std::invoke_result<F&, const V&>>::type>;
+    static_assert(std::ranges::range<R>, "flat_map_values: the mapper must return a range (e.g. std::vector) of values");
+    using V2 = std::remove_cvref_t<std::ranges::range_value_t<R>>;
+    return then<K, V2>("KSTREAM-FLATMAPVALUES", detail::flat_map_values_node<K, V, V2, F>(std::move(mapper)), repartition_);
+  }
+
+  /// Calls action(key, value) for each record and passes it on unchanged.
+  template <class F>
+  kstream peek(F action) const {
+    static_assert(std::is_invocable_v<F&, const K&, const V&>,
+                  "peek: the action must be callable as void(const K& key, const V& value)");
+    return then<K, V>("KSTREAM-PEEK", detail::peek_node<K, V, F>(std::move(action)), repartition_);
+  }
+
+  /// Routes each record to the first branch whose predicate holds (see splitter).
+  class splitter {
+   public:
+    splitter(kstream parent, std::size_t split_node) : parent_(std::move(parent)), split_(split_node) { refresh(); }
+    /// A branch named `name` taking records for which predicate(key, value) holds.
+    template <class F>
+    kstream branch(const std::string& name, F predicate) {
+      static_assert(std::is_invocable_r_v<bool, F&, const K&, const V&>,
+                    "branch: the predicate must be callable as bool(const K& key, const V& value)");
+      branches_.emplace_back(name, std::function<bool(const K&, const V&)>(std::move(predicate)));
+      refresh();
+      return outlet(name);
+    }
+    /// The branch taking records no predicate matched; without it they are dropped.
+    kstream default_branch(const std::string& name = "default") {
+      default_ = name;
+      refresh();
+      return outlet(name);
+    }
+
+   private:
+    kstream outlet(const std::string& name) {
+      auto& g = *parent_.g_;
+      std::string node_name = g.nodes[split_].name + "-" + name;
+      auto idx = g.add({.name = node_name, .kind = detail::node_kind::processor, .parents = {split_},
+                        .factory = detail::factory_of(detail::pass_node<K, V>())});
+      return kstream(parent_.g_, idx, parent_.repartition_);
+    }
+    void refresh() {
+      auto& g = *parent_.g_;
+      auto prefix = g.nodes[split_].name + "-";
+      auto branches = branches_;
+      auto def = default_.empty() ? std::string() : prefix + default_;
+      g.nodes[split_].factory = [branches, def, prefix]() -> std::unique_ptr<detail::node> {
+        auto n = std::make_unique<detail::split_node<K, V>>();
+        for (auto& [name, p] : branches) n->add_branch(prefix + name, p);
+        n->set_default(def);
+        return n;
+      };
+    }
+    kstream parent_;
+    std::size_t split_;
+    std::vector<std::pair<std::string, std::function<bool(const K&, const V&)>>> branches_;
+    std::string default_;
+  };
+
+  splitter split() const {
+    auto& g = *g_;
+    auto idx = g.add({.name = g.name("KSTREAM-BRANCH"), .kind = detail::node_kind::processor, .parents = {node_}});
+    splitter s(*this, idx);
+    return s;
+  }
+
+  /// One stream of the records of both.
+  kstream merge(const kstream& other) const {
+    auto& g = *g_;
+    auto idx = g.add({.name = g.name("KSTREAM-MERGE"), .kind = detail::node_kind::processor,
+                      .parents = {node_, other.node_}, .factory = detail::factory_of(detail::pass_node<K, V>())});
+    return kstream(g_, idx, repartition_ || other.repartition_);
+  }
+
+  /// Groups by the current key (repartitions first if an earlier operation changed keys).
+  kgrouped_stream<K, V> group_by_key() const { return kgrouped_stream<K, V>(g_, node_, repartition_); }
+
+  /// Groups by a new key: selector(key, value) -> K2; always repartitions.
+  template <class F>
+  auto group_by(F selector) const {
+    auto s = select_key(std::move(selector));
+    using K2 = typename decltype(s)::key_type;
+    return kgrouped_stream<K2, V>(g_, s.node_, true);
+  }
+
+  /// Writes records to `topic` with the given serdes (default: default_serde).
+  template <class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
+  void to(const std::string& topic) const {
+    auto& g = *g_;
+    g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
+           .factory = detail::factory_of(detail::sink_node<K, V, KS, VS>(topic, false))});
+  }
+
+  /// Runs a user processor: supplier() -> std::unique_ptr<P>, P derived from
+  /// sluice::processor<K, V, KOut, VOut>, once per task, with access to `stores`.
+  template <class Supplier, class... Stores>
+  auto process(Supplier supplier, const Stores&... stores) const {
+    static_assert(processor_supplier<Supplier>,
+                  "process: expected a supplier callable as std::unique_ptr<P>() where P derives from "
+                  "sluice::processor<K, V, KOut, VOut>");
+    using P = supplied_processor_t<Supplier>;
+    static_assert(std::is_same_v<typename P::key_in, K> && std::is_same_v<typename P::value_in, V>,
+                  "process: the processor's input types (KIn, VIn) must equal the stream's key and value types");
+    using KOut = typename P::key_out;
+    using VOut = typename P::value_out;
+    std::vector<std::string> names;
+    (add_store_ref(names, stores), ...);
+    auto& g = *g_;
+    auto idx = g.add({.name = g.name("KSTREAM-PROCESSOR"), .kind = detail::node_kind::processor, .stores = names,
+                      .parents = {node_}, .factory = [supplier]() mutable -> std::unique_ptr<detail::node> {
+                        return std::make_unique<detail::processor_node<P>>(supplier());
+                      }});
+    return kstream<KOut, VOut>(g_, idx, repartition_);
+  }
+
+  /// Inner join with a table on the record key: joiner(value, table_value) -> VR.
+  template <class VT, class F>
+  auto join(const ktable<K, VT>& table, F joiner) const {
+    static_assert(std::is_invocable_v<F&, const V&, const VT&>,
+                  "join: the joiner must be callable as VR(const V& value, const VT& table_value)");
+    using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const VT&>>;
+    auto s = repartitioned(table.store_name() + "-join");
+    return s.template then<K, VR>("KSTREAM-JOIN",
+                                  detail::table_join_node<K, V, VT, VR, F, false>(table.store_name(), std::move(joiner)),
+                                  false, {table.store_name()});
+  }
+
+  /// Left join with a table: joiner(value, std::optional<VT>) -> VR; every record passes.
+  template <class VT, class F>
+  auto left_join(const ktable<K, VT>& table, F joiner) const {
+    static_assert(std::is_invocable_v<F&, const V&, const std::optional<VT>&>,
+                  "left_join: the joiner must be callable as VR(const V& value, const std::optional<VT>& table_value)");
+    using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const std::optional<VT>&>>;
+    auto s = repartitioned(table.store_name() + "-join");
+    return s.template then<K, VR>("KSTREAM-LEFTJOIN",
+                                  detail::table_join_node<K, V, VT, VR, F, true>(table.store_name(), std::move(joiner)),
+                                  false, {table.store_name()});
+  }
+
+  /// Inner join with a global table: key_selector(key, value) -> KG, joiner(value, VG) -> VR.
+  template <class KG, class VG, class KF, class F>
+  auto join(const global_table<KG, VG>& table, KF key_selector, F joiner) const {
+    static_assert(std::is_invocable_r_v<KG, KF&, const K&, const V&>,
+                  "join: the key selector must be callable as KG(const K& key, const V& value)");
+    static_assert(std::is_invocable_v<F&, const V&, const VG&>,
+                  "join: the joiner must be callable as VR(const V& value, const VG& table_value)");
+    using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const VG&>>;
+    return then<K, VR>("KSTREAM-GLOBALJOIN",
+                       detail::global_join_node<K, V, KG, VG, VR, KF, F, false>(table.store_name(), std::move(key_selector),
+                                                                                std::move(joiner)),
+                       repartition_);
+  }
+
+  /// Left join with a global table: joiner(value, std::optional<VG>) -> VR.
+  template <class KG, class VG, class KF, class F>
+  auto left_join(const global_table<KG, VG>& table, KF key_selector, F joiner) const {
+    static_assert(std::is_invocable_r_v<KG, KF&, const K&, const V&>,
+                  "left_join: the key selector must be callable as KG(const K& key, const V& value)");
+    static_assert(std::is_invocable_v<F&, const V&, const std::optional<VG>&>,
+                  "left_join: the joiner must be callable as VR(const V& value, const std::optional<VG>& table_value)");
+    using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const std::optional<VG>&>>;
+    return then<K, VR>("KSTREAM-GLOBALLEFTJOIN",
+                       detail::global_join_node<K, V, KG, VG, VR, KF, F, true>(table.store_name(), std::move(key_selector),
+                                                                               std::move(joiner)),
+                       repartition_);
+  }
+
+  /// The stream, repartitioned through "<application.id>-<name>-repartition" when an
+  /// earlier operation changed keys; unchanged otherwise.
+  kstream repartitioned(const std::string& name) const {
+    if (!repartition_) return *this;
+    auto& g = *g_;
+    std::string topic = name + "-repartition";
+    g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
+           .factory = detail::factory_of(
+               detail::sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>(topic, true)),
+           .internal_topic = true});
+    auto src = g.add({.name = g.name("KSTREAM-SOURCE"), .kind = detail::node_kind::source, .topics = {topic},
+                      .factory = detail::factory_of(
+                          detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
+                      .internal_topic = true});
+    return kstream(g_, src, false);
+  }
+
+  std::size_t node_index() const noexcept { return node_; }
+
+ private:
+  template <class, class>
+  friend class kstream;
+  template <class, class>
+  friend class kgrouped_stream;
+  friend class streams_builder;
+
+  template <class K2, class V2, class N>
+  kstream<K2, V2> then(std::string_view kind, N prototype, bool repartition, std::vector<std::string> stores = {}) const {
+    auto& g = *g_;
+    auto idx = g.add({.name = g.name(kind), .kind = detail::node_kind::processor, .stores = std::move(stores),
+                      .parents = {node_}, .factory = detail::factory_of(std::move(prototype))});
+    return kstream<K2, V2>(g_, idx, repartition);
+  }
+
+  static void add_store_ref(std::vector<std::string>& names, const std::string& n) { names.push_back(n); }
+  static void add_store_ref(std::vector<std::string>& names, const char* n) { names.emplace_back(n); }
+  template <class KG, class VG>
+  static void add_store_ref(std::vector<std::string>& names, const global_table<KG, VG>& t) {
+    names.push_back(t.store_name());
+  }
+  template <class KT, class VT>
+  static void add_store_ref(std::vector<std::string>& names, const ktable<KT, VT>& t) {
+    names.push_back(t.store_name());
+  }
+
+  std::shared_ptr<detail::graph_builder> g_;
+  std::size_t node_;
+  bool repartition_;
+};
+
+template <class K, class V>
+template <class A, class N>
+ktable<K, A> kgrouped_stream<K, V>::stateful(N prototype, materialized store) {
+  kstream<K, V> in(g_, node_, repartition_);
+  in = in.repartitioned(store.name);
+  auto& g = *g_;
+  g.add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
+               .rocksdb_options = store.rocksdb_options});
+  auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"), .kind = detail::node_kind::processor, .stores = {store.name},
+                    .parents = {in.node_index()}, .factory = detail::factory_of(std::move(prototype))});
+  return ktable<K, A>(g_, idx, store.name);
+}
+
+/// Builds a topology with the DSL; see the banner above.
+class streams_builder {
+ public:
+  streams_builder() : g_(std::make_shared<detail::graph_builder>()) {}
+
+  /// A stream of `topic`. Keys and values decode with KS and VS (default_serde: strings
+  /// raw, integers big-endian, described structs as JSON). A null key or value decodes
+  /// only into a std::optional type; otherwise it is a deserialization error.
+  template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
+  kstream<K, V> stream(const std::string& topic) {
+    return stream<K, V, KS, VS>(std::vector<std::string>{topic});
+  }
+  template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
+  kstream<K, V> stream(std::vector<std::string> topics) {
+    auto idx = g_->add({.name = g_->name("KSTREAM-SOURCE"), .kind = detail::node_kind::source, .topics = std::move(topics),
+                        .factory = detail::factory_of(detail::source_node<K, V, KS, VS>())});
+    return kstream<K, V>(g_, idx, false);
+  }
+
+  /// A table of `topic`: the latest value per key, in the store `store` (a null value
+  /// deletes the key). Co-partitioned with the streams it joins.
+  template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
+  ktable<K, V> table(const std::string& topic, materialized store) {
+    auto src = g_->add({.name = g_->name("KTABLE-SOURCE"), .kind = detail::node_kind::source, .topics = {topic},
+                        .factory = detail::factory_of(detail::source_node<K, std::optional<V>, KS, VS>())});
+    g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
+                   .rocksdb_options = store.rocksdb_options});
+    auto idx = g_->add({.name = g_->name("KTABLE-MATERIALIZE"), .kind = detail::node_kind::processor,
+                        .stores = {store.name}, .parents = {src},
+                        .factory = detail::factory_of(detail::table_node<K, V>(store.name))});
+    return ktable<K, V>(g_, idx, store.name);
+  }
+  template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
+  ktable<K, V> table(const std::string& topic, std::string store) {
+    return table<K, V, KS, VS>(topic, materialized{.name = std::move(store)});
+  }
+
+  /// A global table of `topic`: every instance reads all its partitions before processing
+  /// and follows it afterwards. Values keep the topic's bytes; K and V decode on lookup.
+  template <class K, class V>
+  global_table<K, V> global_table(const std::string& topic, std::string store = {}) {
+    if (store.empty()) store = topic + "-global";
+    g_->add_store({.name = store, .backend = detail::store_backend::memory, .logged = false, .global = true,
+                   .source_topic = topic});
+    return sluice::global_table<K, V>(store);
+  }
+
+  /// Adds a store for processors to use (Processor API); name it in process(..., "name").
+  void add_state_store(materialized store) {
+    g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
+                   .rocksdb_options = store.rocksdb_options});
+  }
+
+  /// Freezes the graph. Throws sluice::error(errc::invalid_topology) when it cannot run
+  /// (a store used but never declared, a node without a factory, no source).
+  topology build() const;
+
+ private:
+  std::shared_ptr<detail::graph_builder> g_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,106 @@
+// sluice::config: a job's configuration, read like Kafka's: a .properties file plus
+// `--set key=value` overrides.
+//
+// Keys sluice owns (application.id, processing.guarantee, ...) are listed in
+// config::known_keys() with their default and meaning, and validated when read. Every
+// other key passes through to librdkafka: bare keys go to every client, `consumer.`,
+// `producer.` and `admin.` prefixed keys only to that client. A key neither sluice nor
+// librdkafka knows is rejected when the job starts, with its name.
+//
+// Thread-safety: a config is a value; copies are independent. Not synchronized.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice {
+
+/// What happens to a record that fails (see the error handlers in DESIGN.md).
+enum class error_policy {
+  fail,              ///< stop the job with a clear message
+  log_and_continue,  ///< skip the record, count it, log a sample
+  dead_letter,       ///< send the original bytes to the dead-letter topic, count it
+};
+
+enum class processing_guarantee { at_least_once, exactly_once };
+
+/// One key sluice owns: its name, default ("" = none) and meaning, for validation and docs.
+struct config_key {
+  std::string_view name;
+  std::string_view default_value;
+  std::string_view meaning;
+};
+
+class config {
+ public:
+  config() = default;
+
+  /// Reads a .properties file (`key=value`, `key: value`, `#`/`!` comments, `\` continuation).
+  /// Throws sluice::error(errc::io) when the file cannot be read, naming it.
+  static config from_file(const std::filesystem::path& path);
+
+  /// Parses properties text; `origin` names it in error messages.
+  static config from_string(std::string_view text, std::string_view origin = "<string>");
+
+  /// Reads `--config FILE` (optional) and any number of `--set key=value` from a job's
+  /// command line; `--help` prints usage and the key reference and exits 0.
+  /// Throws sluice::error(errc::invalid_config) on a malformed argument.
+  static config from_args(int argc, const char* const* argv, std::string_view program_summary = {});
+
+  /// Sets (or overrides) one key. Returns *this for chaining.
+  config& set(std::string key, std::string value);
+
+  /// The value of `key`, or the documented default for a sluice key, or nullopt.
+  std::optional<std::string> get(std::string_view key) const;
+  /// Like get, but a missing key throws errc::invalid_config naming the key.
+  std::string require(std::string_view key) const;
+  bool contains(std::string_view key) const { return values_.contains(std::string(key)); }
+
+  /// Typed reads; a malformed value throws errc::invalid_config naming key, value and
+  /// what is allowed.
+  std::int64_t get_int(std::string_view key, std::int64_t min, std::int64_t max) const;
+  std::chrono::milliseconds get_ms(std::string_view key) const;
+  bool get_bool(std::string_view key) const;
+  error_policy get_error_policy(std::string_view key) const;
+
+  // The sluice keys, read and validated.
+  std::string application_id() const;
+  processing_guarantee guarantee() const;
+  std::chrono::milliseconds commit_interval() const;  ///< 30 s, or 100 ms under exactly-once
+  int num_stream_threads() const;
+  std::filesystem::path state_dir() const;
+  std::string bootstrap_servers() const;
+  bool embedded() const { return bootstrap_servers() == "embedded"; }
+  std::string dead_letter_topic() const;  ///< default <application.id>-dlq
+  std::string instance_id() const;        ///< stable per host and state.dir unless set
+
+  /// Properties for one librdkafka client: bare non-sluice keys plus `<client>.` keys
+  /// with the prefix removed. `client` is "consumer", "producer" or "admin".
+  std::map<std::string, std::string> client_properties(std::string_view client) const;
+
+  /// Every key as set, sluice's and librdkafka's alike.
+  const std::map<std::string, std::string>& values() const noexcept { return values_; }
+
+  /// The keys sluice owns, with defaults and meanings (the configuration reference).
+  static std::span<const config_key> known_keys();
+  /// Declares keys a job adds (a topology's `input.topic`, `throttle.limit`, ...) so they
+  /// are validated, documented by --help and never passed to librdkafka. Call before
+  /// reading the configuration; the views must outlive the process (use literals).
+  static void declare_keys(std::span<const config_key> keys);
+  /// The keys declared by the job (see declare_keys).
+  static std::span<const config_key> declared_keys();
+  /// True when `key` is one of known_keys() or declared_keys().
+  static bool is_sluice_key(std::string_view key);
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,379 @@
+// The nodes behind the DSL's operations. Each is a small typed_node holding the user's
+// function by value; the builder wraps it in a factory so every task gets its own copy.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sluice/detail/node.hpp"
+#include "sluice/record.hpp"
+#include "sluice/serde/serde.hpp"
+#include "sluice/store.hpp"
+
+namespace sluice::detail {
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+template <class T>
+inline constexpr bool is_optional_v = is_optional<T>::value;
+
+template <class T>
+struct unwrap_optional {
+  using type = T;
+};
+template <class T>
+struct unwrap_optional<std::optional<T>> {
+  using type = T;
+};
+
+/// The serde that encodes T, or T's payload when T is std::optional (null = absent).
+template <class T>
+using topic_serde_t = default_serde<typename unwrap_optional<T>::type>;
+
+/// Decodes a Kafka key or value; null bytes are valid only for std::optional types.
+template <class S, class T>
+T decode_field(const std::optional<std::string_view>& bytes, const char* what) {
+  if constexpr (is_optional_v<T>) {
+    if (!bytes) return std::nullopt;
+    return S::deserialize(*bytes);
+  } else {
+    if (!bytes)
+      throw serialization_error(std::string("the record has a null ") + what + " but the stream's " + what +
+                                " type is not std::optional");
+    return S::deserialize(*bytes);
+  }
+}
+
+/// Encodes into `buf`; returns nullopt for an empty optional (Kafka null).
+template <class S, class T>
+std::optional<std::string_view> encode_field(const T& value, std::string& buf) {
+  if constexpr (is_optional_v<T>) {
+    if (!value) return std::nullopt;
+    S::serialize(*value, buf);
+  } else {
+    S::serialize(value, buf);
+  }
+  return std::string_view(buf);
+}
+
+/// A record read from Kafka did not decode: the deserialization handler decides, not the
+/// processing handler.
+class deserialization_failure : public serialization_error {
+ public:
+  using serialization_error::serialization_error;
+};
+
+template <class K, class V, class KS, class VS>
+class source_node final : public node {
+ public:
+  void process_raw(const raw_record& raw) override {
+    try {
+      record_.key = decode_field<KS, K>(raw.key, "key");
+    } catch (const serialization_error& e) {
+      throw deserialization_failure(std::string("key: ") + e.what());
+    }
+    try {
+      record_.value = decode_field<VS, V>(raw.value, "value");
+    } catch (const serialization_error& e) {
+      throw deserialization_failure(std::string("value: ") + e.what());
+    }
+    record_.timestamp = raw.timestamp;
+    if (raw.headers)
+      record_.headers = *raw.headers;
+    else
+      record_.headers.clear();
+    forward_erased(&record_);
+  }
+  void process(const void* r) override { forward_erased(r); }
+
+ private:
+  record<K, V> record_;  // reused: no allocation per record once capacities settle
+};
+
+template <class K, class V, class KS, class VS>
+class sink_node final : public typed_node<K, V> {
+ public:
+  sink_node(std::string topic, bool internal) : topic_(std::move(topic)), internal_(internal) {}
+  void init(task_context& task) override {
+    node::init(task);
+    if (internal_) topic_ = std::string(task.application_id()) + "-" + topic_;
+  }
+  void on_record(const record<K, V>& r) override {
+    auto k = encode_field<KS, K>(r.key, key_buf_);
+    auto v = encode_field<VS, V>(r.value, value_buf_);
+    this->context_->send(topic_, k, v, r.timestamp, r.headers);
+  }
+
+ private:
+  std::string topic_;
+  bool internal_;
+  std::string key_buf_, value_buf_;
+};
+
+template <class K, class V, class F, bool Keep>
+class filter_node final : public typed_node<K, V> {
+ public:
+  explicit filter_node(F f) : f_(std::move(f)) {}
+  void on_record(const record<K, V>& r) override {
+    if (static_cast<bool>(std::invoke(f_, r.key, r.value)) == Keep) this->forward_erased(&r);
+  }
+
+ private:
+  F f_;
+};
+
+template <class K, class V, class F>
+class peek_node final : public typed_node<K, V> {
+ public:
+  explicit peek_node(F f) : f_(std::move(f)) {}
+  void on_record(const record<K, V>& r) override {
+    std::invoke(f_, r.key, r.value);
+    this->forward_erased(&r);
+  }
+
+ private:
+  F f_;
+};
+
+template <class K, class V, class V2, class F>
+class map_values_node final : public typed_node<K, V> {
+ public:
+  explicit map_values_node(F f) : f_(std::move(f)) {}
+  void on_record(const record<K, V>& r) override {
+    record<K, V2> out{r.key, call(r), r.timestamp, r.headers};
+    this->forward_erased(&out);
+  }
+
+ private:
+  V2 call(const record<K, V>& r) {
+    if constexpr (std::is_invocable_v<F&, const K&, const V&>)
+      return std::invoke(f_, r.key, r.value);
+    else
+      return std::invoke(f_, r.value);
+  }
+  F f_;
+};
+
+template <class K, class V, class K2, class V2, class F>
+class map_node final : public typed_node<K, V> {
+ public:
+  explicit map_node(F f) : f_(std::move(f)) {}
+  void on_record(const record<K, V>& r) override {
+    auto [k, v] = std::invoke(f_, r.key, r.value);
+    record<K2, V2> out{std::move(k), std::move(v), r.timestamp, r.headers};
+    this->forward_erased(&out);
+  }
+
+ private:
+  F f_;
+};
+
+template <class K, class V, class K2, class F>
+class select_key_node final : public typed_node<K, V> {
+ public:
+  explicit select_key_node(F f) : f_(std::move(f)) {}
+  void on_record(const record<K, V>& r) override {
+    record<K2, V> out{std::invoke(f_, r.key, r.value), r.value, r.timestamp, r.headers};
+    this->forward_erased(&out);
+  }
+
+ private:
+  F f_;
+};
+
+template <class K, class V, class K2, class V2, class F>
+class flat_map_node final : public typed_node<K, V> {
+ public:
+  explicit flat_map_node(F f) : f_(std::move(f)) {}
+  void on_record(const record<K, V>& r) override {
+    for (auto&& [k, v] : std::invoke(f_, r.key, r.value)) {
+      record<K2, V2> out{std::move(k), std::move(v), r.timestamp, r.headers};
+      this->forward_erased(&out);
+    }
+  }
+
+ private:
+  F f_;
+};
+
+template <class K, class V, class V2, class F>
+class flat_map_values_node final : public typed_node<K, V> {
+ public:
+  explicit flat_map_values_node(F f) : f_(std::move(f)) {}
+  void on_record(const record<K, V>& r) override {
+    for (auto&& v : call(r)) {
+      record<K, V2> out{r.key, std::move(v), r.timestamp, r.headers};
+      this->forward_erased(&out);
+    }
+  }
+
+ private:
+  decltype(auto) call(const record<K, V>& r) {
+    if constexpr (std::is_invocable_v<F&, const K&, const V&>)
+      return std::invoke(f_, r.key, r.value);
+    else
+      return std::invoke(f_, r.value);
+  }
+  F f_;
+};
+
+/// split(): the first branch whose predicate holds gets the record; else the default.
+template <class K, class V>
+class split_node final : public typed_node<K, V> {
+ public:
+  using predicate = std::function<bool(const K&, const V&)>;
+  void add_branch(std::string name, predicate p) { branches_.emplace_back(std::move(name), std::move(p)); }
+  void set_default(std::string name) { default_ = std::move(name); }
+  void on_record(const record<K, V>& r) override {
+    for (auto& [name, p] : branches_)
+      if (p(r.key, r.value)) return this->forward_erased(&r, name);
+    if (!default_.empty()) this->forward_erased(&r, default_);
+  }
+
+ private:
+  std::vector<std::pair<std::string, predicate>> branches_;
+  std::string default_;
+};
+
+/// Folds each record into the aggregate stored under its key and emits the new aggregate.
+template <class K, class V, class A, class Init, class Agg>
+class aggregate_node final : public typed_node<K, V> {
+ public:
+  aggregate_node(std::string store, Init init, Agg agg)
+      : store_name_(std::move(store)), init_(std::move(init)), agg_(std::move(agg)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(task.store(store_name_), &task);
+  }
+  void on_record(const record<K, V>& r) override {
+    auto current = store_->get(r.key);
+    A next = std::invoke(agg_, r.key, r.value, current ? std::move(*current) : std::invoke(init_));
+    store_->put(r.key, next);
+    record<K, A> out{r.key, std::move(next), r.timestamp, r.headers};
+    this->forward_erased(&out);
+  }
+
+ private:
+  std::string store_name_;
+  Init init_;
+  Agg agg_;
+  std::optional<key_value_store<K, A>> store_;
+};
+
+/// Combines each value with the stored one per key (the first value starts it).
+template <class K, class V, class F>
+class reduce_node final : public typed_node<K, V> {
+ public:
+  reduce_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(task.store(store_name_), &task);
+  }
+  void on_record(const record<K, V>& r) override {
+    auto current = store_->get(r.key);
+    V next = current ? std::invoke(f_, *current, r.value) : r.value;
+    store_->put(r.key, next);
+    record<K, V> out{r.key, std::move(next), r.timestamp, r.headers};
+    this->forward_erased(&out);
+  }
+
+ private:
+  std::string store_name_;
+  F f_;
+  std::optional<key_value_store<K, V>> store_;
+};
+
+/// Materializes a table topic into its store; a null value deletes the key.
+template <class K, class V>
+class table_node final : public typed_node<K, std::optional<V>> {
+ public:
+  explicit table_node(std::string store) : store_name_(std::move(store)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(task.store(store_name_), &task);
+  }
+  void on_record(const record<K, std::optional<V>>& r) override {
+    if (!r.value) {
+      store_->remove(r.key);
+      return;
+    }
+    store_->put(r.key, *r.value);
+    record<K, V> out{r.key, *r.value, r.timestamp, r.headers};
+    this->forward_erased(&out);
+  }
+
+ private:
+  std::string store_name_;
+  std::optional<key_value_store<K, V>> store_;
+};
+
+/// Stream-table join: looks the record's key up in the table's store.
+template <class K, class V, class VT, class VR, class F, bool Left>
+class table_join_node final : public typed_node<K, V> {
+ public:
+  table_join_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(task.store(store_name_), &task);
+  }
+  void on_record(const record<K, V>& r) override {
+    auto t = store_->get(r.key);
+    if constexpr (Left) {
+      record<K, VR> out{r.key, std::invoke(f_, r.value, t), r.timestamp, r.headers};
+      this->forward_erased(&out);
+    } else {
+      if (!t) return;
+      record<K, VR> out{r.key, std::invoke(f_, r.value, *t), r.timestamp, r.headers};
+      this->forward_erased(&out);
+    }
+  }
+
+ private:
+  std::string store_name_;
+  F f_;
+  std::optional<key_value_store<K, VT>> store_;
+};
+
+/// Stream-global-table join: maps the record to the table's key, looks it up.
+template <class K, class V, class KG, class VG, class VR, class KF, class F, bool Left>
+class global_join_node final : public typed_node<K, V> {
+ public:
+  global_join_node(std::string store, KF kf, F f) : store_name_(std::move(store)), kf_(std::move(kf)), f_(std::move(f)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    view_.emplace(task.global_store(store_name_));
+  }
+  void on_record(const record<K, V>& r) override {
+    auto t = view_->get(std::invoke(kf_, r.key, r.value));
+    if constexpr (Left) {
+      record<K, VR> out{r.key, std::invoke(f_, r.value, t), r.timestamp, r.headers};
+      this->forward_erased(&out);
+    } else {
+      if (!t) return;
+      record<K, VR> out{r.key, std::invoke(f_, r.value, *t), r.timestamp, r.headers};
+      this->forward_erased(&out);
+    }
+  }
+
+ private:
+  std::string store_name_;
+  KF kf_;
+  F f_;
+  std::optional<global_store_view<KG, VG>> view_;
+};
+
+/// A node that only passes records on (merge points, branch outlets, repartition sources).
+template <class K, class V>
+class pass_node final : public typed_node<K, V> {
+ public:
+  void on_record(const record<K, V>& r) override { this->forward_erased(&r); }
+};
+
+}  // namespace sluice::detail

@@ -1,0 +1,172 @@
+// The type-erased runtime graph. The typed DSL and Processor API compile down to these
+// nodes once, when the topology is built; at run time a record crosses a node boundary as
+// `const void*` to a record<K, V> whose types the builder checked, so topology size never
+// drives template depth and there is one virtual call per node per record.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/record.hpp"
+
+namespace sluice::state {
+class kv_store;
+}
+
+namespace sluice {
+
+/// When a punctuator fires: as stream time (record timestamps) or wall-clock time passes.
+enum class punctuation_type { stream_time, wall_clock };
+
+/// Handle to a scheduled punctuator; cancel() stops it. Cheap to copy; cancelling twice is fine.
+class cancellable {
+ public:
+  cancellable() = default;
+  explicit cancellable(std::shared_ptr<bool> cancelled) : cancelled_(std::move(cancelled)) {}
+  void cancel() noexcept {
+    if (cancelled_) *cancelled_ = true;
+  }
+
+ private:
+  std::shared_ptr<bool> cancelled_;
+};
+
+}  // namespace sluice
+
+namespace sluice::detail {
+
+/// A record as read from Kafka, before deserialization: views valid during the call.
+struct raw_record {
+  std::optional<std::string_view> key;
+  std::optional<std::string_view> value;
+  std::int64_t timestamp = 0;
+  const sluice::headers* headers = nullptr;
+};
+
+/// Receives changelog writes of a logged store; implemented by the runtime.
+class changelog_writer {
+ public:
+  virtual ~changelog_writer() = default;
+  virtual void log(std::string_view key, const std::optional<std::string_view>& value,
+                   std::int64_t timestamp) = 0;
+};
+
+/// A global store as processors see it: read-only and safe to read from any thread while
+/// the instance's global thread applies updates from the table's topic.
+class global_view {
+ public:
+  virtual ~global_view() = default;
+  /// Copies the value of `key` into `out`; false when absent.
+  virtual bool get(std::string_view key, std::string& out) const = 0;
+};
+
+/// A store as a task hands it to a processor: the byte store plus its changelog (null
+/// when logging is off for the store).
+struct store_binding {
+  state::kv_store* store = nullptr;
+  changelog_writer* changelog = nullptr;
+};
+
+/// What a task offers the nodes it runs. Implemented by the runtime's stream task and by
+/// the test driver; one instance per task, used by the task's thread only.
+class task_context {
+ public:
+  virtual ~task_context() = default;
+  virtual const record_metadata& metadata() const = 0;
+  virtual std::int64_t stream_time() const = 0;
+  virtual std::int64_t wall_clock_ms() const = 0;
+  virtual std::string_view task_id() const = 0;
+  virtual std::int32_t partition() const = 0;
+  virtual std::string_view application_id() const = 0;
+  /// The store named `name`; throws sluice::error(errc::invalid_topology) when the
+  /// calling node did not declare it.
+  virtual store_binding store(std::string_view name) = 0;
+  virtual cancellable schedule(std::chrono::milliseconds interval, punctuation_type type,
+                               std::function<void(std::int64_t)> callback) = 0;
+  virtual void request_commit() = 0;
+  /// Sends serialized bytes to a topic (sinks, dead letters). partition -1 = partitioner.
+  virtual void send(std::string_view topic, const std::optional<std::string_view>& key,
+                    const std::optional<std::string_view>& value, std::int64_t timestamp,
+                    const sluice::headers& headers, std::int32_t partition = -1) = 0;
+  /// Global stores, read-only, shared by every task of the instance.
+  virtual const global_view& global_store(std::string_view name) = 0;
+};
+
+/// One node of a task's graph. Sources get raw bytes through process_raw; every other node
+/// gets a `const record<K, V>*` of its declared input type through process.
+class node {
+ public:
+  virtual ~node() = default;
+  virtual void init(task_context& context) { context_ = &context; }
+  virtual void process(const void* record) = 0;
+  virtual void process_raw(const raw_record&) {}
+  virtual void close() {}
+
+  /// Wiring, done by the task when it instantiates the graph.
+  void add_child(node* child, std::string name) {
+    children_.push_back(child);
+    child_names_.push_back(std::move(name));
+  }
+  const std::vector<std::string>& child_names() const noexcept { return child_names_; }
+
+ /// Passes the record to every child, or to the child named `to`.
+  void forward_erased(const void* record, std::string_view to = {}) {
+    if (to.empty()) {
+      for (node* c : children_) c->process(record);
+      return;
+    }
+    for (std::size_t i = 0; i < children_.size(); ++i)
+      if (child_names_[i] == to) return children_[i]->process(record);
+    throw_unknown_child(to);
+  }
+  [[noreturn]] void throw_unknown_child(std::string_view to) const;
+
+ protected:
+  task_context* context_ = nullptr;
+
+ private:
+  std::vector<node*> children_;
+  std::vector<std::string> child_names_;
+};
+
+/// Base of nodes whose input is record<K, V>: casts once, calls a typed function.
+template <class K, class V>
+class typed_node : public node {
+ public:
+  void process(const void* record) final { on_record(*static_cast<const sluice::record<K, V>*>(record)); }
+  virtual void on_record(const sluice::record<K, V>& record) = 0;
+};
+
+enum class node_kind { source, processor, sink };
+
+/// A node as the topology describes it; the factory makes one instance per task.
+struct node_spec {
+  std::string name;
+  node_kind kind = node_kind::processor;
+  std::vector<std::string> topics;   ///< source topics, or the sink's topic
+  std::vector<std::string> stores;   ///< stores the node may use
+  std::vector<std::size_t> parents;  ///< indices into topology::nodes
+  std::function<std::unique_ptr<node>()> factory;
+  bool internal_topic = false;       ///< the topic is a repartition topic this job owns
+};
+
+enum class store_backend { rocksdb, memory };
+
+/// A state store as declared on the topology.
+struct store_spec {
+  std::string name;
+  store_backend backend = store_backend::rocksdb;
+  bool logged = true;                          ///< write a changelog topic
+  std::chrono::milliseconds ttl{0};            ///< 0 = entries never expire
+  bool global = false;                         ///< read in full by every instance
+  std::string source_topic;                    ///< global stores: the topic they follow
+  std::function<void(void*)> rocksdb_options;  ///< expert hook; receives rocksdb::Options*
+};
+
+}  // namespace sluice::detail

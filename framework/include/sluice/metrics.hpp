@@ -1,0 +1,83 @@
+// sluice::metrics_registry: counters, gauges and latency histograms of a running app, per
+// thread and task, read as a snapshot (and, later, served as Prometheus text).
+//
+// Updating is lock-free (relaxed atomics) so the hot path pays an add; registering a new
+// metric takes a lock and happens on assignment, never per record.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+/// A monotonically increasing count.
+class counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept { value_.fetch_add(n, std::memory_order_relaxed); }
+  std::uint64_t value() const noexcept { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> value_{0};
+};
+
+/// A value that goes up and down (lag, restore progress).
+class gauge {
+ public:
+  void set(std::int64_t v) noexcept { value_.store(v, std::memory_order_relaxed); }
+  std::int64_t value() const noexcept { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::int64_t> value_{0};
+};
+
+/// Latencies in milliseconds, in power-of-two buckets (1 ms, 2 ms, 4 ms, ... 2^20 ms).
+class histogram {
+ public:
+  static constexpr int buckets = 22;
+  void record(std::int64_t ms) noexcept;
+  std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+  std::int64_t sum() const noexcept { return sum_.load(std::memory_order_relaxed); }
+  /// The upper bound of the bucket holding quantile q (0..1), in ms.
+  std::int64_t quantile(double q) const noexcept;
+  std::uint64_t bucket(int i) const noexcept { return counts_[i].load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> counts_[buckets] = {};
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::int64_t> sum_{0};
+};
+
+/// One named metric with its labels, as a snapshot shows it.
+struct metric_sample {
+  std::string name;    ///< e.g. "sluice_records_processed_total"
+  std::string labels;  ///< e.g. thread="0",task="0_3"
+  double value = 0;
+};
+
+/// All metrics of one app. Metric objects live as long as the registry; references stay valid.
+class metrics_registry {
+ public:
+  counter& get_counter(const std::string& name, const std::string& labels = {});
+  gauge& get_gauge(const std::string& name, const std::string& labels = {});
+  histogram& get_histogram(const std::string& name, const std::string& labels = {});
+
+  /// Every counter and gauge (histograms as _count, _sum and p50/p99) at this moment.
+  std::vector<metric_sample> snapshot() const;
+  /// Sum of a counter or gauge over all label sets; 0 when absent.
+  double total(const std::string& name) const;
+  /// Prometheus text exposition format.
+  std::string prometheus_text() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<counter>> counters_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<gauge>> gauges_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<histogram>> histograms_;
+};
+
+}  // namespace sluice

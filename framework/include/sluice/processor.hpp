@@ -1,0 +1,143 @@
+// The Processor API: write a class, get records one at a time, keep state in stores,
+// forward results, schedule punctuators. The DSL's own operations are built the same way.
+//
+//   struct dedupe : sluice::processor<std::string, event> {
+//     void init(sluice::processor_context<std::string, event>& ctx) override {
+//       processor::init(ctx);
+//       seen_.emplace(ctx.store<std::string, std::int64_t>("seen"));
+//     }
+//     void process(const sluice::record<std::string, event>& r) override {
+//       if (seen_->put_if_absent(r.key, r.timestamp)) context().forward(r);
+//     }
+//     std::optional<sluice::key_value_store<std::string, std::int64_t>> seen_;
+//   };
+//
+// Lifecycle: one instance per task (partition), made by the supplier you give the DSL;
+// init() once before the first record, process() per record, close() when the task closes
+// (rebalance or shutdown). All calls come from the task's thread: no locking needed.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "sluice/detail/node.hpp"
+#include "sluice/record.hpp"
+#include "sluice/store.hpp"
+
+namespace sluice {
+
+/// What a processor can do besides receiving records. Valid from init() to close().
+template <class KOut, class VOut>
+class processor_context {
+ public:
+  processor_context(detail::task_context& task, detail::node& node) : task_(&task), node_(&node) {}
+
+  /// Sends a record to every child node.
+  void forward(const record<KOut, VOut>& r) { node_->forward_erased(&r); }
+  /// Sends a record to the child named `child` (see Topology::describe() for names).
+  void forward(const record<KOut, VOut>& r, std::string_view child) { node_->forward_erased(&r, child); }
+
+  /// A store this processor declared, typed. Throws sluice::error(errc::invalid_topology)
+  /// naming the store when it was not declared for this processor.
+  template <class K, class V, class KS = default_state_serde<K>, class VS = default_state_serde<V>>
+  key_value_store<K, V, KS, VS> store(std::string_view name) {
+    return key_value_store<K, V, KS, VS>(task_->store(name), task_);
+  }
+
+  /// A global store (global_table), read-only, typed with the table topic's serdes.
+  template <class K, class V, class KS = default_serde<K>, class VS = default_serde<V>>
+  global_store_view<K, V, KS, VS> global_store(std::string_view name) {
+    return global_store_view<K, V, KS, VS>(task_->global_store(name));
+  }
+
+  /// Calls `callback(time)` every `interval` of stream time (record timestamps) or of wall
+  /// clock. The returned handle cancels it.
+  cancellable schedule(std::chrono::milliseconds interval, punctuation_type type,
+                       std::function<void(std::int64_t)> callback) {
+    return task_->schedule(interval, type, std::move(callback));
+  }
+
+  /// Topic, partition and offset of the record being processed (-1 inside a punctuator).
+  const record_metadata& metadata() const { return task_->metadata(); }
+  std::int64_t stream_time() const { return task_->stream_time(); }
+  std::int64_t wall_clock_ms() const { return task_->wall_clock_ms(); }
+  std::string_view task_id() const { return task_->task_id(); }
+  std::int32_t partition() const { return task_->partition(); }
+  std::string_view application_id() const { return task_->application_id(); }
+  /// Asks for a commit soon after this record (a request, not a synchronous commit).
+  void commit() { task_->request_commit(); }
+
+ private:
+  detail::task_context* task_;
+  detail::node* node_;
+};
+
+/// Base class of user processors: input record<KIn, VIn>, output record<KOut, VOut>.
+template <class KIn, class VIn, class KOut = KIn, class VOut = VIn>
+class processor {
+ public:
+  using key_in = KIn;
+  using value_in = VIn;
+  using key_out = KOut;
+  using value_out = VOut;
+  using context_type = processor_context<KOut, VOut>;
+
+  virtual ~processor() = default;
+  virtual void init(context_type& context) { context_ = &context; }
+  virtual void process(const record<KIn, VIn>& record) = 0;
+  virtual void close() {}
+
+ protected:
+  context_type& context() { return *context_; }
+
+ private:
+  context_type* context_ = nullptr;
+};
+
+namespace detail {
+
+/// Runs a user processor as a graph node.
+template <class P>
+class processor_node final : public typed_node<typename P::key_in, typename P::value_in> {
+ public:
+  explicit processor_node(std::unique_ptr<P> p) : processor_(std::move(p)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    context_ = std::make_unique<typename P::context_type>(task, *this);
+    processor_->init(*context_);
+  }
+  void on_record(const record<typename P::key_in, typename P::value_in>& r) override { processor_->process(r); }
+  void close() override { processor_->close(); }
+
+ private:
+  std::unique_ptr<P> processor_;
+  std::unique_ptr<typename P::context_type> context_;
+};
+
+template <class T>
+struct unique_ptr_element {};
+template <class T>
+struct unique_ptr_element<std::unique_ptr<T>> {
+  using type = T;
+};
+
+}  // namespace detail
+
+/// A processor supplier: callable with no arguments, returning std::unique_ptr<P> where P
+/// derives from sluice::processor<...>. It is called once per task.
+template <class F>
+concept processor_supplier = requires(F f) {
+  typename detail::unique_ptr_element<std::remove_cvref_t<decltype(f())>>::type;
+} && requires {
+  typename detail::unique_ptr_element<std::remove_cvref_t<std::invoke_result_t<F>>>::type::key_in;
+};
+
+template <class F>
+using supplied_processor_t = typename detail::unique_ptr_element<std::remove_cvref_t<std::invoke_result_t<F>>>::type;
+
+}  // namespace sluice

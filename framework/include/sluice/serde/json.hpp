@@ -1,0 +1,299 @@
+// json_serde<T>: JSON for any struct described with BOOST_HANA_DEFINE_STRUCT, with no code
+// written per struct. This is the default serde for struct keys and values on topics,
+// because other teams' consumers (Java, Python, jq) can read it.
+//
+// Mapping: std::string → string; bool → true/false; integers → numbers; float/double →
+// numbers (always with a fraction or exponent, shortest text that round-trips);
+// std::vector<X> → array; std::map<std::string, X> → object; described structs → object
+// with members in declaration order; std::optional<X> → the value, or, when empty, the
+// member is left out of its object (and written as null inside an array or map). On read,
+// a missing or null optional member is std::nullopt; unknown members are ignored; a
+// missing non-optional member, a wrong JSON type, an integer out of range for its member
+// and invalid JSON are serialization_errors that name the field path. Output is compact
+// (no whitespace) and escapes '"', '\\' and control characters; other UTF-8 passes
+// through. Strings must be valid UTF-8 (JSON cannot carry anything else): serialize
+// throws otherwise. NaN and infinities have no JSON form and also throw.
+//
+// Serialize writes straight into the caller's buffer (no DOM); deserialize parses with
+// nlohmann::json and then walks the type, moving strings out of the parse tree.
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <boost/hana/define_struct.hpp>
+#include <nlohmann/json.hpp>
+
+#include "sluice/serde/detail/field_path.hpp"
+#include "sluice/serde/detail/reflect.hpp"
+#include "sluice/serde/serde.hpp"
+
+namespace sluice {
+namespace serde_detail::json {
+
+/// Length of the well-formed UTF-8 sequence starting at p (whose first byte is >= 0x80),
+/// or 0 when it is malformed, overlong, a surrogate or beyond U+10FFFF.
+inline std::size_t utf8_sequence_length(const unsigned char* p, const unsigned char* end) {
+  const auto avail = static_cast<std::size_t>(end - p);
+  const unsigned char c = p[0];
+  auto cont = [&](std::size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return i < avail && p[i] >= lo && p[i] <= hi;
+  };
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
+  if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
+  if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
+/// Appends `s` as a JSON string literal. Runs of bytes that need no escape are copied
+/// in one append.
+inline void write_string(std::string& out, std::string_view s, const field_path& path) {
+  static constexpr char hex[] = "0123456789abcdef";
+  const auto* begin = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = begin + s.size();
+  const auto* run = begin;
+  const auto* p = begin;
+  out += '"';
+  while (p < end) {
+    const unsigned char c = *p;
+    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+      ++p;
+      continue;
+    }
+    if (c >= 0x80) {
+      const std::size_t n = utf8_sequence_length(p, end);
+      if (n == 0)
+        path.fail("string is not valid UTF-8 (byte " + std::to_string(p - begin) +
+                  "); JSON can only carry UTF-8 text");
+      p += n;
+      continue;
+    }
+    out.append(reinterpret_cast<const char*>(run), static_cast<std::size_t>(p - run));
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        out += "\\u00";
+        out += hex[c >> 4];
+        out += hex[c & 0xF];
+    }
+    run = ++p;
+  }
+  out.append(reinterpret_cast<const char*>(run), static_cast<std::size_t>(end - run));
+  out += '"';
+}
+
+template <class X>
+inline constexpr bool is_json_float = std::is_same_v<X, float> || std::is_same_v<X, double>;
+
+template <class X>
+void write(std::string& out, const X& value, const field_path& path) {
+  if constexpr (std::is_same_v<X, bool>) {
+    out += value ? "true" : "false";
+  } else if constexpr (is_integer<X>) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, value);
+    out.append(buf, r.ptr);
+  } else if constexpr (is_json_float<X>) {
+    if (!std::isfinite(value)) path.fail("NaN and infinity cannot be written as JSON");
+    char buf[40];
+    const auto r = std::to_chars(buf, buf + sizeof buf, value);
+    const std::string_view text(buf, static_cast<std::size_t>(r.ptr - buf));
+    out += text;
+    // "3" would read back as an integer and "-0" as 0: keep it visibly a float.
+    if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+  } else if constexpr (std::is_same_v<X, std::string>) {
+    write_string(out, value, path);
+  } else if constexpr (is_optional<X>) {
+    if (value) write(out, *value, path);
+    else out += "null";
+  } else if constexpr (is_vector<X>) {
+    out += '[';
+    std::size_t i = 0;
+    for (const auto& element : value) {
+      if (i != 0) out += ',';
+      write(out, element, path.index(i++));
+    }
+    out += ']';
+  } else if constexpr (is_string_map<X>) {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, v] : value) {
+      if (!first) out += ',';
+      first = false;
+      write_string(out, k, path);
+      out += ':';
+      write(out, v, path.key(k));
+    }
+    out += '}';
+  } else if constexpr (described_struct<X>) {
+    out += '{';
+    bool first = true;
+    for_each_field(value, [&](const char* name, const auto& member) {
+      if constexpr (is_optional<std::remove_cvref_t<decltype(member)>>) {
+        if (!member) return;  // an empty optional is left out
+      }
+      if (!first) out += ',';
+      first = false;
+      out += '"';
+      out += name;  // C++ identifiers never need escaping
+      out += "\":";
+      write(out, member, path.field(name));
+    });
+    out += '}';
+  } else {
+    static_assert(always_false<X>,
+                  "json_serde: unsupported member type. Supported: std::string, bool, integer "
+                  "types, float, double, std::optional<X>, std::vector<X>, "
+                  "std::map<std::string, X> and structs described with "
+                  "BOOST_HANA_DEFINE_STRUCT");
+  }
+}
+
+[[noreturn]] inline void fail_type(const nlohmann::json& j, const char* expected,
+                                   const field_path& path) {
+  path.fail(std::string("expected ") + expected + ", got " + j.type_name());
+}
+
+template <class I>
+I read_integer(const nlohmann::json& j, const field_path& path) {
+  using limits = std::numeric_limits<I>;
+  auto out_of_range = [&](const std::string& text) {
+    path.fail("integer " + text + " out of range for " + integer_name<I>());
+  };
+  if (j.is_number_unsigned()) {
+    const auto u = j.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(limits::max())) out_of_range(std::to_string(u));
+    return static_cast<I>(u);
+  }
+  if (j.is_number_integer()) {  // negative: nlohmann keeps non-negatives as unsigned
+    const auto s = j.get<std::int64_t>();
+    if (s < static_cast<std::int64_t>(limits::min()) ||
+        (s > 0 && static_cast<std::uint64_t>(s) > static_cast<std::uint64_t>(limits::max())))
+      out_of_range(std::to_string(s));
+    return static_cast<I>(s);
+  }
+  if (j.is_number_float()) {
+    const double d = j.get<double>();
+    // nlohmann reads integers beyond 64 bits as floating point.
+    if (std::isfinite(d) && std::trunc(d) == d) out_of_range(j.dump());
+    path.fail("expected integer, got number " + j.dump());
+  }
+  fail_type(j, "integer", path);
+}
+
+template <class X>
+void read(nlohmann::json& j, X& out, const field_path& path) {
+  if constexpr (std::is_same_v<X, bool>) {
+    if (!j.is_boolean()) fail_type(j, "boolean", path);
+    out = j.get<bool>();
+  } else if constexpr (is_integer<X>) {
+    out = read_integer<X>(j, path);
+  } else if constexpr (is_json_float<X>) {
+    if (!j.is_number()) fail_type(j, "number", path);
+    const double d = j.get<double>();
+    if (!std::isfinite(d) ||
+        (std::is_same_v<X, float> && std::fabs(d) > std::numeric_limits<float>::max()))
+      path.fail("number " + j.dump() + " out of range for " +
+                (std::is_same_v<X, float> ? "float" : "double"));
+    out = static_cast<X>(d);
+  } else if constexpr (std::is_same_v<X, std::string>) {
+    if (!j.is_string()) fail_type(j, "string", path);
+    out = std::move(j.get_ref<std::string&>());
+  } else if constexpr (is_optional<X>) {
+    if (j.is_null()) {
+      out.reset();
+    } else {
+      out.emplace();
+      read(j, *out, path);
+    }
+  } else if constexpr (is_vector<X>) {
+    if (!j.is_array()) fail_type(j, "array", path);
+    out.clear();
+    out.reserve(j.size());
+    std::size_t i = 0;
+    for (auto& element : j) {
+      typename X::value_type item{};
+      read(element, item, path.index(i++));
+      out.push_back(std::move(item));
+    }
+  } else if constexpr (is_string_map<X>) {
+    if (!j.is_object()) fail_type(j, "object", path);
+    out.clear();
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      typename X::mapped_type item{};
+      read(it.value(), item, path.key(it.key()));
+      out.emplace_hint(out.end(), it.key(), std::move(item));
+    }
+  } else if constexpr (described_struct<X>) {
+    if (!j.is_object()) fail_type(j, "object", path);
+    for_each_field(out, [&](const char* name, auto& member) {
+      using M = std::remove_cvref_t<decltype(member)>;
+      const auto it = j.find(name);
+      if (it == j.end()) {
+        if constexpr (is_optional<M>) {
+          member.reset();
+          return;
+        } else {
+          const field_path missing = path.field(name);
+          throw serialization_error("missing field '" + missing.str() + "'");
+        }
+      }
+      read(*it, member, path.field(name));
+    });
+  } else {
+    static_assert(always_false<X>, "json_serde: unsupported member type (see json.hpp)");
+  }
+}
+
+}  // namespace serde_detail::json
+
+/// JSON serde for T: a struct described with BOOST_HANA_DEFINE_STRUCT, or any type the
+/// mapping above supports (std::vector<X>, std::map<std::string, X>, ...). Stateless and
+/// thread-safe. T must be default-constructible; deserialize fills a T{} member by member.
+template <class T>
+class json_serde {
+ public:
+  using value_type = T;
+
+  /// Clears `out` and writes `value` as compact JSON. Throws serialization_error for a
+  /// string that is not UTF-8 or a non-finite float, naming the field.
+  static void serialize(const T& value, std::string& out) {
+    out.clear();
+    serde_detail::json::write(out, value, serde_detail::field_path{});
+  }
+
+  /// Parses `bytes` as JSON and decodes it as T. Throws serialization_error for invalid
+  /// JSON (including empty input and trailing garbage) and for JSON that does not fit T.
+  static T deserialize(std::string_view bytes) {
+    if (bytes.empty()) throw serialization_error("invalid JSON: empty input");
+    nlohmann::json doc;
+    try {
+      doc = nlohmann::json::parse(bytes.begin(), bytes.end());
+    } catch (const nlohmann::json::exception& e) {
+      throw serialization_error(std::string("invalid JSON: ") + e.what());
+    }
+    T value{};
+    serde_detail::json::read(doc, value, serde_detail::field_path{});
+    return value;
+  }
+};
+
+}  // namespace sluice

@@ -1,0 +1,119 @@
+// sluice::key_value_store<K, V>: a typed view of a task's state store, as processors use it.
+//
+// Keys and values cross into the store as bytes through state serdes (compact binary for
+// described structs). Every write also goes to the store's changelog topic unless logging
+// is off. Ranges compare the serialized keys byte by byte: strings sort as expected;
+// signed integers sort as their big-endian bytes (negative after positive).
+//
+// Thread-safety: a handle belongs to the task that gave it out; use it from that task only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "sluice/detail/node.hpp"
+#include "sluice/serde/serde.hpp"
+#include "sluice/state/kv_store.hpp"
+
+namespace sluice {
+
+/// Iterates typed entries of a range; RAII, it closes its store iterator when destroyed.
+template <class K, class V, class KS, class VS>
+class kv_range {
+ public:
+  explicit kv_range(state::kv_iterator it) : it_(std::move(it)) {}
+  bool valid() const { return it_.valid(); }
+  void next() { it_.next(); }
+  K key() const { return KS::deserialize(it_.key()); }
+  V value() const { return VS::deserialize(it_.value()); }
+
+ private:
+  state::kv_iterator it_;
+};
+
+template <class K, class V, class KS = default_state_serde<K>, class VS = default_state_serde<V>>
+class key_value_store {
+ public:
+  using range_type = kv_range<K, V, KS, VS>;
+
+  key_value_store(detail::store_binding binding, detail::task_context* context)
+      : binding_(binding), context_(context) {}
+
+  std::optional<V> get(const K& key) {
+    KS::serialize(key, key_buf_);
+    if (!binding_.store->get(key_buf_, value_buf_)) return std::nullopt;
+    return VS::deserialize(value_buf_);
+  }
+
+  void put(const K& key, const V& value) {
+    KS::serialize(key, key_buf_);
+    VS::serialize(value, value_buf_);
+    binding_.store->put(key_buf_, value_buf_);
+    if (binding_.changelog)
+      binding_.changelog->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
+  }
+
+  /// Writes only when the key is absent; returns whether it wrote.
+  bool put_if_absent(const K& key, const V& value) {
+    KS::serialize(key, key_buf_);
+    if (binding_.store->get(key_buf_, value_buf_)) return false;
+    VS::serialize(value, value_buf_);
+    binding_.store->put(key_buf_, value_buf_);
+    if (binding_.changelog)
+      binding_.changelog->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
+    return true;
+  }
+
+  void remove(const K& key) {
+    KS::serialize(key, key_buf_);
+    binding_.store->remove(key_buf_);
+    if (binding_.changelog) binding_.changelog->log(key_buf_, std::nullopt, context_->stream_time());
+  }
+
+  /// Entries with from <= key <= to (serialized order), forward or reverse.
+  range_type range(const K& from, const K& to, state::direction dir = state::direction::forward) {
+    std::string f, t;
+    KS::serialize(from, f);
+    KS::serialize(to, t);
+    return range_type(binding_.store->range(f, t, dir));
+  }
+
+  /// Entries whose serialized key starts with `prefix`'s serialized form.
+  range_type prefix(const K& prefix, state::direction dir = state::direction::forward) {
+    std::string p;
+    KS::serialize(prefix, p);
+    return range_type(binding_.store->prefix(p, dir));
+  }
+
+  range_type all(state::direction dir = state::direction::forward) {
+    return range_type(binding_.store->all(dir));
+  }
+
+  std::uint64_t approximate_count() { return binding_.store->approximate_count(); }
+
+ private:
+  detail::store_binding binding_;
+  detail::task_context* context_;
+  std::string key_buf_, value_buf_;
+};
+
+/// A typed read-only view of a global store (global_table): readable from every task.
+template <class K, class V, class KS = default_serde<K>, class VS = default_serde<V>>
+class global_store_view {
+ public:
+  explicit global_store_view(const detail::global_view& view) : view_(&view) {}
+  std::optional<V> get(const K& key) const {
+    KS::serialize(key, key_buf_);
+    if (!view_->get(key_buf_, value_buf_)) return std::nullopt;
+    return VS::deserialize(value_buf_);
+  }
+
+ private:
+  const detail::global_view* view_;
+  mutable std::string key_buf_, value_buf_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,53 @@
+// sluice::topology: the built, immutable graph of a job: sources, processors, sinks, the
+// stores they use, and the internal topics the runtime creates. Made by
+// streams_builder::build(); run by sluice::app or sluice::testing::topology_test_driver.
+//
+// Nodes connected by edges or by a shared store form a sub-topology; the runtime runs one
+// task per (sub-topology, partition) and names it "<sub-topology>_<partition>".
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/detail/node.hpp"
+
+namespace sluice {
+
+class topology {
+ public:
+  struct subtopology {
+    int id = 0;
+    std::vector<std::size_t> nodes;          ///< indices into nodes(), in insertion order
+    std::vector<std::string> source_topics;  ///< as written; internal ones get the app prefix
+    std::vector<std::string> stores;         ///< non-global stores used by its nodes
+  };
+
+  topology() = default;
+  topology(std::vector<detail::node_spec> nodes, std::vector<detail::store_spec> stores);
+
+  /// The graph in Kafka Streams' format: sub-topologies with their sources, processors,
+  /// sinks and stores, then global stores and internal topics.
+  std::string describe() const;
+  /// The graph as Graphviz DOT (render with `dot -Tpng`).
+  std::string to_dot() const;
+
+  const std::vector<detail::node_spec>& nodes() const noexcept { return nodes_; }
+  const std::vector<detail::store_spec>& stores() const noexcept { return stores_; }
+  const std::vector<subtopology>& subtopologies() const noexcept { return subtopologies_; }
+  /// The store named `name`, or nullptr.
+  const detail::store_spec* find_store(std::string_view name) const;
+  /// Repartition topics as named in the graph (without the application.id prefix).
+  std::vector<std::string> repartition_topics() const;
+  /// Resolves a topic name as the runtime sees it: internal topics get "<app>-".
+  static std::string resolve_topic(const detail::node_spec& node, const std::string& topic,
+                                   const std::string& application_id);
+
+ private:
+  std::vector<detail::node_spec> nodes_;
+  std::vector<detail::store_spec> stores_;
+  std::vector<subtopology> subtopologies_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,125 @@
+// The edge clients: thin typed-free wrappers over the librdkafka layer.
+#include "sluice/client.hpp"
+
+#include <map>
+
+#include "kafka/admin.hpp"
+#include "kafka/consumer.hpp"
+#include "kafka/mock_cluster.hpp"
+#include "kafka/producer.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice {
+
+using namespace std::chrono_literals;
+
+namespace {
+kafka::config_map client_map(const config& c, std::string_view client) {
+  auto props = c.client_properties(client);
+  props["bootstrap.servers"] = c.bootstrap_servers();
+  kafka::apply_embedded(props);
+  return props;
+}
+}  // namespace
+
+struct topic_admin::impl {
+  explicit impl(const kafka::config_map& m) : admin(m) {}
+  kafka::admin admin;
+};
+
+topic_admin::topic_admin(const config& c) : impl_(std::make_unique<impl>(client_map(c, "admin"))) {}
+topic_admin::~topic_admin() = default;
+
+void topic_admin::create_topic(const std::string& name, int partitions, bool compacted) {
+  kafka::new_topic t{.name = name, .partitions = partitions};
+  if (compacted) t.configs["cleanup.policy"] = "compact";
+  impl_->admin.create_topics({t}, 30s);
+}
+
+std::optional<int> topic_admin::partition_count(const std::string& name) { return impl_->admin.partition_count(name, 30s); }
+
+struct topic_writer::impl {
+  explicit impl(const kafka::config_map& m) : producer(m) {}
+  kafka::producer producer;
+};
+
+topic_writer::topic_writer(const config& c) : impl_(std::make_unique<impl>(client_map(c, "producer"))) {}
+topic_writer::~topic_writer() = default;
+
+void topic_writer::send_raw(const std::string& topic, const std::optional<std::string_view>& key,
+                            const std::optional<std::string_view>& value, std::int64_t timestamp,
+                            const sluice::headers& headers, std::int32_t partition) {
+  impl_->producer.produce(topic, partition, key, value, timestamp, headers);
+}
+
+void topic_writer::flush(std::chrono::milliseconds timeout) { impl_->producer.flush(timeout); }
+
+struct topic_reader::impl {
+  explicit impl(const kafka::config_map& m) : consumer(m) {}
+  kafka::consumer consumer;
+  std::vector<kafka::message> batch;
+  std::map<std::pair<std::string, std::int32_t>, bool> at_end;
+};
+
+topic_reader::topic_reader(const config& c, const std::vector<std::string>& topics, bool read_committed) {
+  auto props = client_map(c, "consumer");
+  props.erase("group.id");
+  props.erase("group.instance.id");
+  props["enable.partition.eof"] = "true";
+  props["isolation.level"] = read_committed ? "read_committed" : "read_uncommitted";
+  impl_ = std::make_unique<impl>(props);
+  kafka::admin admin(client_map(c, "admin"));
+  std::vector<kafka::topic_partition_offset> assign;
+  for (const auto& t : topics) {
+    auto count = admin.partition_count(t, 30s);
+    if (!count) throw error(errc::invalid_config, "topic '" + t + "' does not exist");
+    for (int p = 0; p < *count; ++p) {
+      assign.push_back({t, p, kafka::offset_beginning});
+      impl_->at_end[{t, p}] = false;
+    }
+  }
+  impl_->consumer.on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t) {
+    impl_->at_end[{std::string(topic), partition}] = true;
+  });
+  impl_->consumer.assign(assign);
+}
+
+topic_reader::~topic_reader() = default;
+
+std::vector<raw_message> topic_reader::poll(std::chrono::milliseconds timeout, std::size_t max) {
+  std::vector<raw_message> out;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (out.size() < max && std::chrono::steady_clock::now() < deadline) {
+    impl_->consumer.poll_batch(impl_->batch, std::min<std::size_t>(10000, max - out.size()), 50ms);
+    for (auto& m : impl_->batch) {
+      impl_->at_end[{m.topic, m.partition}] = false;
+      out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
+    }
+  }
+  return out;
+}
+
+std::vector<raw_message> topic_reader::read_at_least(std::size_t count, std::chrono::milliseconds timeout) {
+  std::vector<raw_message> out;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+    auto more = poll(100ms, count - out.size());
+    out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  return out;
+}
+
+std::vector<raw_message> topic_reader::read_to_end(std::chrono::milliseconds timeout) {
+  std::vector<raw_message> out;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool all = true;
+    for (auto& [tp, end] : impl_->at_end) all = all && end;
+    if (all || std::chrono::steady_clock::now() >= deadline) break;
+    impl_->consumer.poll_batch(impl_->batch, 10000, 50ms);
+    for (auto& m : impl_->batch) out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
+  }
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,288 @@
+// Parsing and validation of sluice::config: .properties text, --set overrides, the table
+// of sluice's own keys, and the split of librdkafka keys per client.
+#include "sluice/config.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+
+#include "sluice/error.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr config_key keys[] = {
+    {"application.id", "", "Names the job: the consumer group, the prefix of internal topics and the state folder. Required."},
+    {"bootstrap.servers", "embedded", "Kafka brokers, host:port[,host:port]. 'embedded' starts librdkafka's in-process mock cluster (demos and examples; it does not compact)."},
+    {"processing.guarantee", "at_least_once", "at_least_once or exactly_once (transactions; inputs read read_committed)."},
+    {"commit.interval.ms", "", "How often tasks commit. Default 30000, or 100 under exactly_once."},
+    {"num.stream.threads", "1", "Stream threads per instance, each with one consumer and one producer."},
+    {"state.dir", "/tmp/sluice", "Where local state stores live: <state.dir>/<application.id>/<task>/<store>."},
+    {"state.memory.budget.bytes", "268435456", "One budget for RocksDB's block cache and write buffers, shared by every store of the process."},
+    {"instance.id", "", "This instance's stable identity for static group membership (group.instance.id = <application.id>-<instance.id>-<thread>). Default: host name plus a hash of state.dir."},
+    {"deserialization.error.handler", "fail", "fail, log_and_continue or dead_letter: what to do with a record whose key or value does not decode."},
+    {"processing.error.handler", "fail", "fail, log_and_continue or dead_letter: what to do when a processor throws on a record."},
+    {"production.error.handler", "fail", "fail or log_and_continue: what to do when Kafka rejects an output record for good (e.g. too large)."},
+    {"dead.letter.topic", "", "Where dead_letter sends records. Default <application.id>-dlq."},
+    {"poll.ms", "100", "How long a stream thread waits for records before running punctuators and commits."},
+    {"max.poll.records", "1000", "Records a stream thread takes from its consumer per loop."},
+    {"restore.log.interval.ms", "5000", "How often restoration logs its progress."},
+};
+
+std::mutex declared_mutex;
+std::vector<config_key>& declared() {
+  static std::vector<config_key> list;
+  return list;
+}
+
+std::string trim(std::string_view s) {
+  auto b = s.find_first_not_of(" \t\r\f");
+  if (b == std::string_view::npos) return {};
+  auto e = s.find_last_not_of(" \t\r\f");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+[[noreturn]] void invalid(std::string_view key, std::string_view value, std::string_view allowed) {
+  throw error(errc::invalid_config, "configuration key '" + std::string(key) + "' has value '" +
+                                        std::string(value) + "'; allowed: " + std::string(allowed));
+}
+
+const config_key* find_key(std::string_view name) {
+  for (const auto& k : keys)
+    if (k.name == name) return &k;
+  std::lock_guard lock(declared_mutex);
+  for (const auto& k : declared())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+void print_reference(std::ostream& out) {
+  auto row = [&](const config_key& k) {
+    out << "  " << k.name << " (default: " << (k.default_value.empty() ? "-" : k.default_value)
+        << ")\n      " << k.meaning << "\n";
+  };
+  out << "sluice keys:\n";
+  for (const auto& k : keys) row(k);
+  if (!config::declared_keys().empty()) {
+    out << "job keys:\n";
+    for (const auto& k : config::declared_keys()) row(k);
+  }
+  out << "Any other key passes to librdkafka: bare for every client, or prefixed with\n"
+         "consumer., producer. or admin. for one client.\n";
+}
+
+}  // namespace
+
+config config::from_string(std::string_view text, std::string_view origin) {
+  config c;
+  std::istringstream in{std::string(text)};
+  std::string line, logical;
+  int number = 0, start = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (logical.empty()) start = number;
+    std::string t = trim(line);
+    if (logical.empty() && (t.empty() || t[0] == '#' || t[0] == '!')) continue;
+    // A line ending in an odd number of backslashes continues on the next.
+    std::size_t slashes = 0;
+    while (slashes < t.size() && t[t.size() - 1 - slashes] == '\\') ++slashes;
+    if (slashes % 2 == 1) {
+      logical += t.substr(0, t.size() - 1);
+      continue;
+    }
+    logical += t;
+    auto sep = logical.find_first_of("=:");
+    if (sep == std::string::npos) sep = logical.find_first_of(" \t");
+    if (sep == std::string::npos || sep == 0)
+      throw error(errc::invalid_config, std::string(origin) + ":" + std::to_string(start) +
+                                            ": expected 'key=value', got '" + logical + "'");
+    c.set(trim(std::string_view(logical).substr(0, sep)), trim(std::string_view(logical).substr(sep + 1)));
+    logical.clear();
+  }
+  if (!logical.empty())
+    throw error(errc::invalid_config, std::string(origin) + ":" + std::to_string(start) +
+                                          ": the last line ends in '\\' but nothing follows");
+  return c;
+}
+
+config config::from_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw error(errc::io, "cannot read configuration file '" + path.string() +
+                              "': check the path given to --config");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return from_string(buffer.str(), path.string());
+}
+
+config config::from_args(int argc, const char* const* argv, std::string_view summary) {
+  config c;
+  std::vector<std::pair<std::string, std::string>> overrides;
+  auto usage = [&](std::ostream& out) {
+    out << "usage: " << (argc > 0 ? argv[0] : "job") << " [--config FILE] [--set key=value]...\n";
+    if (!summary.empty()) out << summary << "\n";
+    print_reference(out);
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    auto value_of = [&](std::string_view flag) -> std::string {
+      if (arg.size() > flag.size() && arg[flag.size()] == '=') return std::string(arg.substr(flag.size() + 1));
+      if (i + 1 >= argc) throw error(errc::invalid_config, std::string(flag) + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      usage(std::cout);
+      std::exit(0);
+    } else if (arg.starts_with("--config")) {
+      auto file = from_file(value_of("--config"));
+      for (auto& [k, v] : file.values_) c.values_[k] = v;
+    } else if (arg.starts_with("--set")) {
+      auto kv = value_of("--set");
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw error(errc::invalid_config, "--set expects key=value, got '" + kv + "'");
+      overrides.emplace_back(trim(kv.substr(0, eq)), trim(kv.substr(eq + 1)));
+    } else {
+      std::ostringstream out;
+      usage(out);
+      throw error(errc::invalid_config, "unknown argument '" + std::string(arg) + "'\n" + out.str());
+    }
+  }
+  for (auto& [k, v] : overrides) c.set(k, v);  // --set wins over the file, whatever the order
+  return c;
+}
+
+config& config::set(std::string key, std::string value) {
+  if (key.empty()) throw error(errc::invalid_config, "configuration key must not be empty");
+  values_[std::move(key)] = std::move(value);
+  return *this;
+}
+
+std::optional<std::string> config::get(std::string_view key) const {
+  if (auto it = values_.find(std::string(key)); it != values_.end()) return it->second;
+  if (auto* k = find_key(key); k && !k->default_value.empty()) return std::string(k->default_value);
+  return std::nullopt;
+}
+
+std::string config::require(std::string_view key) const {
+  auto v = get(key);
+  if (!v || v->empty())
+    throw error(errc::invalid_config, "configuration key '" + std::string(key) +
+                                          "' is required: set it in the properties file or with --set " +
+                                          std::string(key) + "=...");
+  return *v;
+}
+
+std::int64_t config::get_int(std::string_view key, std::int64_t min, std::int64_t max) const {
+  auto text = require(key);
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || p != text.data() + text.size())
+    invalid(key, text, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  if (v < min || v > max) invalid(key, text, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  return v;
+}
+
+std::chrono::milliseconds config::get_ms(std::string_view key) const {
+  return std::chrono::milliseconds(get_int(key, 0, std::int64_t{1} << 50));
+}
+
+bool config::get_bool(std::string_view key) const {
+  auto v = require(key);
+  if (v == "true") return true;
+  if (v == "false") return false;
+  invalid(key, v, "true or false");
+}
+
+error_policy config::get_error_policy(std::string_view key) const {
+  auto v = require(key);
+  if (v == "fail") return error_policy::fail;
+  if (v == "log_and_continue") return error_policy::log_and_continue;
+  if (v == "dead_letter") return error_policy::dead_letter;
+  invalid(key, v, "fail, log_and_continue or dead_letter");
+}
+
+std::string config::application_id() const {
+  auto id = require("application.id");
+  for (char ch : id)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-'))
+      invalid("application.id", id, "letters, digits, '.', '_' and '-' (it names Kafka topics)");
+  return id;
+}
+
+processing_guarantee config::guarantee() const {
+  auto v = require("processing.guarantee");
+  if (v == "at_least_once") return processing_guarantee::at_least_once;
+  if (v == "exactly_once" || v == "exactly_once_v2") return processing_guarantee::exactly_once;
+  invalid("processing.guarantee", v, "at_least_once or exactly_once");
+}
+
+std::chrono::milliseconds config::commit_interval() const {
+  if (contains("commit.interval.ms")) return get_ms("commit.interval.ms");
+  return guarantee() == processing_guarantee::exactly_once ? std::chrono::milliseconds(100)
+                                                           : std::chrono::milliseconds(30000);
+}
+
+int config::num_stream_threads() const { return static_cast<int>(get_int("num.stream.threads", 1, 256)); }
+
+std::filesystem::path config::state_dir() const { return require("state.dir"); }
+
+std::string config::bootstrap_servers() const { return require("bootstrap.servers"); }
+
+std::string config::dead_letter_topic() const {
+  auto v = get("dead.letter.topic");
+  return v && !v->empty() ? *v : application_id() + "-dlq";
+}
+
+std::string config::instance_id() const {
+  if (auto v = get("instance.id"); v && !v->empty()) return *v;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
+  auto dir = std::filesystem::absolute(state_dir()).lexically_normal().string();
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%08zx", std::hash<std::string>{}(dir) & 0xffffffffu);
+  return std::string(host) + "-" + hash;
+}
+
+std::map<std::string, std::string> config::client_properties(std::string_view client) const {
+  static constexpr std::string_view clients[] = {"consumer.", "producer.", "admin."};
+  std::map<std::string, std::string> out;
+  // Bare keys first, so a client-prefixed key overrides them.
+  for (const auto& [k, v] : values_) {
+    if (is_sluice_key(k)) continue;
+    bool prefixed = std::any_of(std::begin(clients), std::end(clients),
+                                [&](std::string_view p) { return std::string_view(k).starts_with(p); });
+    if (!prefixed) out[k] = v;
+  }
+  std::string prefix = std::string(client) + ".";
+  for (const auto& [k, v] : values_)
+    if (std::string_view(k).starts_with(prefix)) out[k.substr(prefix.size())] = v;
+  if (!embedded()) out["bootstrap.servers"] = bootstrap_servers();
+  return out;
+}
+
+std::span<const config_key> config::known_keys() { return keys; }
+
+void config::declare_keys(std::span<const config_key> more) {
+  std::lock_guard lock(declared_mutex);
+  for (const auto& k : more) {
+    bool known = std::any_of(declared().begin(), declared().end(), [&](const config_key& d) { return d.name == k.name; });
+    if (!known) declared().push_back(k);
+  }
+}
+
+std::span<const config_key> config::declared_keys() {
+  std::lock_guard lock(declared_mutex);
+  return declared();
+}
+
+bool config::is_sluice_key(std::string_view key) { return key != "bootstrap.servers" && find_key(key) != nullptr; }
+
+}  // namespace sluice

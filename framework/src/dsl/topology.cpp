@@ -1,0 +1,211 @@
+// Freezing the DSL's graph into a topology: validation, sub-topologies, describe() and DOT.
+#include "sluice/topology.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "sluice/builder.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice {
+namespace detail {
+
+void node::throw_unknown_child(std::string_view to) const {
+  std::string known;
+  for (const auto& n : child_names_) known += (known.empty() ? "" : ", ") + n;
+  throw error(errc::invalid_topology,
+              "forward to child '" + std::string(to) + "': no such child; this node's children are [" + known + "]");
+}
+
+void graph_builder::add_store(store_spec spec) {
+  for (const auto& s : stores)
+    if (s.name == spec.name)
+      throw error(errc::invalid_topology, "store '" + spec.name + "' is declared twice; give each store its own name");
+  if (spec.name.empty()) throw error(errc::invalid_topology, "a store needs a name (materialized{.name = ...})");
+  stores.push_back(std::move(spec));
+}
+
+}  // namespace detail
+
+namespace {
+
+std::size_t find_root(std::vector<std::size_t>& parent, std::size_t i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+const char* kind_word(detail::node_kind k) {
+  switch (k) {
+    case detail::node_kind::source: return "Source";
+    case detail::node_kind::sink: return "Sink";
+    default: return "Processor";
+  }
+}
+
+std::string list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out + "]";
+}
+
+}  // namespace
+
+topology streams_builder::build() const { return topology(g_->nodes, g_->stores); }
+
+topology::topology(std::vector<detail::node_spec> nodes, std::vector<detail::store_spec> stores)
+    : nodes_(std::move(nodes)), stores_(std::move(stores)) {
+  if (nodes_.empty()) throw error(errc::invalid_topology, "the topology has no nodes: add a stream() and an operation");
+  for (const auto& n : nodes_) {
+    if (!n.factory)
+      throw error(errc::invalid_topology, "node '" + n.name + "' has nothing to run (an empty split()?)");
+    for (const auto& s : n.stores) {
+      if (!find_store(s))
+        throw error(errc::invalid_topology, "processor '" + n.name + "' uses store '" + s +
+                                                "' which was never added; declare it with add_state_store()");
+    }
+  }
+  // Union-find: nodes joined by an edge or a (non-global) store share a sub-topology.
+  std::vector<std::size_t> parent(nodes_.size());
+  std::iota(parent.begin(), parent.end(), 0);
+  std::map<std::string, std::size_t> store_owner;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    for (auto p : nodes_[i].parents) parent[find_root(parent, i)] = find_root(parent, p);
+    for (const auto& s : nodes_[i].stores) {
+      if (find_store(s)->global) continue;
+      auto [it, fresh] = store_owner.emplace(s, i);
+      if (!fresh) parent[find_root(parent, i)] = find_root(parent, it->second);
+    }
+  }
+  std::map<std::size_t, int> ids;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    auto root = find_root(parent, i);
+    auto [it, fresh] = ids.emplace(root, static_cast<int>(subtopologies_.size()));
+    if (fresh) subtopologies_.push_back({.id = it->second});
+    auto& sub = subtopologies_[it->second];
+    sub.nodes.push_back(i);
+    if (nodes_[i].kind == detail::node_kind::source)
+      for (const auto& t : nodes_[i].topics) sub.source_topics.push_back(t);
+    for (const auto& s : nodes_[i].stores)
+      if (!find_store(s)->global && std::find(sub.stores.begin(), sub.stores.end(), s) == sub.stores.end())
+        sub.stores.push_back(s);
+  }
+  for (const auto& sub : subtopologies_)
+    if (sub.source_topics.empty())
+      throw error(errc::invalid_topology,
+                  "sub-topology " + std::to_string(sub.id) + " has no source: every operation must start from a stream()");
+  std::map<std::string, int> topic_owner;
+  for (const auto& sub : subtopologies_)
+    for (const auto& t : sub.source_topics) {
+      auto [it, fresh] = topic_owner.emplace(t, sub.id);
+      if (!fresh && it->second != sub.id)
+        throw error(errc::invalid_topology, "topic '" + t + "' is read by two unconnected parts of the topology; "
+                                            "read it once and branch the stream instead");
+    }
+}
+
+const detail::store_spec* topology::find_store(std::string_view name) const {
+  for (const auto& s : stores_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::vector<std::string> topology::repartition_topics() const {
+  std::set<std::string> out;
+  for (const auto& n : nodes_)
+    if (n.internal_topic)
+      for (const auto& t : n.topics) out.insert(t);
+  return {out.begin(), out.end()};
+}
+
+std::string topology::resolve_topic(const detail::node_spec& node, const std::string& topic,
+                                    const std::string& application_id) {
+  return node.internal_topic ? application_id + "-" + topic : topic;
+}
+
+std::string topology::describe() const {
+  std::ostringstream out;
+  out << "Topologies:\n";
+  std::vector<std::vector<std::size_t>> children(nodes_.size());
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    for (auto p : nodes_[i].parents) children[p].push_back(i);
+  for (const auto& sub : subtopologies_) {
+    out << "   Sub-topology: " << sub.id << "\n";
+    for (auto i : sub.nodes) {
+      const auto& n = nodes_[i];
+      out << "    " << kind_word(n.kind) << ": " << n.name;
+      if (n.kind == detail::node_kind::source) out << " (topics: " << list(n.topics) << ")";
+      else if (n.kind == detail::node_kind::sink) out << " (topic: " << n.topics.at(0) << ")";
+      else out << " (stores: " << list(n.stores) << ")";
+      out << "\n";
+      if (!children[i].empty()) {
+        std::vector<std::string> names;
+        for (auto c : children[i]) names.push_back(nodes_[c].name);
+        out << "      --> ";
+        for (std::size_t k = 0; k < names.size(); ++k) out << (k ? ", " : "") << names[k];
+        out << "\n";
+      } else if (n.kind != detail::node_kind::sink) {
+        out << "      --> none\n";
+      }
+      if (!n.parents.empty()) {
+        out << "      <-- ";
+        for (std::size_t k = 0; k < n.parents.size(); ++k) out << (k ? ", " : "") << nodes_[n.parents[k]].name;
+        out << "\n";
+      }
+    }
+    out << "\n";
+  }
+  bool any_global = false;
+  for (const auto& s : stores_)
+    if (s.global) {
+      if (!any_global) out << "Global stores:\n";
+      any_global = true;
+      out << "    GlobalStore: " << s.name << " (topic: " << s.source_topic << ")\n";
+    }
+  std::vector<std::string> internal;
+  for (const auto& t : repartition_topics()) internal.push_back("<application.id>-" + t);
+  for (const auto& s : stores_)
+    if (s.logged && !s.global) internal.push_back("<application.id>-" + s.name + "-changelog");
+  if (!internal.empty()) {
+    out << "Internal topics:\n";
+    for (const auto& t : internal) out << "    " << t << "\n";
+  }
+  return out.str();
+}
+
+std::string topology::to_dot() const {
+  std::ostringstream out;
+  out << "digraph topology {\n  rankdir=LR;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
+  auto id = [](std::size_t i) { return "n" + std::to_string(i); };
+  std::set<std::string> topics;
+  for (const auto& sub : subtopologies_) {
+    out << "  subgraph cluster_" << sub.id << " {\n    label=\"sub-topology " << sub.id << "\";\n";
+    for (auto i : sub.nodes) {
+      const auto& n = nodes_[i];
+      const char* shape = n.kind == detail::node_kind::processor ? "box" : "ellipse";
+      out << "    " << id(i) << " [label=\"" << n.name << "\", shape=" << shape << "];\n";
+    }
+    out << "  }\n";
+  }
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const auto& n = nodes_[i];
+    for (auto p : n.parents) out << "  " << id(p) << " -> " << id(i) << ";\n";
+    for (const auto& t : n.topics) {
+      std::string tid = "\"topic:" + t + "\"";
+      if (topics.insert(t).second)
+        out << "  " << tid << " [label=\"" << t << "\", shape=cds, style=filled, fillcolor=\"#e8f0fe\"];\n";
+      if (n.kind == detail::node_kind::source) out << "  " << tid << " -> " << id(i) << ";\n";
+      else out << "  " << id(i) << " -> " << tid << ";\n";
+    }
+    for (const auto& s : n.stores) {
+      out << "  \"store:" << s << "\" [label=\"" << s << "\", shape=cylinder];\n";
+      out << "  " << id(i) << " -> \"store:" << s << "\" [dir=both, style=dashed];\n";
+    }
+  }
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace sluice

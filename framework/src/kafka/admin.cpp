@@ -1,0 +1,192 @@
+// Topic administration over librdkafka's Admin API (or the mock cluster directly).
+#include "kafka/admin.hpp"
+
+#include <thread>
+
+#include "kafka/error.hpp"
+#include "kafka/mock_cluster.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice::kafka {
+namespace {
+
+admin_options_ptr options_for(rd_kafka_t* rk, rd_kafka_admin_op_t op,
+                              std::chrono::milliseconds timeout) {
+  admin_options_ptr opts(rd_kafka_AdminOptions_new(rk, op));
+  char reason[256];
+  rd_kafka_AdminOptions_set_request_timeout(opts.get(), static_cast<int>(timeout.count()), reason,
+                                            sizeof reason);
+  if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS || op == RD_KAFKA_ADMIN_OP_DELETETOPICS)
+    rd_kafka_AdminOptions_set_operation_timeout(opts.get(), static_cast<int>(timeout.count()),
+                                                reason, sizeof reason);
+  return opts;
+}
+
+}  // namespace
+
+admin::admin(const config_map& config) {
+  config_map effective = config;
+  // Metadata lookups must never create the topic they ask about.
+  effective["allow.auto.create.topics"] = "false";
+  rk_ = new_handle(RD_KAFKA_PRODUCER, make_conf(effective));
+  queue_.reset(rd_kafka_queue_new(rk_.get()));
+  if (const auto* bootstrap = find(config, "bootstrap.servers"))
+    mock_ = find_mock_cluster(*bootstrap);
+}
+
+admin::~admin() = default;
+
+event_ptr admin::wait_for(int type, std::chrono::milliseconds timeout, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(1);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      throw sluice::error(errc::timeout, std::string(what) + ": no answer from the cluster in " +
+                                             std::to_string(timeout.count()) +
+                                             " ms; is the broker at bootstrap.servers reachable?");
+    event_ptr ev(rd_kafka_queue_poll(queue_.get(), static_cast<int>(left.count())));
+    if (!ev) continue;
+    if (rd_kafka_event_type(ev.get()) != type) continue;
+    if (const auto err = rd_kafka_event_error(ev.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* reason = rd_kafka_event_error_string(ev.get());
+      throw make_error(err, what, {}, reason ? reason : "");
+    }
+    return ev;
+  }
+}
+
+void admin::create_topics(const std::vector<new_topic>& topics,
+                          std::chrono::milliseconds timeout) {
+  if (topics.empty()) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (mock_) {
+    for (const auto& t : topics)
+      mock_->create_topic(t.name, t.partitions, t.replication_factor < 1 ? 1 : t.replication_factor,
+                          t.configs);
+  } else {
+    std::vector<new_topic_ptr> owned;
+    std::vector<rd_kafka_NewTopic_t*> raw;
+    for (const auto& t : topics) {
+      char reason[512] = {0};
+      new_topic_ptr nt(rd_kafka_NewTopic_new(t.name.c_str(), t.partitions, t.replication_factor,
+                                             reason, sizeof reason));
+      if (!nt)
+        throw sluice::error(errc::invalid_config, "topic '" + t.name + "': " + reason);
+      for (const auto& [key, value] : t.configs)
+        throw_if(rd_kafka_NewTopic_set_config(nt.get(), key.c_str(), value.c_str()),
+                 "topic '" + t.name + "' config '" + key + "'");
+      raw.push_back(nt.get());
+      owned.push_back(std::move(nt));
+    }
+    auto opts = options_for(rk_.get(), RD_KAFKA_ADMIN_OP_CREATETOPICS, timeout);
+    rd_kafka_CreateTopics(rk_.get(), raw.data(), raw.size(), opts.get(), queue_.get());
+    auto ev = wait_for(RD_KAFKA_EVENT_CREATETOPICS_RESULT, timeout, "create topics");
+    std::size_t n = 0;
+    const auto** results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto err = rd_kafka_topic_result_error(results[i]);
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+        continue;
+      const char* reason = rd_kafka_topic_result_error_string(results[i]);
+      throw make_error(err,
+                       std::string("create topic '") + rd_kafka_topic_result_name(results[i]) + "'",
+                       {}, reason ? reason : "");
+    }
+  }
+  // The controller answered; wait until brokers' metadata shows the topics too.
+  for (const auto& t : topics) {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (partition_count(t.name, std::max(left, std::chrono::milliseconds(1000)))) break;
+      if (left.count() <= 0)
+        throw sluice::error(errc::timeout, "topic '" + t.name +
+                                               "' was created but does not show in metadata");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+void admin::delete_topics(const std::vector<std::string>& topics,
+                          std::chrono::milliseconds timeout) {
+  if (topics.empty()) return;
+  if (mock_)
+    throw sluice::error(errc::kafka, "the mock cluster cannot delete topics");
+  std::vector<delete_topic_ptr> owned;
+  std::vector<rd_kafka_DeleteTopic_t*> raw;
+  for (const auto& t : topics) {
+    owned.emplace_back(rd_kafka_DeleteTopic_new(t.c_str()));
+    raw.push_back(owned.back().get());
+  }
+  auto opts = options_for(rk_.get(), RD_KAFKA_ADMIN_OP_DELETETOPICS, timeout);
+  rd_kafka_DeleteTopics(rk_.get(), raw.data(), raw.size(), opts.get(), queue_.get());
+  auto ev = wait_for(RD_KAFKA_EVENT_DELETETOPICS_RESULT, timeout, "delete topics");
+  std::size_t n = 0;
+  const auto** results =
+      rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev.get()), &n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto err = rd_kafka_topic_result_error(results[i]);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+      continue;
+    const char* reason = rd_kafka_topic_result_error_string(results[i]);
+    throw make_error(err, std::string("delete topic '") + rd_kafka_topic_result_name(results[i]) + "'",
+                     {}, reason ? reason : "");
+  }
+}
+
+std::optional<int> admin::partition_count(const std::string& topic,
+                                          std::chrono::milliseconds timeout) {
+  // The mock creates any topic a metadata request names; only ask about ours.
+  if (mock_ && !mock_->topic_configs(topic)) return std::nullopt;
+  topic_ptr rkt(rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr));
+  const rd_kafka_metadata_t* raw = nullptr;
+  throw_if(rd_kafka_metadata(rk_.get(), 0, rkt.get(), &raw, static_cast<int>(timeout.count())),
+           "metadata of '" + topic + "'");
+  metadata_ptr md(const_cast<rd_kafka_metadata_t*>(raw));
+  for (int i = 0; i < md->topic_cnt; ++i) {
+    const auto& t = md->topics[i];
+    if (topic != t.topic) continue;
+    if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || t.err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+      return std::nullopt;
+    if (t.err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && t.partition_cnt == 0)
+      return std::nullopt;  // being created
+    throw_if(t.err, "metadata of '" + topic + "'");
+    return t.partition_cnt;
+  }
+  return std::nullopt;
+}
+
+config_map admin::describe_topic_configs(const std::string& topic,
+                                         std::chrono::milliseconds timeout) {
+  if (mock_) {
+    if (auto configs = mock_->topic_configs(topic)) return *configs;
+    throw make_error(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "describe configs of '" + topic + "'");
+  }
+  config_resource_ptr res(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str()));
+  rd_kafka_ConfigResource_t* raw[] = {res.get()};
+  auto opts = options_for(rk_.get(), RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, timeout);
+  rd_kafka_DescribeConfigs(rk_.get(), raw, 1, opts.get(), queue_.get());
+  auto ev = wait_for(RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT, timeout, "describe configs");
+  std::size_t n = 0;
+  const auto** resources = rd_kafka_DescribeConfigs_result_resources(
+      rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
+  config_map out;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (const auto err = rd_kafka_ConfigResource_error(resources[i]);
+        err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* reason = rd_kafka_ConfigResource_error_string(resources[i]);
+      throw make_error(err, "describe configs of '" + topic + "'", {}, reason ? reason : "");
+    }
+    std::size_t count = 0;
+    const auto** entries = rd_kafka_ConfigResource_configs(resources[i], &count);
+    for (std::size_t j = 0; j < count; ++j) {
+      const char* value = rd_kafka_ConfigEntry_value(entries[j]);
+      out[rd_kafka_ConfigEntry_name(entries[j])] = value ? value : "";
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice::kafka

@@ -1,0 +1,309 @@
+// The consumer: owned messages out, rebalances to a listener, errors throttled in the log.
+#include "kafka/consumer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "kafka/error.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice::kafka {
+
+consumer::consumer(const config_map& config) {
+  config_map effective = config;
+  effective.try_emplace("enable.auto.commit", "false");
+  effective.try_emplace("enable.auto.offset.store", "false");
+  effective.try_emplace("partition.assignment.strategy", "range");
+  const auto* group = find(effective, "group.id");
+  has_group_ = group && !group->empty();
+  // librdkafka's assign() needs a group handle even when nothing is ever committed; an
+  // assign-only consumer gets a placeholder group it never joins or commits to.
+  if (!has_group_) effective["group.id"] = "sluice-assign-only";
+
+  auto conf = make_conf(effective);
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  rd_kafka_conf_set_rebalance_cb(conf.get(), &consumer::on_rebalance_c);
+  rd_kafka_conf_set_error_cb(conf.get(), &consumer::on_error_c);
+  rk_ = new_handle(RD_KAFKA_CONSUMER, std::move(conf));
+  name_ = rd_kafka_name(rk_.get());
+  // Route the main queue (errors, rebalances) through consumer_poll.
+  throw_if(rd_kafka_poll_set_consumer(rk_.get()), "poll_set_consumer");
+}
+
+consumer::~consumer() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    layer_logger()->warn("consumer {}: close failed: {}", name_, e.what());
+  } catch (...) {
+    layer_logger()->warn("consumer {}: close failed", name_);
+  }
+}
+
+void consumer::close() {
+  if (closed_ || !rk_) return;
+  closed_ = true;
+  const auto err = rd_kafka_consumer_close(rk_.get());
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__FATAL) {
+    layer_logger()->warn("consumer {}: {}", name_, make_error(err, "close").what());
+  }
+  if (pending_) {
+    auto e = std::exchange(pending_, nullptr);
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      layer_logger()->warn("consumer {}: callback failed during close: {}", name_, ex.what());
+    } catch (...) {
+      layer_logger()->warn("consumer {}: callback failed during close", name_);
+    }
+  }
+}
+
+void consumer::on_rebalance_c(rd_kafka_t*, rd_kafka_resp_err_t err,
+                              rd_kafka_topic_partition_list_t* parts, void* opaque) {
+  static_cast<consumer*>(opaque)->on_rebalance(err, parts);
+}
+
+void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts) {
+  rd_kafka_t* rk = rk_.get();
+  // Store only the first exception; every later step still runs so librdkafka's
+  // assignment stays consistent.
+  auto guard = [this](auto&& step) {
+    try {
+      step();
+    } catch (...) {
+      if (!pending_) pending_ = std::current_exception();
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        layer_logger()->error("consumer {}: rebalance callback failed: {}", name_, e.what());
+      } catch (...) {
+        layer_logger()->error("consumer {}: rebalance callback failed", name_);
+      }
+    }
+  };
+  guard([&] {
+    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    const auto list = partitions_of(parts);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+      layer_logger()->info("consumer {}: assigned {} partition(s)", name_, list.size());
+      if (listener_) guard([&] { listener_->on_assigned(list); });
+      if (cooperative)
+        throw_if(rd_kafka_incremental_assign(rk, parts), "incremental_assign");
+      else
+        throw_if(rd_kafka_assign(rk, parts), "assign");
+    } else {
+      const bool lost = rd_kafka_assignment_lost(rk) != 0;
+      if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+        layer_logger()->info("consumer {}: {} {} partition(s)", name_, lost ? "lost" : "revoked",
+                             list.size());
+      } else {
+        layer_logger()->error("consumer {}: {}", name_, make_error(err, "rebalance").what());
+      }
+      if (listener_) guard([&] { lost ? listener_->on_lost(list) : listener_->on_revoked(list); });
+      if (cooperative)
+        throw_if(rd_kafka_incremental_unassign(rk, parts), "incremental_unassign");
+      else
+        throw_if(rd_kafka_assign(rk, nullptr), "unassign");
+    }
+  });
+}
+
+void consumer::on_error_c(rd_kafka_t*, int err, const char* reason, void* opaque) {
+  auto* self = static_cast<consumer*>(opaque);
+  try {
+    const auto code = static_cast<rd_kafka_resp_err_t>(err);
+    if (code == RD_KAFKA_RESP_ERR__FATAL) {
+      self->fatal_ = true;
+    } else if (self->throttle_.should_log(err)) {
+      layer_logger()->warn("consumer {}: {}", self->name_,
+                           make_error(code, "client error", {}, reason ? reason : "").what());
+    }
+  } catch (...) {
+  }
+}
+
+void consumer::rethrow_pending() {
+  if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
+  if (fatal_) throw make_fatal_error(rk_.get(), "consumer " + name_);
+}
+
+void consumer::handle_error_message(const rd_kafka_message_t& m) {
+  if (m.err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+    if (on_eof_) on_eof_(m.rkt ? rd_kafka_topic_name(m.rkt) : "", m.partition, m.offset);
+    return;
+  }
+  if (m.err == RD_KAFKA_RESP_ERR__FATAL ||
+      rd_kafka_fatal_error(rk_.get(), nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    fatal_ = true;
+    throw make_fatal_error(rk_.get(), "consumer " + name_);
+  }
+  if (throttle_.should_log(static_cast<int>(m.err))) {
+    std::string context = "consumer " + name_;
+    if (m.rkt) context += " on " + std::string(rd_kafka_topic_name(m.rkt)) + "[" +
+                          std::to_string(m.partition) + "]";
+    const std::string reason = m.payload ? std::string(static_cast<const char*>(m.payload), m.len)
+                                         : std::string();
+    layer_logger()->warn("{}", make_error(m.err, context, {}, reason).what());
+  }
+}
+
+rd_kafka_message_t* consumer::next(int timeout_ms) {
+  if (closed_) throw sluice::error(errc::kafka, "consumer " + name_ + " is closed");
+  return rd_kafka_consumer_poll(rk_.get(), timeout_ms);
+}
+
+std::optional<message> consumer::poll(std::chrono::milliseconds timeout) {
+  rethrow_pending();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    message_ptr m(next(static_cast<int>(std::max<std::int64_t>(left.count(), 0))));
+    rethrow_pending();
+    if (!m) return std::nullopt;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      message out;
+      copy_message(*m, out);
+      return out;
+    }
+    handle_error_message(*m);
+    if (left.count() <= 0) return std::nullopt;
+  }
+}
+
+bool consumer::poll_batch(std::vector<message>& out, std::size_t max,
+                          std::chrono::milliseconds timeout) {
+  rethrow_pending();
+  std::size_t count = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (count < max) {
+    // Only the first record is waited for (within the one budget); then take what is there.
+    int wait = 0;
+    if (count == 0) {
+      wait = static_cast<int>(std::max<std::int64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                std::chrono::steady_clock::now())
+              .count(),
+          0));
+    }
+    message_ptr m(next(wait));
+    if (!m) break;
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      handle_error_message(*m);
+      continue;
+    }
+    if (count == out.size()) out.emplace_back();
+    copy_message(*m, out[count]);
+    ++count;
+  }
+  out.resize(count);
+  rethrow_pending();
+  return count > 0;
+}
+
+void consumer::subscribe(const std::vector<std::string>& topics, rebalance_listener* listener) {
+  require_group("subscribe");
+  listener_ = listener;
+  partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(topics.size())));
+  for (const auto& t : topics)
+    rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
+  throw_if(rd_kafka_subscribe(rk_.get(), list.get()), "subscribe");
+}
+
+void consumer::unsubscribe() { throw_if(rd_kafka_unsubscribe(rk_.get()), "unsubscribe"); }
+
+void consumer::assign(const std::vector<topic_partition_offset>& parts) {
+  auto list = to_list(parts);
+  throw_if(rd_kafka_assign(rk_.get(), list.get()), "assign");
+}
+
+void consumer::unassign() { throw_if(rd_kafka_assign(rk_.get(), nullptr), "unassign"); }
+
+std::vector<topic_partition> consumer::assignment() const {
+  rd_kafka_topic_partition_list_t* raw = nullptr;
+  throw_if(rd_kafka_assignment(rk_.get(), &raw), "assignment");
+  partition_list_ptr list(raw);
+  return partitions_of(list.get());
+}
+
+void consumer::pause(const std::vector<topic_partition>& parts) {
+  auto list = to_list(parts);
+  throw_if(rd_kafka_pause_partitions(rk_.get(), list.get()), "pause");
+  throw_on_partition_error(list.get(), "pause");
+}
+
+void consumer::resume(const std::vector<topic_partition>& parts) {
+  auto list = to_list(parts);
+  throw_if(rd_kafka_resume_partitions(rk_.get(), list.get()), "resume");
+  throw_on_partition_error(list.get(), "resume");
+}
+
+void consumer::seek(const topic_partition_offset& to, std::chrono::milliseconds timeout) {
+  auto list = to_list(std::vector<topic_partition_offset>{to});
+  throw_if(rd_kafka_seek_partitions(rk_.get(), list.get(), static_cast<int>(timeout.count())),
+           "seek");
+  throw_on_partition_error(list.get(), "seek");
+}
+
+void consumer::require_group(const char* what) const {
+  if (!has_group_)
+    throw sluice::error(errc::invalid_config,
+                        "consumer " + name_ + ": " + what + " needs group.id to be set");
+}
+
+void consumer::commit(const std::vector<topic_partition_offset>& offsets) {
+  require_group("commit");
+  if (offsets.empty()) return;
+  auto list = to_list(offsets);
+  throw_if(rd_kafka_commit(rk_.get(), list.get(), 0), "commit");
+  throw_on_partition_error(list.get(), "commit");
+}
+
+std::vector<topic_partition_offset> consumer::committed(const std::vector<topic_partition>& parts,
+                                                        std::chrono::milliseconds timeout) const {
+  require_group("committed");
+  auto list = to_list(parts);
+  throw_if(rd_kafka_committed(rk_.get(), list.get(), static_cast<int>(timeout.count())),
+           "committed");
+  throw_on_partition_error(list.get(), "committed");
+  return offsets_of(list.get());
+}
+
+std::vector<topic_partition_offset> consumer::position(
+    const std::vector<topic_partition>& parts) const {
+  auto list = to_list(parts);
+  throw_if(rd_kafka_position(rk_.get(), list.get()), "position");
+  return offsets_of(list.get());
+}
+
+std::pair<std::int64_t, std::int64_t> consumer::watermarks(const std::string& topic,
+                                                           std::int32_t partition,
+                                                           std::chrono::milliseconds timeout) const {
+  std::int64_t low = -1;
+  std::int64_t high = -1;
+  throw_if(rd_kafka_query_watermark_offsets(rk_.get(), topic.c_str(), partition, &low, &high,
+                                            static_cast<int>(timeout.count())),
+           "watermarks of " + topic + "[" + std::to_string(partition) + "]");
+  return {low, high};
+}
+
+consumer_group_metadata consumer::group_metadata() const {
+  require_group("group_metadata");
+  auto* md = rd_kafka_consumer_group_metadata(rk_.get());
+  if (!md)
+    throw sluice::error(errc::invalid_config,
+                        "consumer " + name_ + " has no group metadata: set group.id");
+  return consumer_group_metadata(md);
+}
+
+std::string consumer::member_id() const {
+  char* id = rd_kafka_memberid(rk_.get());
+  if (!id) return {};
+  std::string out(id);
+  rd_kafka_mem_free(rk_.get(), id);
+  return out;
+}
+
+}  // namespace sluice::kafka

@@ -1,0 +1,135 @@
+// sluice::kafka::consumer: a librdkafka consumer (group or manually assigned) that hands
+// out framework-owned messages and calls a rebalance listener on assignment changes.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kafka/config.hpp"
+#include "kafka/handles.hpp"
+#include "kafka/types.hpp"
+
+namespace sluice::kafka {
+
+/// Told about assignment changes of a subscribed consumer. Called from inside poll(),
+/// poll_batch() or close(), on the thread that called them. An exception thrown here is
+/// caught (the assignment change still happens) and rethrown from the next poll.
+struct rebalance_listener {
+  virtual ~rebalance_listener() = default;
+  /// `parts` were added to this member's assignment (all of it under the eager protocol,
+  /// the increment under cooperative).
+  virtual void on_assigned(const std::vector<topic_partition>& parts) = 0;
+  /// `parts` are about to be taken away; commit what was processed of them now.
+  virtual void on_revoked(const std::vector<topic_partition>& parts) = 0;
+  /// `parts` were lost (session timeout, fenced): another member may already own them, so
+  /// committing is pointless. Default: on_revoked.
+  virtual void on_lost(const std::vector<topic_partition>& parts) { on_revoked(parts); }
+};
+
+/// Called for each partition that reached its end (needs enable.partition.eof=true).
+/// `offset` is the next offset that will be written to the partition.
+using partition_eof_callback =
+    std::function<void(std::string_view topic, std::int32_t partition, std::int64_t offset)>;
+
+/// A Kafka consumer.
+///
+/// Defaults set unless the config sets them: enable.auto.commit=false,
+/// enable.auto.offset.store=false, partition.assignment.strategy=range. With group.id it
+/// can subscribe() and commit; without, it is assign-only (subscribe, commit, committed
+/// and group_metadata throw errc::invalid_config).
+///
+/// Errors that arrive as messages: _PARTITION_EOF goes to the partition EOF callback;
+/// fatal errors throw sluice::error(errc::kafka_fatal); others are logged (once per code
+/// per 10 s) and consumption continues.
+///
+/// Threading: not thread-safe; one thread owns it and every callback runs on that thread.
+/// Neither copyable nor movable (librdkafka holds a pointer to it).
+class consumer {
+ public:
+  explicit consumer(const config_map& config);
+  /// Calls close(); never throws.
+  ~consumer();
+  consumer(const consumer&) = delete;
+  consumer& operator=(const consumer&) = delete;
+
+  /// Joins the group with `topics`. `listener` (may be null) must outlive the consumer or
+  /// the next subscribe().
+  void subscribe(const std::vector<std::string>& topics, rebalance_listener* listener = nullptr);
+  void unsubscribe();
+
+  /// Manual assignment; offsets may be logical (offset_beginning, offset_end, offset_stored).
+  void assign(const std::vector<topic_partition_offset>& parts);
+  void unassign();
+  std::vector<topic_partition> assignment() const;
+
+  void pause(const std::vector<topic_partition>& parts);
+  void resume(const std::vector<topic_partition>& parts);
+  /// Moves the fetch position of an assigned partition; waits up to `timeout`.
+  void seek(const topic_partition_offset& to, std::chrono::milliseconds timeout);
+
+  /// Synchronous commit; offsets are the next to consume (last processed + 1).
+  void commit(const std::vector<topic_partition_offset>& offsets);
+  /// Committed offsets of `parts` (offset_invalid where none is committed).
+  std::vector<topic_partition_offset> committed(const std::vector<topic_partition>& parts,
+                                                std::chrono::milliseconds timeout) const;
+  /// The next offset to be fetched for each of `parts` (offset_invalid if unknown).
+  std::vector<topic_partition_offset> position(const std::vector<topic_partition>& parts) const;
+  /// Low and high watermark (high = offset the next record will get), asked of the broker.
+  std::pair<std::int64_t, std::int64_t> watermarks(const std::string& topic,
+                                                   std::int32_t partition,
+                                                   std::chrono::milliseconds timeout) const;
+
+  /// One message, or nullopt if none arrived within `timeout`.
+  std::optional<message> poll(std::chrono::milliseconds timeout);
+  /// Up to `max` messages into `out`, reusing its elements (and their string capacity);
+  /// `out` is resized to the count read. Waits up to `timeout` for the first message only.
+  /// Returns true when at least one message was read.
+  bool poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout);
+
+  /// Sets the callback for partition ends (needs enable.partition.eof=true).
+  void on_partition_eof(partition_eof_callback callback) { on_eof_ = std::move(callback); }
+
+  /// For send_offsets_to_transaction.
+  consumer_group_metadata group_metadata() const;
+  /// This member's id in the group (empty before joining or without group.id).
+  std::string member_id() const;
+
+  /// Leaves the group (revoking through the listener) and stops fetching. Idempotent.
+  void close();
+  bool closed() const noexcept { return closed_; }
+
+  const std::string& name() const noexcept { return name_; }
+  rd_kafka_t* native() const noexcept { return rk_.get(); }
+
+ private:
+  static void on_rebalance_c(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                             rd_kafka_topic_partition_list_t* parts, void* opaque);
+  static void on_error_c(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts);
+  void rethrow_pending();
+  /// Handles an error message; returns normally if consumption may continue.
+  void handle_error_message(const rd_kafka_message_t& m);
+  rd_kafka_message_t* next(int timeout_ms);
+  void require_group(const char* what) const;
+
+  rebalance_listener* listener_ = nullptr;
+  partition_eof_callback on_eof_;
+  std::exception_ptr pending_;
+  bool fatal_ = false;
+  bool closed_ = false;
+  bool has_group_ = false;
+  log_throttle throttle_;
+  std::string name_;
+  handle_ptr rk_;
+};
+
+}  // namespace sluice::kafka

@@ -1,0 +1,357 @@
+// sluice::app: startup checks (configuration, co-partitioning, internal topics), global
+// tables, stream threads, signals and the app state.
+#include "sluice/app.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "kafka/admin.hpp"
+#include "kafka/config.hpp"
+#include "kafka/mock_cluster.hpp"
+#include "runtime/global_tables.hpp"
+#include "runtime/stream_thread.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice {
+
+using namespace std::chrono_literals;
+
+const char* to_string(app_state s) noexcept {
+  switch (s) {
+    case app_state::created: return "created";
+    case app_state::rebalancing: return "rebalancing";
+    case app_state::running: return "running";
+    case app_state::pending_shutdown: return "pending_shutdown";
+    case app_state::not_running: return "not_running";
+    case app_state::error: return "error";
+  }
+  return "unknown";
+}
+
+struct app::impl {
+  topology topo;
+  config cfg;
+  metrics_registry metrics;
+  std::unique_ptr<state::rocksdb_environment> rocksdb;
+  runtime::task_services services;
+  std::unique_ptr<runtime::global_tables> globals;
+  std::vector<std::unique_ptr<runtime::stream_thread>> threads;
+  std::string bootstrap;
+  std::mutex mutex;
+  std::condition_variable changed;
+  app_state state = app_state::created;
+  std::string error;
+  std::vector<std::function<void(app_state, app_state)>> listeners;
+  bool closed = false;
+
+  void set_state(app_state next) {
+    app_state prev;
+    {
+      std::lock_guard lock(mutex);
+      if (state == next || (state == app_state::error && next != app_state::not_running)) return;
+      prev = state;
+      state = next;
+    }
+    changed.notify_all();
+    for (auto& l : listeners) l(prev, next);
+  }
+
+  void on_thread_state(int index, runtime::thread_state s) {
+    if (s == runtime::thread_state::failed) {
+      {
+        std::lock_guard lock(mutex);
+        if (error.empty()) error = threads.at(static_cast<std::size_t>(index))->failure();
+      }
+      set_state(app_state::error);
+      return;
+    }
+    {
+      std::lock_guard lock(mutex);
+      if (state == app_state::pending_shutdown || state == app_state::error || state == app_state::not_running) return;
+    }
+    bool any_rebalancing = false, all_running = true;
+    for (auto& t : threads) {
+      auto ts = t->state();
+      if (ts == runtime::thread_state::rebalancing || ts == runtime::thread_state::starting) any_rebalancing = true;
+      if (ts != runtime::thread_state::running) all_running = false;
+    }
+    if (all_running && !threads.empty())
+      set_state(app_state::running);
+    else if (any_rebalancing)
+      set_state(app_state::rebalancing);
+  }
+};
+
+app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
+  impl_->topo = std::move(t);
+  impl_->cfg = std::move(c);
+  // Validate everything that can be validated before connecting.
+  const auto& cfg = impl_->cfg;
+  cfg.application_id();
+  cfg.guarantee();
+  cfg.commit_interval();
+  cfg.num_stream_threads();
+  cfg.get_error_policy("deserialization.error.handler");
+  cfg.get_error_policy("processing.error.handler");
+  if (cfg.get_error_policy("production.error.handler") == error_policy::dead_letter)
+    throw error(errc::invalid_config,
+                "configuration key 'production.error.handler' has value 'dead_letter'; allowed: fail or log_and_continue");
+  for (const char* client : {"consumer", "producer", "admin"}) {
+    auto props = cfg.client_properties(client);
+    props.erase("bootstrap.servers");
+    kafka::make_conf(props);  // throws naming an unknown or invalid librdkafka key
+  }
+}
+
+app::~app() {
+  try {
+    close(30s);
+  } catch (const std::exception& e) {
+    spdlog::error("closing the app failed: {}", e.what());
+  }
+}
+
+void app::start() {
+  auto& d = *impl_;
+  const auto& cfg = d.cfg;
+  auto app_id = cfg.application_id();
+  auto guarantee = cfg.guarantee();
+
+  auto consumer_props = cfg.client_properties("consumer");
+  auto producer_props = cfg.client_properties("producer");
+  auto admin_props = cfg.client_properties("admin");
+  bool embedded = cfg.embedded();
+  for (auto* props : {&consumer_props, &producer_props, &admin_props}) {
+    (*props)["bootstrap.servers"] = cfg.bootstrap_servers();
+    kafka::apply_embedded(*props);
+  }
+  d.bootstrap = admin_props["bootstrap.servers"];
+  if (embedded) spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
+
+  kafka::admin admin(admin_props);
+  const auto& topo = d.topo;
+
+  // Partition counts of each sub-topology's external sources; equal within one.
+  std::map<int, int> sub_partitions;
+  for (const auto& sub : topo.subtopologies()) {
+    std::string first_topic;
+    int first_count = -1;
+    for (auto i : sub.nodes) {
+      const auto& n = topo.nodes()[i];
+      if (n.kind != detail::node_kind::source || n.internal_topic) continue;
+      for (const auto& t : n.topics) {
+        auto count = admin.partition_count(t, 30s);
+        if (!count && embedded) {
+          admin.create_topics({{.name = t, .partitions = 4}}, 30s);
+          count = 4;
+        }
+        if (!count)
+          throw error(errc::invalid_topology, "source topic '" + t + "' does not exist; create it (with as many "
+                                              "partitions as the topics it is processed with) before starting the job");
+        if (first_count < 0) {
+          first_topic = t;
+          first_count = *count;
+        } else if (*count != first_count) {
+          throw error(errc::invalid_topology, "topic '" + first_topic + "' has " + std::to_string(first_count) +
+                                                  " partitions but '" + t + "' has " + std::to_string(*count) +
+                                                  "; co-partitioned sources need equal counts");
+        }
+      }
+    }
+    if (first_count > 0) sub_partitions[sub.id] = first_count;
+  }
+  // Repartition topics take the partition count of the sub-topology that writes them.
+  std::map<std::string, int> internal_counts;
+  for (int pass = 0; pass < 4; ++pass) {
+    for (const auto& sub : topo.subtopologies()) {
+      if (!sub_partitions.contains(sub.id)) continue;
+      for (auto i : sub.nodes) {
+        const auto& n = topo.nodes()[i];
+        if (n.kind == detail::node_kind::sink && n.internal_topic) internal_counts[n.topics[0]] = sub_partitions[sub.id];
+      }
+    }
+    for (const auto& sub : topo.subtopologies()) {
+      if (sub_partitions.contains(sub.id)) continue;
+      for (auto i : sub.nodes) {
+        const auto& n = topo.nodes()[i];
+        if (n.kind == detail::node_kind::source && n.internal_topic && internal_counts.contains(n.topics[0]))
+          sub_partitions[sub.id] = internal_counts[n.topics[0]];
+      }
+    }
+  }
+  std::vector<kafka::new_topic> internal;
+  for (const auto& [t, count] : internal_counts)
+    internal.push_back({.name = app_id + "-" + t, .partitions = count});
+  for (const auto& sub : topo.subtopologies())
+    for (const auto& s : sub.stores) {
+      const auto* spec = topo.find_store(s);
+      if (!spec->logged) continue;
+      auto name = app_id + "-" + s + "-changelog";
+      auto count = sub_partitions[sub.id];
+      auto existing = admin.partition_count(name, 30s);
+      if (existing && *existing != count)
+        throw error(errc::invalid_topology, "changelog topic '" + name + "' has " + std::to_string(*existing) +
+                                                " partitions but its sources have " + std::to_string(count) +
+                                                "; the source topics changed: reset the application or restore the count");
+      internal.push_back({.name = name, .partitions = count, .configs = {{"cleanup.policy", "compact"}}});
+    }
+  bool dead_letters = cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
+                      cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter;
+  if (dead_letters) {
+    int count = 1;
+    for (auto& [id, n] : sub_partitions) count = std::max(count, n);
+    internal.push_back({.name = cfg.dead_letter_topic(), .partitions = count});
+  }
+  if (!internal.empty()) admin.create_topics(internal, 60s);
+
+  // Sinks to external topics must exist (the embedded cluster creates them).
+  for (const auto& n : topo.nodes())
+    if (n.kind == detail::node_kind::sink && !n.internal_topic) {
+      if (admin.partition_count(n.topics[0], 30s)) continue;
+      if (!embedded)
+        throw error(errc::invalid_topology, "output topic '" + n.topics[0] + "' does not exist; create it first");
+      admin.create_topics({{.name = n.topics[0], .partitions = 4}}, 30s);
+    }
+
+  // Shared resources and global tables.
+  state::rocksdb_environment_options env;
+  env.memory_budget_bytes = static_cast<std::size_t>(cfg.get_int("state.memory.budget.bytes", 1 << 20, std::int64_t{1} << 40));
+  d.rocksdb = std::make_unique<state::rocksdb_environment>(env);
+  d.globals = std::make_unique<runtime::global_tables>(topo, consumer_props, admin, d.metrics);
+  d.globals->catch_up();
+  d.globals->start_following();
+
+  auto& s = d.services;
+  s.topo = &d.topo;
+  s.application_id = app_id;
+  s.guarantee = guarantee;
+  s.state_dir = cfg.state_dir();
+  s.on_deserialization_error = cfg.get_error_policy("deserialization.error.handler");
+  s.on_processing_error = cfg.get_error_policy("processing.error.handler");
+  s.dead_letter_topic = cfg.dead_letter_topic();
+  s.rocksdb = d.rocksdb.get();
+  s.metrics = &d.metrics;
+  s.global_views = d.globals->views();
+  s.wall_clock_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+
+  runtime::thread_settings base;
+  base.commit_interval = cfg.commit_interval();
+  base.poll_timeout = cfg.get_ms("poll.ms");
+  base.max_poll_records = static_cast<std::size_t>(cfg.get_int("max.poll.records", 1, 1000000));
+  base.restore_log_interval = cfg.get_ms("restore.log.interval.ms");
+  base.on_production_error = cfg.get_error_policy("production.error.handler");
+  for (const auto& sub : topo.subtopologies())
+    for (auto i : sub.nodes) {
+      const auto& n = topo.nodes()[i];
+      if (n.kind != detail::node_kind::source) continue;
+      for (const auto& t : n.topics) {
+        auto resolved = topology::resolve_topic(n, t, app_id);
+        base.source_topics.push_back(resolved);
+        base.topic_to_subtopology[resolved] = sub.id;
+      }
+    }
+  auto instance = cfg.instance_id();
+  int thread_count = cfg.num_stream_threads();
+  for (int i = 0; i < thread_count; ++i) {
+    auto settings = base;
+    settings.index = i;
+    settings.consumer = consumer_props;
+    settings.consumer["group.id"] = app_id;
+    if (!settings.consumer.contains("group.instance.id"))
+      settings.consumer["group.instance.id"] = app_id + "-" + instance + "-" + std::to_string(i);
+    if (!settings.consumer.contains("auto.offset.reset")) settings.consumer["auto.offset.reset"] = "earliest";
+    if (guarantee == processing_guarantee::exactly_once) settings.consumer["isolation.level"] = "read_committed";
+    settings.restore_consumer = consumer_props;
+    settings.restore_consumer.erase("group.instance.id");
+    settings.restore_consumer["isolation.level"] = "read_committed";
+    settings.restore_consumer["enable.partition.eof"] = "true";
+    settings.producer = producer_props;
+    settings.transactional_id = app_id + "-" + instance + "-" + std::to_string(i);
+    d.threads.push_back(std::make_unique<runtime::stream_thread>(
+        std::move(settings), d.services, [&d, i](runtime::thread_state st) { d.on_thread_state(i, st); }));
+  }
+  d.set_state(app_state::rebalancing);
+  for (auto& t : d.threads) t->start();
+}
+
+void app::close(std::chrono::milliseconds) {
+  auto& d = *impl_;
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.closed) return;
+    d.closed = true;
+  }
+  if (d.state != app_state::error) d.set_state(app_state::pending_shutdown);
+  for (auto& t : d.threads) t->request_stop();
+  for (auto& t : d.threads) t->join();
+  if (d.globals) d.globals->stop();
+  bool failed = d.state == app_state::error;
+  d.threads.clear();
+  if (!failed) d.set_state(app_state::not_running);
+}
+
+void app::wait() {
+  auto& d = *impl_;
+  std::unique_lock lock(d.mutex);
+  d.changed.wait(lock, [&] { return d.state == app_state::error || d.state == app_state::not_running || d.closed; });
+}
+
+int app::run() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  // Threads started from here inherit the mask, so only this thread receives the signals.
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  try {
+    start();
+  } catch (const std::exception& e) {
+    spdlog::error("sluice: the job cannot start: {}", e.what());
+    return 1;
+  }
+  timespec tick{0, 200 * 1000 * 1000};
+  for (;;) {
+    int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      spdlog::info("sluice: {} received; finishing records in hand, committing and closing",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      break;
+    }
+    if (state() == app_state::error) break;
+  }
+  close();
+  if (state() == app_state::error) {
+    spdlog::error("sluice: the job stopped on an error: {}", error_message());
+    return 1;
+  }
+  spdlog::info("sluice: stopped cleanly");
+  return 0;
+}
+
+app_state app::state() const noexcept {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->state;
+}
+
+std::string app::error_message() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->error;
+}
+
+metrics_registry& app::metrics() noexcept { return impl_->metrics; }
+const topology& app::get_topology() const noexcept { return impl_->topo; }
+void app::on_state_change(std::function<void(app_state, app_state)> listener) {
+  impl_->listeners.push_back(std::move(listener));
+}
+std::string app::bootstrap_servers() const { return impl_->bootstrap; }
+
+}  // namespace sluice

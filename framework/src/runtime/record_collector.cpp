@@ -1,0 +1,109 @@
+// The stream thread's producer: sends, delivery tracking, transactions.
+#include "runtime/record_collector.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace sluice::runtime {
+
+using namespace std::chrono_literals;
+
+record_collector::record_collector(kafka::config_map producer_config, processing_guarantee guarantee,
+                                   std::string transactional_id, error_policy on_production_error,
+                                   metrics_registry& metrics, std::string thread_label)
+    : config_(std::move(producer_config)),
+      guarantee_(guarantee),
+      transactional_id_(std::move(transactional_id)),
+      on_error_(on_production_error),
+      sent_(metrics.get_counter("sluice_records_sent_total", thread_label)),
+      failed_(metrics.get_counter("sluice_production_errors_total", thread_label)),
+      commit_latency_(metrics.get_histogram("sluice_commit_latency_ms", thread_label)) {
+  make_producer();
+}
+
+void record_collector::make_producer() {
+  kafka::producer_options options;
+  if (guarantee_ == processing_guarantee::exactly_once) {
+    options.mode = kafka::producer_mode::transactional;
+    options.transactional_id = transactional_id_;
+  }
+  producer_ = std::make_unique<kafka::producer>(config_, options,
+                                                [this](const kafka::delivery_report& r) { on_delivery(r); });
+  if (guarantee_ == processing_guarantee::exactly_once) producer_->init_transactions(60s);
+  in_transaction_ = false;
+}
+
+void record_collector::recreate() {
+  producer_.reset();
+  delivered_.clear();
+  first_failure_.reset();
+  make_producer();
+}
+
+void record_collector::on_delivery(const kafka::delivery_report& r) {
+  if (r.ok()) {
+    auto& slot = delivered_[{std::string(r.topic), r.partition}];
+    slot = std::max(slot, r.offset + 1);
+    return;
+  }
+  failed_.add();
+  if (on_error_ == error_policy::fail || guarantee_ == processing_guarantee::exactly_once) {
+    if (!first_failure_) first_failure_ = r.to_error();
+  } else {
+    spdlog::warn("production to '{}' failed and the record is skipped (production.error.handler=log_and_continue): {}",
+                 r.topic, r.to_error().what());
+  }
+}
+
+void record_collector::ensure_transaction() {
+  if (guarantee_ != processing_guarantee::exactly_once || in_transaction_) return;
+  producer_->begin_transaction();
+  in_transaction_ = true;
+}
+
+void record_collector::send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+                            const std::optional<std::string_view>& value, std::int64_t timestamp,
+                            const sluice::headers& headers) {
+  ensure_transaction();
+  producer_->produce(topic, partition, key, value, timestamp, headers);
+  sent_.add();
+}
+
+void record_collector::flush() {
+  producer_->flush(120s);
+  if (first_failure_) {
+    auto e = *first_failure_;
+    first_failure_.reset();
+    throw e;
+  }
+}
+
+void record_collector::commit_transaction(const std::vector<kafka::topic_partition_offset>& offsets,
+                                          const kafka::consumer_group_metadata& group) {
+  auto started = std::chrono::steady_clock::now();
+  ensure_transaction();
+  flush();
+  if (!offsets.empty()) producer_->send_offsets_to_transaction(offsets, group, 60s);
+  producer_->commit_transaction(60s);
+  in_transaction_ = false;
+  commit_latency_.record(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+}
+
+void record_collector::abort_transaction() {
+  if (!in_transaction_) return;
+  in_transaction_ = false;
+  try {
+    producer_->abort_transaction(30s);
+  } catch (const std::exception& e) {
+    spdlog::warn("aborting the transaction failed ({}); the producer will be recreated", e.what());
+  }
+}
+
+std::optional<std::int64_t> record_collector::next_changelog_offset(const std::string& topic,
+                                                                    std::int32_t partition) const {
+  auto it = delivered_.find({topic, partition});
+  if (it == delivered_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace sluice::runtime

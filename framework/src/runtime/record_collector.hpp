@@ -1,0 +1,70 @@
+// record_collector: the one producer of a stream thread. Sends sink records, changelog
+// writes and dead letters; under exactly-once it owns the thread's transaction. Tracks the
+// last delivered offset per changelog partition, so stores can record the offset they reflect.
+//
+// Threading: used by its stream thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kafka/producer.hpp"
+#include "sluice/config.hpp"
+#include "sluice/metrics.hpp"
+
+namespace sluice::runtime {
+
+class record_collector {
+ public:
+  record_collector(kafka::config_map producer_config, processing_guarantee guarantee, std::string transactional_id,
+                   error_policy on_production_error, metrics_registry& metrics, std::string thread_label);
+
+  /// Sends one record; under exactly-once begins the transaction first if none is open.
+  void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+            const std::optional<std::string_view>& value, std::int64_t timestamp, const sluice::headers& headers);
+
+  /// Exactly-once: begins a transaction if none is open.
+  void ensure_transaction();
+  bool transaction_open() const noexcept { return in_transaction_; }
+
+  /// Waits for every outstanding delivery; throws the first delivery failure under the
+  /// `fail` production policy (logged and counted under log_and_continue).
+  void flush();
+  /// Exactly-once: flush, add the consumer offsets, commit the transaction.
+  void commit_transaction(const std::vector<kafka::topic_partition_offset>& offsets,
+                          const kafka::consumer_group_metadata& group);
+  /// Exactly-once: aborts the open transaction if any (best effort; errors are logged).
+  void abort_transaction();
+  /// Drops the producer and makes a fresh one (after fencing or an unknown outcome).
+  void recreate();
+
+  /// The next offset after the last delivered record of a changelog partition, if any was
+  /// delivered since the last reset_changelog_offsets().
+  std::optional<std::int64_t> next_changelog_offset(const std::string& topic, std::int32_t partition) const;
+  void reset_changelog_offsets() { delivered_.clear(); }
+  /// Serves delivery reports without blocking.
+  void poll() { producer_->poll(std::chrono::milliseconds(0)); }
+
+ private:
+  void make_producer();
+  void on_delivery(const kafka::delivery_report& report);
+
+  kafka::config_map config_;
+  processing_guarantee guarantee_;
+  std::string transactional_id_;
+  error_policy on_error_;
+  std::unique_ptr<kafka::producer> producer_;
+  bool in_transaction_ = false;
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> delivered_;
+  std::optional<sluice::error> first_failure_;
+  counter& sent_;
+  counter& failed_;
+  histogram& commit_latency_;
+};
+
+}  // namespace sluice::runtime

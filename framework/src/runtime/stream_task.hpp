@@ -1,0 +1,153 @@
+// stream_task: one partition of one sub-topology. Owns its nodes (a fresh instance of each
+// from the topology's factories), its stores and their changelogs, its stream time and
+// punctuators, and the offsets it has processed. Touched by one stream thread only.
+//
+// Lifecycle: constructed (stores opened) -> restoring (the thread feeds changelog records)
+// -> running (nodes initialized, records processed) -> closed (clean: stores committed by
+// the thread's last commit; dirty: pending writes dropped).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kafka/types.hpp"
+#include "runtime/record_collector.hpp"
+#include "sluice/config.hpp"
+#include "sluice/detail/node.hpp"
+#include "sluice/metrics.hpp"
+#include "sluice/state/kv_store.hpp"
+#include "sluice/state/rocksdb_store.hpp"
+#include "sluice/state/task_directory.hpp"
+#include "sluice/topology.hpp"
+
+namespace sluice::runtime {
+
+/// What every task of an app shares: read-only settings and process-wide resources.
+struct task_services {
+  const topology* topo = nullptr;
+  std::string application_id;
+  processing_guarantee guarantee = processing_guarantee::at_least_once;
+  std::filesystem::path state_dir;
+  error_policy on_deserialization_error = error_policy::fail;
+  error_policy on_processing_error = error_policy::fail;
+  std::string dead_letter_topic;
+  state::rocksdb_environment* rocksdb = nullptr;
+  metrics_registry* metrics = nullptr;
+  std::map<std::string, const detail::global_view*> global_views;
+  std::function<std::int64_t()> wall_clock_ms;  ///< real clock, or the test driver's
+};
+
+/// A store of a task and where its changelog goes.
+struct task_store {
+  const detail::store_spec* spec = nullptr;
+  std::unique_ptr<state::kv_store> store;
+  std::string changelog_topic;  ///< empty when not logged
+  std::unique_ptr<detail::changelog_writer> changelog;
+};
+
+/// Sends a task's records somewhere: the thread's record collector, or the test driver.
+class record_sender {
+ public:
+  virtual ~record_sender() = default;
+  virtual void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+                    const std::optional<std::string_view>& value, std::int64_t timestamp,
+                    const sluice::headers& headers) = 0;
+};
+
+class stream_task final : public detail::task_context {
+ public:
+  /// Opens the task directory (when it has persistent stores) and its stores.
+  stream_task(int subtopology, std::int32_t partition, const task_services& services, record_sender& sender,
+              std::string thread_label);
+  ~stream_task() override;
+
+  const std::string& id() const noexcept { return id_; }
+  int subtopology_id() const noexcept { return subtopology_; }
+  std::vector<task_store>& stores() noexcept { return stores_; }
+  /// The source topic-partitions this task reads (resolved names).
+  const std::vector<kafka::topic_partition>& inputs() const noexcept { return inputs_; }
+
+  /// Initializes the nodes; call once restoration is done.
+  void start();
+  bool running() const noexcept { return started_; }
+
+  /// Processes one record of one of inputs(). Per-record failures go to the handlers;
+  /// throws sluice::error only to stop the job (a `fail` policy or a Kafka error).
+  void process(const kafka::message& m);
+  /// Runs wall-clock punctuators that are due.
+  void punctuate_wall_clock(std::int64_t now_ms);
+
+  /// Offsets to commit: next offset per input partition processed since the last call
+  /// to mark_committed().
+  std::vector<kafka::topic_partition_offset> offsets_to_commit() const;
+  void mark_committed();
+  bool commit_requested() const noexcept { return commit_requested_; }
+  /// Applies pending store writes with their changelog offsets (after Kafka committed).
+  void commit_stores(const std::function<std::optional<std::int64_t>(const std::string&, std::int32_t)>& next_offset);
+  /// Drops pending store writes (after an aborted transaction).
+  void abort_stores();
+  /// Flushes store memtables so a crash replays a short tail.
+  void checkpoint_stores();
+  /// Closes nodes and stores; dirty drops pending writes.
+  void close(bool clean);
+  std::uint64_t processed() const noexcept { return processed_total_; }
+
+  // task_context
+  const record_metadata& metadata() const override { return metadata_; }
+  std::int64_t stream_time() const override { return stream_time_; }
+  std::int64_t wall_clock_ms() const override { return services_.wall_clock_ms(); }
+  std::string_view task_id() const override { return id_; }
+  std::int32_t partition() const override { return partition_; }
+  std::string_view application_id() const override { return services_.application_id; }
+  detail::store_binding store(std::string_view name) override;
+  cancellable schedule(std::chrono::milliseconds interval, punctuation_type type,
+                       std::function<void(std::int64_t)> callback) override;
+  void request_commit() override { commit_requested_ = true; }
+  void send(std::string_view topic, const std::optional<std::string_view>& key,
+            const std::optional<std::string_view>& value, std::int64_t timestamp, const sluice::headers& headers,
+            std::int32_t partition) override;
+  const detail::global_view& global_store(std::string_view name) override;
+
+ private:
+  struct punctuator {
+    std::chrono::milliseconds interval;
+    punctuation_type type;
+    std::int64_t next_due;
+    std::function<void(std::int64_t)> callback;
+    std::shared_ptr<bool> cancelled;
+  };
+  void open_stores();
+  void run_punctuators(punctuation_type type, std::int64_t now);
+  void handle_failure(const kafka::message& m, error_policy policy, std::string_view kind, const std::string& what);
+
+  int subtopology_;
+  std::int32_t partition_;
+  std::string id_;
+  const task_services& services_;
+  record_sender& sender_;
+  std::optional<state::task_directory> directory_;
+  std::vector<task_store> stores_;
+  std::vector<std::unique_ptr<detail::node>> nodes_;
+  std::map<std::string, detail::node*, std::less<>> sources_;  // resolved topic -> source node
+  std::vector<kafka::topic_partition> inputs_;
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> offsets_;
+  std::vector<punctuator> punctuators_;
+  record_metadata metadata_;
+  std::int64_t stream_time_ = -1;
+  bool started_ = false;
+  bool commit_requested_ = false;
+  bool dirty_offsets_ = false;
+  std::uint64_t processed_total_ = 0;
+  counter& processed_;
+  counter& skipped_;
+  counter& dead_lettered_;
+  histogram& e2e_latency_;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,363 @@
+// The stream thread's loop: poll, restore, process, punctuate, commit; rebalances and
+// transaction recovery.
+#include "runtime/stream_thread.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sluice/error.hpp"
+
+namespace sluice::runtime {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+std::string parts_text(const std::vector<kafka::topic_partition>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p.topic + "-" + std::to_string(p.partition);
+  return out.empty() ? "none" : out;
+}
+
+bool transaction_trouble(const std::exception& e) {
+  auto* se = dynamic_cast<const sluice::error*>(&e);
+  if (!se) return false;
+  switch (se->code()) {
+    case errc::kafka:
+    case errc::kafka_fatal:
+    case errc::fenced:
+    case errc::transaction_aborted:
+    case errc::timeout:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+stream_thread::stream_thread(thread_settings settings, const task_services& services,
+                             std::function<void(thread_state)> on_state_change)
+    : settings_(std::move(settings)),
+      services_(services),
+      on_state_change_(std::move(on_state_change)),
+      label_("thread=\"" + std::to_string(settings_.index) + "\""),
+      restored_records_(services.metrics->get_counter("sluice_restored_records_total", label_)),
+      restore_remaining_(services.metrics->get_gauge("sluice_restore_remaining_records", label_)) {}
+
+stream_thread::~stream_thread() {
+  request_stop();
+  join();
+}
+
+void stream_thread::start() {
+  set_state(thread_state::starting);
+  thread_ = std::thread([this] { run(); });
+}
+
+void stream_thread::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void stream_thread::set_state(thread_state s) {
+  state_.store(s);
+  if (on_state_change_) on_state_change_(s);
+}
+
+void stream_thread::send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+                         const std::optional<std::string_view>& value, std::int64_t timestamp,
+                         const sluice::headers& headers) {
+  collector_->send(topic, partition, key, value, timestamp, headers);
+}
+
+void stream_thread::run() {
+  try {
+    collector_ = std::make_unique<record_collector>(settings_.producer, services_.guarantee, settings_.transactional_id,
+                                                    settings_.on_production_error, *services_.metrics, label_);
+    restore_consumer_ = std::make_unique<kafka::consumer>(settings_.restore_consumer);
+    restore_consumer_->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
+      for (auto& r : restoring_)
+        if (!r.done && r.topic == topic && r.partition == partition) {
+          if (offset > r.next) r.store->store->restore({}, offset);
+          r.next = std::max(r.next, offset);
+          r.done = true;
+        }
+    });
+    consumer_ = std::make_unique<kafka::consumer>(settings_.consumer);
+    consumer_->subscribe(settings_.source_topics, this);
+    set_state(thread_state::rebalancing);
+    last_commit_ = last_checkpoint_ = last_restore_log_ = clock_type::now();
+    while (!stop_.load()) loop_once();
+    set_state(thread_state::pending_shutdown);
+    commit_all();
+    close_tasks(true);
+    consumer_->close();
+    set_state(thread_state::dead);
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+    spdlog::error("stream thread {} stops: {}", settings_.index, failure_);
+    try {
+      if (collector_) collector_->abort_transaction();
+      close_tasks(false);
+      if (consumer_) consumer_->close();
+    } catch (const std::exception& inner) {
+      spdlog::warn("stream thread {}: cleanup after failure also failed: {}", settings_.index, inner.what());
+    }
+    set_state(thread_state::failed);
+  }
+}
+
+void stream_thread::loop_once() {
+  try {
+    auto timeout = restoring_.empty() ? settings_.poll_timeout : 0ms;
+    consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
+    for (const auto& m : batch_) {
+      auto it = by_partition_.find({m.topic, m.partition});
+      if (it == by_partition_.end()) continue;
+      if (!it->second->running()) {
+        unread_.try_emplace({m.topic, m.partition}, m.offset);
+        continue;
+      }
+      it->second->process(m);
+      commit_needed_ = true;
+      if (it->second->commit_requested()) commit_needed_ = true;
+    }
+    for (const auto& [tp, offset] : unread_) consumer_->seek({tp.first, tp.second, offset}, 5s);
+    unread_.clear();
+    if (!restoring_.empty()) restore_step();
+    auto now = services_.wall_clock_ms();
+    for (auto& [id, task] : tasks_) task->punctuate_wall_clock(now);
+    collector_->poll();
+    bool requested = std::any_of(tasks_.begin(), tasks_.end(), [](auto& t) { return t.second->commit_requested(); });
+    if (requested || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
+  } catch (const std::exception& e) {
+    if (services_.guarantee == processing_guarantee::exactly_once && transaction_trouble(e)) {
+      recover_from_transaction_failure(e);
+      return;
+    }
+    throw;
+  }
+}
+
+void stream_thread::on_assigned(const std::vector<kafka::topic_partition>& parts) {
+  spdlog::info("stream thread {}: assigned {}", settings_.index, parts_text(parts));
+  set_state(thread_state::rebalancing);
+  assignment_ = parts;
+  create_tasks(parts);
+}
+
+void stream_thread::on_revoked(const std::vector<kafka::topic_partition>& parts) {
+  spdlog::info("stream thread {}: revoked {}", settings_.index, parts_text(parts));
+  try {
+    commit_all();
+    close_tasks(true);
+  } catch (const std::exception& e) {
+    spdlog::warn("stream thread {}: commit on revocation failed ({}); closing tasks without it", settings_.index,
+                 e.what());
+    if (collector_) collector_->abort_transaction();
+    close_tasks(false);
+    if (services_.guarantee == processing_guarantee::exactly_once) collector_->recreate();
+  }
+  assignment_.clear();
+}
+
+void stream_thread::create_tasks(const std::vector<kafka::topic_partition>& parts) {
+  for (const auto& p : parts) {
+    auto sub = settings_.topic_to_subtopology.find(p.topic);
+    if (sub == settings_.topic_to_subtopology.end()) continue;
+    std::string id = std::to_string(sub->second) + "_" + std::to_string(p.partition);
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) {
+      auto task = std::make_unique<stream_task>(sub->second, p.partition, services_, *this, label_);
+      it = tasks_.emplace(id, std::move(task)).first;
+      begin_restoration(*it->second);
+    }
+    by_partition_[{p.topic, p.partition}] = it->second.get();
+  }
+  if (restoring_.empty()) set_state(thread_state::running);
+}
+
+void stream_thread::begin_restoration(stream_task& task) {
+  bool any = false;
+  for (auto& s : task.stores()) {
+    if (s.changelog_topic.empty()) continue;
+    auto [low, high] = restore_consumer_->watermarks(s.changelog_topic, task.partition(), 30s);
+    auto from = s.store->committed_offset().value_or(low);
+    if (from < low) from = low;  // compaction or retention removed the head: start at what exists
+    if (from >= high) continue;
+    restoring_.push_back({&task, &s, s.changelog_topic, task.partition(), from, high, from});
+    any = true;
+  }
+  if (!any) {
+    task.start();
+    return;
+  }
+  spdlog::info("task {}: restoring {} store partition(s) before processing", task.id(),
+               std::count_if(restoring_.begin(), restoring_.end(), [&](auto& r) { return r.task == &task; }));
+  if (restore_started_ == clock_type::time_point{}) restore_started_ = clock_type::now();
+  std::vector<kafka::topic_partition_offset> assign;
+  for (auto& r : restoring_)
+    if (!r.done) assign.push_back({r.topic, r.partition, r.next});
+  restore_consumer_->assign(assign);
+}
+
+void stream_thread::restore_step() {
+  restore_consumer_->poll_batch(restore_batch_, 10000, 10ms);
+  // Apply contiguous runs of one partition as one write batch.
+  std::vector<state::restore_record> run;
+  std::size_t i = 0;
+  while (i < restore_batch_.size()) {
+    const auto& first = restore_batch_[i];
+    auto r = std::find_if(restoring_.begin(), restoring_.end(), [&](auto& x) {
+      return !x.done && x.topic == first.topic && x.partition == first.partition;
+    });
+    std::size_t j = i;
+    run.clear();
+    while (j < restore_batch_.size() && restore_batch_[j].topic == first.topic &&
+           restore_batch_[j].partition == first.partition) {
+      const auto& m = restore_batch_[j];
+      if (m.key) {
+        state::restore_record rec;
+        rec.key = *m.key;
+        if (m.value) rec.value = std::string_view(*m.value);
+        rec.timestamp_ms = m.timestamp;
+        run.push_back(rec);
+      }
+      ++j;
+    }
+    if (r != restoring_.end()) {
+      auto next = restore_batch_[j - 1].offset + 1;
+      r->store->store->restore(run, next);
+      r->restored += j - i;
+      r->next = next;
+      restored_records_.add(j - i);
+      if (r->next >= r->end) r->done = true;
+    }
+    i = j;
+  }
+  std::int64_t remaining = 0;
+  for (auto& r : restoring_)
+    if (!r.done) remaining += std::max<std::int64_t>(0, r.end - r.next);
+  restore_remaining_.set(remaining);
+  log_restore_progress(false);
+
+  // Tasks whose stores are all done start processing.
+  std::vector<stream_task*> finished;
+  for (auto& r : restoring_) {
+    bool all = std::all_of(restoring_.begin(), restoring_.end(), [&](auto& x) { return x.task != r.task || x.done; });
+    if (all && std::find(finished.begin(), finished.end(), r.task) == finished.end()) finished.push_back(r.task);
+  }
+  for (auto* t : finished) finish_restoration(*t);
+  if (!finished.empty()) {
+    std::vector<kafka::topic_partition_offset> assign;
+    for (auto& r : restoring_)
+      if (!r.done) assign.push_back({r.topic, r.partition, r.next});
+    if (assign.empty())
+      restore_consumer_->unassign();
+    else
+      restore_consumer_->assign(assign);
+  }
+  if (restoring_.empty()) {
+    restore_started_ = {};
+    set_state(thread_state::running);
+  }
+}
+
+void stream_thread::finish_restoration(stream_task& task) {
+  for (auto& r : restoring_) {
+    if (r.task != &task) continue;
+    spdlog::info("restored store '{}' partition {} of task {}: {} records (offsets {}..{})", r.store->spec->name,
+                 r.partition, task.id(), r.restored, r.start, r.next);
+  }
+  std::erase_if(restoring_, [&](auto& r) { return r.task == &task; });
+  task.start();
+}
+
+void stream_thread::log_restore_progress(bool force) {
+  auto now = clock_type::now();
+  if (!force && now - last_restore_log_ < settings_.restore_log_interval) return;
+  last_restore_log_ = now;
+  double seconds = std::chrono::duration<double>(now - restore_started_).count();
+  for (auto& r : restoring_) {
+    if (r.done) continue;
+    auto total = r.end - r.start;
+    auto done = r.next - r.start;
+    double rate = seconds > 0 ? static_cast<double>(r.restored) / seconds : 0;
+    double eta = rate > 0 ? static_cast<double>(r.end - r.next) / rate : 0;
+    spdlog::info("restoring store '{}' partition {}: {}/{} records, {:.0f} records/s, ETA {:.0f} s",
+                 r.store->spec->name, r.partition, done, total, rate, std::ceil(eta));
+  }
+}
+
+void stream_thread::commit_all() {
+  last_commit_ = clock_type::now();
+  std::vector<kafka::topic_partition_offset> offsets;
+  for (auto& [id, task] : tasks_) {
+    if (!task->running()) continue;
+    auto o = task->offsets_to_commit();
+    offsets.insert(offsets.end(), o.begin(), o.end());
+  }
+  auto next_offset = [this](const std::string& topic, std::int32_t partition) {
+    return collector_->next_changelog_offset(topic, partition);
+  };
+  if (services_.guarantee == processing_guarantee::exactly_once) {
+    if (offsets.empty() && !collector_->transaction_open()) return;
+    collector_->commit_transaction(offsets, consumer_->group_metadata());
+  } else {
+    collector_->flush();
+    if (!offsets.empty()) consumer_->commit(offsets);
+  }
+  for (auto& [id, task] : tasks_) {
+    if (!task->running()) continue;
+    task->commit_stores(next_offset);
+    task->mark_committed();
+  }
+  collector_->reset_changelog_offsets();
+  commit_needed_ = false;
+  if (clock_type::now() - last_checkpoint_ >= settings_.checkpoint_interval) {
+    last_checkpoint_ = clock_type::now();
+    for (auto& [id, task] : tasks_)
+      if (task->running()) task->checkpoint_stores();
+  }
+}
+
+void stream_thread::close_tasks(bool clean) {
+  for (auto& [id, task] : tasks_) {
+    if (clean && task->running()) task->checkpoint_stores();
+    task->close(clean);
+  }
+  tasks_.clear();
+  by_partition_.clear();
+  restoring_.clear();
+  if (restore_consumer_) restore_consumer_->unassign();
+}
+
+void stream_thread::recover_from_transaction_failure(const std::exception& e) {
+  spdlog::warn("stream thread {}: transaction failed ({}); aborting, recreating the producer and resuming from the "
+               "last committed offsets",
+               settings_.index, e.what());
+  services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
+  collector_->abort_transaction();
+  close_tasks(false);
+  collector_->recreate();
+  create_tasks(assignment_);
+  rewind_to_committed();
+}
+
+void stream_thread::rewind_to_committed() {
+  if (assignment_.empty()) return;
+  for (const auto& c : consumer_->committed(assignment_, 30s)) {
+    auto offset = c.offset >= 0 ? c.offset : kafka::offset_beginning;
+    try {
+      consumer_->seek({c.topic, c.partition, offset}, 10s);
+    } catch (const std::exception& e) {
+      spdlog::warn("stream thread {}: seek {}-{} to {} failed: {}", settings_.index, c.topic, c.partition, offset,
+                   e.what());
+    }
+  }
+}
+
+}  // namespace sluice::runtime

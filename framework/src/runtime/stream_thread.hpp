@@ -1,0 +1,113 @@
+// stream_thread: one consumer, one producer (record collector), the tasks of the
+// partitions assigned to it, and the loop that feeds them: poll, restore, process,
+// punctuate, commit. Under exactly-once it owns one transaction at a time and, when the
+// outcome of one is unknown, aborts, recreates its producer and resumes from the last
+// committed offsets.
+//
+// Threading: everything here runs on the thread's own std::thread except request_stop()
+// and state(), which are safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kafka/consumer.hpp"
+#include "runtime/record_collector.hpp"
+#include "runtime/stream_task.hpp"
+
+namespace sluice::runtime {
+
+enum class thread_state { created, starting, rebalancing, running, pending_shutdown, dead, failed };
+
+struct thread_settings {
+  int index = 0;
+  kafka::config_map consumer;
+  kafka::config_map restore_consumer;
+  kafka::config_map producer;
+  std::string transactional_id;
+  error_policy on_production_error = error_policy::fail;
+  std::chrono::milliseconds commit_interval{30000};
+  std::chrono::milliseconds poll_timeout{100};
+  std::chrono::milliseconds checkpoint_interval{5000};
+  std::chrono::milliseconds restore_log_interval{5000};
+  std::size_t max_poll_records = 1000;
+  std::vector<std::string> source_topics;          ///< resolved names, all sub-topologies
+  std::map<std::string, int> topic_to_subtopology;  ///< resolved source topic -> sub-topology
+};
+
+class stream_thread final : kafka::rebalance_listener, public record_sender {
+ public:
+  stream_thread(thread_settings settings, const task_services& services,
+                std::function<void(thread_state)> on_state_change);
+  ~stream_thread() override;
+
+  void start();
+  /// Asks the loop to finish the records in hand, commit, close. Returns at once.
+  void request_stop() noexcept { stop_.store(true); }
+  void join();
+  thread_state state() const noexcept { return state_.load(); }
+  const std::string& failure() const noexcept { return failure_; }
+
+ private:
+  struct restoring {
+    stream_task* task;
+    task_store* store;
+    std::string topic;
+    std::int32_t partition;
+    std::int64_t next;
+    std::int64_t end;
+    std::int64_t start;
+    std::uint64_t restored = 0;
+    bool done = false;
+  };
+
+  void run();
+  void loop_once();
+  void set_state(thread_state s);
+  void on_assigned(const std::vector<kafka::topic_partition>& parts) override;
+  void on_revoked(const std::vector<kafka::topic_partition>& parts) override;
+  void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+            const std::optional<std::string_view>& value, std::int64_t timestamp,
+            const sluice::headers& headers) override;
+
+  void create_tasks(const std::vector<kafka::topic_partition>& parts);
+  void begin_restoration(stream_task& task);
+  void restore_step();
+  void finish_restoration(stream_task& task);
+  void log_restore_progress(bool force);
+  void commit_all();
+  void close_tasks(bool clean);
+  void recover_from_transaction_failure(const std::exception& e);
+  void rewind_to_committed();
+
+  thread_settings settings_;
+  const task_services& services_;
+  std::function<void(thread_state)> on_state_change_;
+  std::string label_;
+  std::unique_ptr<record_collector> collector_;
+  std::unique_ptr<kafka::consumer> consumer_;
+  std::unique_ptr<kafka::consumer> restore_consumer_;
+  std::map<std::string, std::unique_ptr<stream_task>> tasks_;
+  std::map<std::pair<std::string, std::int32_t>, stream_task*> by_partition_;
+  std::vector<restoring> restoring_;
+  std::vector<kafka::topic_partition> assignment_;
+  std::vector<kafka::message> batch_;
+  std::vector<kafka::message> restore_batch_;
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> unread_;  // paused: seek back here
+  std::chrono::steady_clock::time_point last_commit_, last_checkpoint_, last_restore_log_, restore_started_;
+  bool commit_needed_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<thread_state> state_{thread_state::created};
+  std::string failure_;
+  std::thread thread_;
+  counter& restored_records_;
+  gauge& restore_remaining_;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,242 @@
+// sluice::state::kv_store: the byte-level key-value store every typed store is built on.
+//
+// A store holds bytes; serdes live at the edge (the runtime). A store knows nothing about
+// Kafka except the changelog offset it reflects, which it records atomically with its data
+// (see README.md, "Consistency protocol"). Two implementations share this interface and its
+// semantics: RocksDB (rocksdb_store.hpp) and in-memory (open_memory_store below).
+//
+// Threading: one store instance belongs to one task and is used by one thread at a time.
+// Nothing here locks; hand a store to another thread only with a happens-before edge (the
+// task manager's hand-over). Iterators belong to the same thread as their store.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace sluice::state {
+
+/// Order in which an iterator visits keys (bytewise, unsigned).
+enum class direction {
+  forward,  ///< ascending keys
+  reverse,  ///< descending keys
+};
+
+/// When pending writes reach the underlying storage.
+enum class write_mode {
+  /// Exactly-once: nothing reaches storage before commit(); abort() rolls everything back.
+  hold_until_commit,
+  /// At-least-once: pending writes may be applied early once they exceed
+  /// store_options::write_through_threshold_bytes; the changelog offset is still written only
+  /// by commit(). abort() drops only what was not applied yet.
+  write_through,
+};
+
+/// One changelog record to restore: a value, or a tombstone (nullopt) that deletes the key.
+struct restore_record {
+  std::string_view key{};
+  std::optional<std::string_view> value{};
+  /// The changelog record's timestamp, used as the write time for TTL so a restored entry
+  /// expires when the original would have (an already expired entry is not restored).
+  /// Default: nullopt, meaning "now" on the store's clock.
+  std::optional<std::int64_t> timestamp_ms{};
+};
+
+/// How to open a store. Both implementations take the same options; fields that only one
+/// of them uses say so.
+struct store_options {
+  /// The store's name, unique within its task. It is a directory name: non-empty, no '/',
+  /// not starting with '.'.
+  /// Default: none (required).
+  std::string name{};
+
+  /// The task directory (task_directory::path()); a RocksDB store lives in
+  /// `<directory>/<name>`. Ignored by the in-memory store.
+  /// Default: empty (required by open_rocksdb_store).
+  std::filesystem::path directory{};
+
+  /// When pending writes reach storage; see write_mode.
+  /// Default: write_mode::hold_until_commit (correct under both guarantees).
+  write_mode mode = write_mode::hold_until_commit;
+
+  /// write_mode::write_through only: pending writes are applied to storage (without an
+  /// offset) once their size exceeds this many bytes.
+  /// Default: 8 MiB.
+  std::size_t write_through_threshold_bytes = std::size_t{8} << 20;
+
+  /// Entries expire this long after their write time (put, or the record timestamp on
+  /// restore); reads never return an expired entry. 0 disables expiry.
+  /// Default: 0 (entries never expire).
+  std::chrono::milliseconds ttl{0};
+
+  /// The clock for TTL, in milliseconds since the epoch. Tests inject one. The RocksDB store
+  /// also calls it from RocksDB's background compaction threads, so it must be thread-safe.
+  /// Default: empty, meaning std::chrono::system_clock.
+  std::function<std::int64_t()> now_ms{};
+
+  /// Expert hook, RocksDB only: called with a `rocksdb::Options*` for the data column family
+  /// after sluice has filled it in, before the database opens. Whatever it sets wins, except
+  /// `atomic_flush` and `create_if_missing`, which the consistency protocol needs and sluice
+  /// sets again afterwards. Typed as void* to keep RocksDB out of this header.
+  /// Default: empty (no changes).
+  std::function<void(void* rocksdb_options)> configure_rocksdb{};
+};
+
+namespace detail {
+/// What a concrete store's iterator implements; kv_iterator wraps it. Not for users.
+class kv_iterator_impl {
+ public:
+  virtual ~kv_iterator_impl() = default;
+  virtual bool valid() const noexcept = 0;
+  virtual std::string_view key() const noexcept = 0;
+  virtual std::string_view value() const noexcept = 0;
+  virtual void next() = 0;
+};
+}  // namespace detail
+
+/// A forward-only cursor over a consistent snapshot of a store: the committed data and the
+/// pending writes as they were when the iterator was created. Later writes, commits and
+/// aborts of the store do not change what it shows; writing to the store while iterating
+/// (e.g. deleting what you visit) is safe.
+///
+/// Lifetime: an iterator must be destroyed before its store is closed or destroyed. A store
+/// closed with open iterators prints the store's name and calls std::terminate, because the
+/// iterator would otherwise read freed memory later.
+///
+/// key() and value() stay valid until the next next() or the iterator's destruction.
+class kv_iterator {
+ public:
+  kv_iterator(std::unique_ptr<detail::kv_iterator_impl> impl, std::size_t* open_count) noexcept;
+  kv_iterator(kv_iterator&& other) noexcept;
+  kv_iterator& operator=(kv_iterator&& other) noexcept;
+  kv_iterator(const kv_iterator&) = delete;
+  kv_iterator& operator=(const kv_iterator&) = delete;
+  ~kv_iterator();
+
+  /// True while the iterator is positioned on an entry.
+  bool valid() const noexcept { return impl_ && impl_->valid(); }
+  /// The current key. Precondition: valid().
+  std::string_view key() const noexcept { return impl_->key(); }
+  /// The current value. Precondition: valid().
+  std::string_view value() const noexcept { return impl_->value(); }
+  /// Moves to the next entry. Precondition: valid(). Throws sluice::error(errc::state) on an
+  /// I/O or corruption error.
+  void next() { impl_->next(); }
+
+ private:
+  void release() noexcept;
+
+  std::unique_ptr<detail::kv_iterator_impl> impl_;
+  std::size_t* open_count_ = nullptr;
+};
+
+/// A byte-level key-value store with a pending batch and a recorded changelog offset.
+///
+/// Reads (get, iterators) see the pending batch over the committed data (read-your-writes).
+/// Writes go to the pending batch; commit(offset) applies it and the offset atomically;
+/// abort() drops it; restore() applies changelog records and their offset directly.
+/// Keys are ordered bytewise (as unsigned bytes). Expired entries (ttl) are never returned.
+///
+/// Errors: storage failures (I/O, corruption) throw sluice::error(errc::state). Calling a
+/// store after close() is a programming error (undefined).
+class kv_store {
+ public:
+  kv_store() = default;
+  kv_store(const kv_store&) = delete;
+  kv_store& operator=(const kv_store&) = delete;
+  virtual ~kv_store() = default;
+
+  /// The store's name (store_options::name).
+  virtual const std::string& name() const noexcept = 0;
+
+  /// The value of `key`, or nullopt if absent or expired.
+  virtual std::optional<std::string> get(std::string_view key) = 0;
+  /// Like get(key), writing into `out` (reusing its capacity): true if found; `out` is
+  /// unspecified when false.
+  virtual bool get(std::string_view key, std::string& out) = 0;
+  /// Sets `key` to `value` in the pending batch.
+  virtual void put(std::string_view key, std::string_view value) = 0;
+  /// Puts `value` if `key` is absent (or expired); returns true if it did.
+  virtual bool put_if_absent(std::string_view key, std::string_view value) = 0;
+  /// Deletes `key` in the pending batch (no-op if absent).
+  virtual void remove(std::string_view key) = 0;
+
+  /// Entries with from <= key <= to (both inclusive, as in Kafka Streams). Empty if from > to.
+  kv_iterator range(std::string_view from, std::string_view to,
+                    direction dir = direction::forward) {
+    return make_range(from, to, dir);
+  }
+  /// Entries whose key starts with `key_prefix` (all entries if it is empty).
+  kv_iterator prefix(std::string_view key_prefix, direction dir = direction::forward) {
+    return make_prefix(key_prefix, dir);
+  }
+  /// Every entry.
+  kv_iterator all(direction dir = direction::forward) { return make_all(dir); }
+
+  /// An estimate of the number of entries: for RocksDB, RocksDB's estimate plus the pending
+  /// writes (overwrites and deletes make it inexact; expired entries count until compaction
+  /// drops them). For the in-memory store, exact except for expired entries not yet read.
+  virtual std::uint64_t approximate_count() = 0;
+
+  /// The next changelog offset to restore from, as recorded by the last commit() or
+  /// restore() that reached storage; nullopt for a new (or wiped) store.
+  virtual std::optional<std::int64_t> committed_offset() const noexcept = 0;
+
+  /// Applies the pending batch and `next_changelog_offset` in one atomic write.
+  virtual void commit(std::int64_t next_changelog_offset) = 0;
+  /// Drops the pending batch. Under write_mode::write_through, writes already applied early
+  /// stay (at-least-once replays the input anyway).
+  virtual void abort() = 0;
+  /// Applies changelog records and `next_offset` in one atomic write, bypassing the pending
+  /// batch. Precondition: no pending writes (throws sluice::error(errc::state) otherwise).
+  virtual void restore(std::span<const restore_record> batch, std::int64_t next_offset) = 0;
+
+  /// Makes everything committed so far durable (RocksDB: an atomic memtable flush of data and
+  /// offset), so a crash after it replays no changelog records before the current offset.
+  /// Expensive (writes files): call it on clean shutdown and periodically, not per commit.
+  /// No-op for the in-memory store.
+  virtual void flush() = 0;
+
+  /// Bytes in the pending batch (what commit() would write; abort() would drop).
+  virtual std::size_t pending_bytes() const noexcept = 0;
+  /// Iterators created by this store and not destroyed yet.
+  std::size_t open_iterators() const noexcept { return open_iterators_; }
+
+  /// Drops pending writes (as abort()), flushes committed data (as flush()) and releases the
+  /// store's resources. Idempotent; the destructor calls it. Calls std::terminate if
+  /// iterators are still open (see kv_iterator).
+  virtual void close() = 0;
+
+ protected:
+  virtual kv_iterator make_range(std::string_view from, std::string_view to, direction dir) = 0;
+  virtual kv_iterator make_prefix(std::string_view key_prefix, direction dir) = 0;
+  virtual kv_iterator make_all(direction dir) = 0;
+
+  /// Wraps an implementation and counts it as open until destroyed.
+  kv_iterator wrap_iterator(std::unique_ptr<detail::kv_iterator_impl> impl) {
+    return kv_iterator(std::move(impl), &open_iterators_);
+  }
+  /// Terminates the process (with a message naming the store and `operation`) if iterators
+  /// are open.
+  void require_no_open_iterators(const char* operation) const noexcept;
+
+ private:
+  std::size_t open_iterators_ = 0;
+};
+
+/// Opens an in-memory store. It starts empty on every open (committed_offset() is nullopt)
+/// and is rebuilt from the changelog by restore(). Same semantics as the RocksDB store,
+/// including pending batch, write modes and TTL (expired entries are skipped by reads and
+/// removed lazily when a get() meets them; memory is not reclaimed otherwise).
+/// Throws sluice::error(errc::invalid_config) for an invalid name.
+std::unique_ptr<kv_store> open_memory_store(const store_options& options);
+
+}  // namespace sluice::state

@@ -1,0 +1,77 @@
+// rocksdb_environment: one block cache and one write-buffer budget for every store.
+#include <algorithm>
+#include <string>
+
+#include <rocksdb/env.h>
+#include <rocksdb/filter_policy.h>
+#include <spdlog/spdlog.h>
+
+#include "rocksdb_shared_state.hpp"
+#include "sluice/error.hpp"
+#include "sluice/state/rocksdb_store.hpp"
+
+namespace sluice::state {
+
+rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& options) {
+  if (options.memory_budget_bytes < (std::size_t{8} << 20)) {
+    throw sluice::error(errc::invalid_config,
+                        "state.memory.budget.bytes is " +
+                            std::to_string(options.memory_budget_bytes) +
+                            "; RocksDB stores need at least 8388608 (8 MiB)");
+  }
+  if (!(options.write_buffer_fraction > 0.0 && options.write_buffer_fraction < 1.0)) {
+    throw sluice::error(errc::invalid_config,
+                        "the write-buffer fraction of the state memory budget must be in (0, 1)");
+  }
+  if (options.background_jobs < 1) {
+    throw sluice::error(errc::invalid_config, "RocksDB background jobs must be at least 1");
+  }
+  auto state = std::make_shared<detail::rocksdb_shared_state>();
+  state->options = options;
+
+  rocksdb::LRUCacheOptions cache_options;
+  cache_options.capacity = options.memory_budget_bytes;
+  cache_options.num_shard_bits = -1;  // RocksDB picks from capacity
+  cache_options.strict_capacity_limit = false;  // a full cache must not fail reads
+  cache_options.high_pri_pool_ratio = 0.1;       // index and filter blocks
+  state->block_cache = rocksdb::NewLRUCache(cache_options);
+
+  const auto memtable_budget = static_cast<std::size_t>(
+      static_cast<double>(options.memory_budget_bytes) * options.write_buffer_fraction);
+  state->write_buffer_manager =
+      std::make_shared<rocksdb::WriteBufferManager>(memtable_budget, state->block_cache);
+
+  auto& table = state->table_options;
+  table.block_cache = state->block_cache;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(options.bloom_bits_per_key, false));
+  table.cache_index_and_filter_blocks = true;  // so the budget covers them
+  table.cache_index_and_filter_blocks_with_high_priority = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  table.block_size = 16 * 1024;
+  table.format_version = 5;
+
+  // RocksDB's background pools are process-wide; stores share them.
+  rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(options.background_jobs,
+                                                        rocksdb::Env::LOW);
+  rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(1, rocksdb::Env::HIGH);
+
+  shared_ = std::move(state);
+  spdlog::info("state: RocksDB environment with a {} MiB budget ({} MiB for memtables)",
+               options.memory_budget_bytes >> 20, memtable_budget >> 20);
+}
+
+rocksdb_environment::~rocksdb_environment() = default;
+
+const rocksdb_environment_options& rocksdb_environment::options() const noexcept {
+  return shared_->options;
+}
+
+std::size_t rocksdb_environment::cache_usage_bytes() const noexcept {
+  return shared_->block_cache->GetUsage();
+}
+
+std::size_t rocksdb_environment::memtable_usage_bytes() const noexcept {
+  return shared_->write_buffer_manager->memory_usage();
+}
+
+}  // namespace sluice::state

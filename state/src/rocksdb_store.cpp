@@ -1,0 +1,528 @@
+// The RocksDB kv_store: data in the default column family, the changelog offset in
+// "sluice_meta", pending writes in a WriteBatchWithIndex, WAL off, atomic flush. See
+// README.md ("Consistency protocol") for why this combination keeps data and offset in step
+// across crashes.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rocksdb/compaction_filter.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/write_batch_with_index.h>
+#include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
+
+#include "rocksdb_shared_state.hpp"
+#include "sluice/error.hpp"
+#include "sluice/state/rocksdb_store.hpp"
+#include "store_common.hpp"
+
+namespace sluice::state {
+namespace {
+
+namespace fs = std::filesystem;
+using detail::decode_or_throw;
+using detail::encode_value;
+using detail::is_live;
+using detail::key_bounds;
+
+constexpr const char* meta_column_family = "sluice_meta";
+constexpr std::string_view offset_key = "changelog_offset";
+
+std::string_view view(const rocksdb::Slice& s) noexcept { return {s.data(), s.size()}; }
+rocksdb::Slice slice(std::string_view s) noexcept { return {s.data(), s.size()}; }
+
+std::string encode_offset(std::int64_t offset) {
+  std::string out;
+  auto v = static_cast<std::uint64_t>(offset);
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    out.push_back(static_cast<char>((v >> shift) & 0xFF));
+  }
+  return out;
+}
+
+std::optional<std::int64_t> decode_offset(std::string_view s) noexcept {
+  if (s.size() != 8) {
+    return std::nullopt;
+  }
+  std::uint64_t v = 0;
+  for (char c : s) {
+    v = (v << 8) | static_cast<unsigned char>(c);
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+/// Drops expired entries when compaction rewrites them: TTL without a job of its own.
+/// Called concurrently from RocksDB's compaction threads; const and stateless but the clock.
+class expiry_compaction_filter final : public rocksdb::CompactionFilter {
+ public:
+  explicit expiry_compaction_filter(detail::clock_fn now) : now_(std::move(now)) {}
+
+  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& existing,
+              std::string* /*new_value*/, bool* /*value_changed*/) const override {
+    auto d = detail::decode_value(view(existing));
+    // Unknown formats are kept: a background thread cannot report, and reads will.
+    return d.ok && d.expiry_ms != 0 && !is_live(d.expiry_ms, now_());
+  }
+
+  const char* Name() const override { return "sluice.expiry"; }
+
+ private:
+  detail::clock_fn now_;
+};
+
+/// A snapshot iterator merging a RocksDB iterator (an implicit snapshot taken at creation)
+/// with the pending writes in range, copied at creation. Pending entries shadow committed
+/// ones with the same key; tombstones and expired entries are skipped.
+class merge_iterator final : public detail::kv_iterator_impl {
+ public:
+  struct pending_entry {
+    std::string key;
+    std::optional<std::string> stored;  ///< nullopt: a pending delete
+  };
+
+  merge_iterator(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, key_bounds bounds,
+                 direction dir, std::vector<pending_entry> pending, std::int64_t now,
+                 const std::string& store_name)
+      : bounds_(std::move(bounds)),
+        reverse_(dir == direction::reverse),
+        pending_(std::move(pending)),
+        now_(now),
+        store_name_(store_name) {
+    rocksdb::ReadOptions ro;
+    if (bounds_.lo) {
+      lo_slice_ = slice(*bounds_.lo);
+      ro.iterate_lower_bound = &lo_slice_;
+    }
+    if (bounds_.hi && !bounds_.hi_inclusive) {
+      hi_slice_ = slice(*bounds_.hi);
+      ro.iterate_upper_bound = &hi_slice_;
+    }
+    base_.reset(db->NewIterator(ro, cf));
+    if (reverse_) {
+      std::reverse(pending_.begin(), pending_.end());
+      if (!bounds_.hi) {
+        base_->SeekToLast();
+      } else {
+        base_->SeekForPrev(slice(*bounds_.hi));
+        if (!bounds_.hi_inclusive && base_->Valid() && view(base_->key()) == *bounds_.hi) {
+          base_->Prev();
+        }
+      }
+    } else if (bounds_.lo) {
+      base_->Seek(slice(*bounds_.lo));
+    } else {
+      base_->SeekToFirst();
+    }
+    settle();
+  }
+
+  bool valid() const noexcept override { return current_ != source::none; }
+  std::string_view key() const noexcept override { return key_; }
+  std::string_view value() const noexcept override { return value_; }
+
+  void next() override {
+    if (current_ == source::base) {
+      advance_base();
+    } else if (current_ == source::pending) {
+      ++pos_;
+    }
+    settle();
+  }
+
+ private:
+  enum class source { none, base, pending };
+
+  bool base_in_bounds() const {
+    return base_->Valid() && bounds_.contains(view(base_->key()));
+  }
+  bool pending_in_bounds() const noexcept { return pos_ < pending_.size(); }
+  void advance_base() {
+    if (reverse_) {
+      base_->Prev();
+    } else {
+      base_->Next();
+    }
+  }
+
+  // Positions on the next visible entry at or after the cursors.
+  void settle() {
+    for (;;) {
+      const bool b = base_in_bounds();
+      const bool p = pending_in_bounds();
+      if (!b && !p) {
+        current_ = source::none;
+        if (!base_->status().ok()) {
+          throw sluice::error(errc::state, "iterating state store '" + store_name_ +
+                                               "' failed: " + base_->status().ToString());
+        }
+        return;
+      }
+      bool take_pending = p;
+      if (b && p) {
+        int c = view(base_->key()).compare(pending_[pos_].key);
+        if (reverse_) {
+          c = -c;
+        }
+        if (c == 0) {
+          advance_base();  // shadowed by the pending write
+        }
+        take_pending = c >= 0;
+      }
+      if (take_pending) {
+        const auto& e = pending_[pos_];
+        if (e.stored) {
+          auto d = decode_or_throw(*e.stored, store_name_);
+          if (is_live(d.expiry_ms, now_)) {
+            current_ = source::pending;
+            key_ = e.key;
+            value_ = d.value;
+            return;
+          }
+        }
+        ++pos_;
+      } else {
+        auto d = decode_or_throw(view(base_->value()), store_name_);
+        if (is_live(d.expiry_ms, now_)) {
+          current_ = source::base;
+          key_ = view(base_->key());
+          value_ = d.value;
+          return;
+        }
+        advance_base();
+      }
+    }
+  }
+
+  key_bounds bounds_;
+  bool reverse_;
+  rocksdb::Slice lo_slice_;
+  rocksdb::Slice hi_slice_;
+  std::unique_ptr<rocksdb::Iterator> base_;
+  std::vector<pending_entry> pending_;
+  std::size_t pos_ = 0;
+  std::int64_t now_;
+  const std::string& store_name_;
+  source current_ = source::none;
+  std::string_view key_;
+  std::string_view value_;
+};
+
+class rocksdb_store final : public kv_store {
+ public:
+  rocksdb_store(const store_options& options,
+                std::shared_ptr<const detail::rocksdb_shared_state> shared)
+      : shared_(std::move(shared)),
+        name_(options.name),
+        path_(options.directory / options.name),
+        mode_(options.mode),
+        threshold_(options.write_through_threshold_bytes),
+        ttl_ms_(options.ttl.count()),
+        now_(detail::resolve_clock(options)),
+        filter_(std::make_unique<expiry_compaction_filter>(now_)),
+        pending_(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true) {
+    write_options_.disableWAL = true;  // the changelog is the durability
+    open(options);
+  }
+
+  ~rocksdb_store() override { close(); }
+
+  const std::string& name() const noexcept override { return name_; }
+
+  std::optional<std::string> get(std::string_view key) override {
+    std::string out;
+    if (!get(key, out)) {
+      return std::nullopt;
+    }
+    return out;
+  }
+
+  bool get(std::string_view key, std::string& out) override {
+    pin_.Reset();
+    auto s = pending_.GetFromBatchAndDB(db_.get(), read_options_, data_cf_, slice(key), &pin_);
+    if (s.IsNotFound()) {
+      return false;
+    }
+    check(s, "read from");
+    auto d = decode_or_throw(view(pin_), name_);
+    if (!is_live(d.expiry_ms, now_())) {
+      return false;
+    }
+    out.assign(d.value);
+    pin_.Reset();
+    return true;
+  }
+
+  void put(std::string_view key, std::string_view value) override {
+    encode_value(scratch_, value, detail::expiry_for(now_(), ttl_ms_));
+    check(pending_.Put(data_cf_, slice(key), slice(scratch_)), "write to");
+    maybe_write_through();
+  }
+
+  bool put_if_absent(std::string_view key, std::string_view value) override {
+    if (get(key, scratch_get_)) {
+      return false;
+    }
+    put(key, value);
+    return true;
+  }
+
+  void remove(std::string_view key) override {
+    check(pending_.Delete(data_cf_, slice(key)), "delete from");
+    maybe_write_through();
+  }
+
+  std::uint64_t approximate_count() override {
+    std::uint64_t estimate = 0;
+    db_->GetIntProperty(data_cf_, "rocksdb.estimate-num-keys", &estimate);
+    std::int64_t n = static_cast<std::int64_t>(estimate);
+    std::unique_ptr<rocksdb::WBWIIterator> it(pending_.NewIterator(data_cf_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      n += it->Entry().type == rocksdb::kPutRecord ? 1 : -1;
+    }
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
+  }
+
+  std::optional<std::int64_t> committed_offset() const noexcept override { return offset_; }
+
+  void commit(std::int64_t next_changelog_offset) override {
+    // Data and offset in one WriteBatch: one atomic write, one memtable generation.
+    check(pending_.Put(meta_cf_, slice(offset_key), slice(encode_offset(next_changelog_offset))),
+          "commit");
+    check(db_->Write(write_options_, pending_.GetWriteBatch()), "commit");
+    pending_.Clear();
+    offset_ = next_changelog_offset;
+  }
+
+  void abort() override { pending_.Clear(); }
+
+  void restore(std::span<const restore_record> batch, std::int64_t next_offset) override {
+    if (pending_.GetWriteBatch()->Count() != 0) {
+      throw sluice::error(errc::state, "restore of state store '" + name_ +
+                                           "' with pending writes; commit or abort them first");
+    }
+    restore_batch_.Clear();
+    const std::int64_t now = now_();
+    for (const auto& r : batch) {
+      std::int64_t expiry = detail::expiry_for(r.timestamp_ms.value_or(now), ttl_ms_);
+      if (!r.value || !is_live(expiry, now)) {
+        check(restore_batch_.Delete(data_cf_, slice(r.key)), "restore");
+      } else {
+        encode_value(scratch_, *r.value, expiry);
+        check(restore_batch_.Put(data_cf_, slice(r.key), slice(scratch_)), "restore");
+      }
+    }
+    check(restore_batch_.Put(meta_cf_, slice(offset_key), slice(encode_offset(next_offset))),
+          "restore");
+    check(db_->Write(write_options_, &restore_batch_), "restore");
+    restore_batch_.Clear();
+    offset_ = next_offset;
+  }
+
+  void flush() override {
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    // atomic_flush: both column families reach one MANIFEST record, or neither does.
+    check(db_->Flush(fo, {data_cf_, meta_cf_}), "flush");
+  }
+
+  std::size_t pending_bytes() const noexcept override {
+    return pending_.GetWriteBatch()->Count() == 0 ? 0 : pending_.GetDataSize();
+  }
+
+  void close() override {
+    if (!db_) {
+      return;
+    }
+    require_no_open_iterators("close");
+    pending_.Clear();
+    try {
+      flush();
+    } catch (const std::exception& e) {
+      spdlog::warn("state: store '{}' could not flush on close ({}); the next start replays "
+                   "more of its changelog",
+                   name_, e.what());
+    }
+    for (auto* h : {data_cf_, meta_cf_}) {
+      if (h != nullptr) {
+        db_->DestroyColumnFamilyHandle(h);
+      }
+    }
+    data_cf_ = meta_cf_ = nullptr;
+    auto s = db_->Close();
+    if (!s.ok()) {
+      spdlog::warn("state: closing store '{}' at '{}': {}", name_, path_.string(), s.ToString());
+    }
+    db_.reset();
+  }
+
+ protected:
+  kv_iterator make_range(std::string_view from, std::string_view to, direction dir) override {
+    return scan(key_bounds::range(from, to), dir);
+  }
+  kv_iterator make_prefix(std::string_view key_prefix, direction dir) override {
+    return scan(key_bounds::prefix(key_prefix), dir);
+  }
+  kv_iterator make_all(direction dir) override { return scan(key_bounds::all(), dir); }
+
+ private:
+  void check(const rocksdb::Status& s, const char* what) const {
+    if (!s.ok()) {
+      throw sluice::error(errc::state, std::string("cannot ") + what + " state store '" + name_ +
+                                           "' at '" + path_.string() + "': " + s.ToString());
+    }
+  }
+
+  void open(const store_options& options) {
+    std::error_code ec;
+    fs::create_directories(path_, ec);
+    if (ec) {
+      throw sluice::error(errc::state, "cannot create the directory of state store '" + name_ +
+                                           "' at '" + path_.string() + "': " + ec.message());
+    }
+    const auto& env = shared_->options;
+    rocksdb::Options o;
+    o.create_if_missing = true;
+    o.create_missing_column_families = true;
+    o.atomic_flush = true;
+    o.avoid_flush_during_shutdown = false;
+    o.write_buffer_manager = shared_->write_buffer_manager;
+    o.write_buffer_size = env.write_buffer_bytes_per_store;
+    o.max_write_buffer_number = 3;
+    o.max_open_files = env.max_open_files_per_store;
+    o.max_background_jobs = env.background_jobs;
+    o.keep_log_file_num = 3;
+    o.max_log_file_size = std::size_t{8} << 20;
+    o.level_compaction_dynamic_level_bytes = true;
+    o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(shared_->table_options));
+    o.compaction_filter = filter_.get();  // always: values written with a TTL may exist
+    if (ttl_ms_ > 0) {
+      // Files no compaction touches would keep expired entries forever; rewrite them at
+      // least this often (no more than daily, so short TTLs do not rewrite the store hourly).
+      const auto ttl_s = static_cast<std::uint64_t>(ttl_ms_ / 1000);
+      o.periodic_compaction_seconds = std::clamp<std::uint64_t>(ttl_s, 86400, 30 * 86400);
+    }
+    if (options.configure_rocksdb) {
+      options.configure_rocksdb(&o);
+    }
+    o.atomic_flush = true;  // the consistency protocol depends on it
+    o.create_if_missing = true;
+    o.create_missing_column_families = true;
+
+    rocksdb::ColumnFamilyOptions meta(o);
+    meta.compaction_filter = nullptr;
+    meta.write_buffer_size = std::size_t{1} << 20;
+    meta.periodic_compaction_seconds = 0;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families{
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(o)},
+        {meta_column_family, meta}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    auto s = rocksdb::DB::Open(rocksdb::DBOptions(o), path_.string(), families, &handles, &raw);
+    if (!s.ok()) {
+      throw sluice::error(
+          errc::state, "cannot open state store '" + name_ + "' at '" + path_.string() +
+                           "': " + s.ToString() +
+                           ". If another process uses it, stop that process; if it is corrupt, "
+                           "wipe the directory and the store is rebuilt from its changelog");
+    }
+    db_.reset(raw);
+    data_cf_ = handles.at(0);
+    meta_cf_ = handles.at(1);
+
+    rocksdb::PinnableSlice stored;
+    s = db_->Get(read_options_, meta_cf_, slice(offset_key), &stored);
+    if (s.ok()) {
+      offset_ = decode_offset(view(stored));
+      if (!offset_) {
+        close();
+        throw sluice::error(errc::state, "state store '" + name_ + "' at '" + path_.string() +
+                                             "' has a malformed changelog offset; wipe it");
+      }
+    } else if (!s.IsNotFound()) {
+      auto message = s.ToString();
+      close();
+      throw sluice::error(errc::state, "cannot read the changelog offset of state store '" +
+                                           name_ + "' at '" + path_.string() + "': " + message);
+    }
+    spdlog::info("state: opened store '{}' at '{}' (changelog offset {})", name_, path_.string(),
+                 offset_ ? std::to_string(*offset_) : std::string("none: new store"));
+  }
+
+  // Pending entries in bounds are copied so the iterator is a snapshot; the base iterator
+  // pins RocksDB's current version itself.
+  kv_iterator scan(const key_bounds& b, direction dir) {
+    std::vector<merge_iterator::pending_entry> pending;
+    if (b.empty()) {
+      return wrap_iterator(std::make_unique<detail::vector_iterator>(
+          std::vector<std::pair<std::string, std::string>>{}));
+    }
+    if (pending_.GetWriteBatch()->Count() != 0) {
+      std::unique_ptr<rocksdb::WBWIIterator> it(pending_.NewIterator(data_cf_));
+      if (b.lo) {
+        it->Seek(slice(*b.lo));
+      } else {
+        it->SeekToFirst();
+      }
+      for (; it->Valid(); it->Next()) {
+        auto e = it->Entry();
+        if (!b.below_hi(view(e.key))) {
+          break;
+        }
+        merge_iterator::pending_entry copy{std::string(view(e.key)), std::nullopt};
+        if (e.type == rocksdb::kPutRecord) {
+          copy.stored.emplace(view(e.value));
+        }
+        pending.push_back(std::move(copy));
+      }
+    }
+    return wrap_iterator(std::make_unique<merge_iterator>(db_.get(), data_cf_, b, dir,
+                                                          std::move(pending), now_(), name_));
+  }
+
+  void maybe_write_through() {
+    if (mode_ == write_mode::write_through && pending_.GetDataSize() > threshold_) {
+      // Data only: the offset moves at commit, so a crash replays from the older offset.
+      check(db_->Write(write_options_, pending_.GetWriteBatch()), "write to");
+      pending_.Clear();
+    }
+  }
+
+  std::shared_ptr<const detail::rocksdb_shared_state> shared_;
+  std::string name_;
+  fs::path path_;
+  write_mode mode_;
+  std::size_t threshold_;
+  std::int64_t ttl_ms_;
+  detail::clock_fn now_;
+  std::unique_ptr<expiry_compaction_filter> filter_;  // outlives db_ (declared before it)
+  std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
+  mutable rocksdb::WriteBatchWithIndex pending_;  // mutable: GetWriteBatch() is not const
+  rocksdb::WriteBatch restore_batch_;
+  rocksdb::WriteOptions write_options_;
+  rocksdb::ReadOptions read_options_;
+  rocksdb::PinnableSlice pin_;
+  std::optional<std::int64_t> offset_;
+  std::string scratch_;
+  std::string scratch_get_;
+};
+
+}  // namespace
+
+std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options,
+                                             rocksdb_environment& environment) {
+  detail::validate_store_name(options.name);
+  if (options.directory.empty()) {
+    throw sluice::error(errc::invalid_config,
+                        "state store '" + options.name +
+                            "' has no directory; pass the task directory in store_options");
+  }
+  return std::make_unique<rocksdb_store>(options, environment.shared());
+}
+
+}  // namespace sluice::state

@@ -1,0 +1,161 @@
+// Internals shared by the RocksDB and in-memory stores: the stored value format (expiry
+// header), key bounds of range/prefix scans, option checks. Private to sluice_state.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sluice/error.hpp"
+#include "sluice/state/kv_store.hpp"
+
+namespace sluice::state::detail {
+
+using clock_fn = std::function<std::int64_t()>;
+
+/// The store's clock: the injected one, or the system clock.
+inline clock_fn resolve_clock(const store_options& options) {
+  if (options.now_ms) {
+    return options.now_ms;
+  }
+  return [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+}
+
+/// Throws errc::invalid_config unless `name` can be a directory name of its own.
+void validate_store_name(const std::string& name);
+
+// Stored value format, both stores: one tag byte, then
+//   0x00 <user value>                       never expires
+//   0x01 <expiry ms, 8 bytes big-endian> <user value>
+// One byte per value when TTL is off; a store may switch TTL on or off between opens.
+inline constexpr char tag_no_expiry = 0x00;
+inline constexpr char tag_expiry = 0x01;
+
+/// Expiry time of a write at `write_time_ms` under `ttl_ms` (0: never expires).
+inline std::int64_t expiry_for(std::int64_t write_time_ms, std::int64_t ttl_ms) noexcept {
+  return ttl_ms > 0 ? write_time_ms + ttl_ms : 0;
+}
+
+/// Writes the stored form of `value` into `out` (reusing its capacity).
+inline void encode_value(std::string& out, std::string_view value, std::int64_t expiry_ms) {
+  out.clear();
+  if (expiry_ms == 0) {
+    out.reserve(1 + value.size());
+    out.push_back(tag_no_expiry);
+  } else {
+    out.reserve(9 + value.size());
+    out.push_back(tag_expiry);
+    auto e = static_cast<std::uint64_t>(expiry_ms);
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      out.push_back(static_cast<char>((e >> shift) & 0xFF));
+    }
+  }
+  out.append(value);
+}
+
+struct decoded_value {
+  std::string_view value;
+  std::int64_t expiry_ms = 0;  ///< 0: never
+  bool ok = true;              ///< false: not in the stored format (corruption)
+};
+
+inline decoded_value decode_value(std::string_view stored) noexcept {
+  if (!stored.empty() && stored[0] == tag_no_expiry) {
+    return {stored.substr(1), 0, true};
+  }
+  if (stored.size() >= 9 && stored[0] == tag_expiry) {
+    std::uint64_t e = 0;
+    for (std::size_t i = 1; i < 9; ++i) {
+      e = (e << 8) | static_cast<unsigned char>(stored[i]);
+    }
+    return {stored.substr(9), static_cast<std::int64_t>(e), true};
+  }
+  return {{}, 0, false};
+}
+
+inline bool is_live(std::int64_t expiry_ms, std::int64_t now_ms) noexcept {
+  return expiry_ms == 0 || expiry_ms > now_ms;
+}
+
+/// Decodes or throws errc::state naming the store.
+inline decoded_value decode_or_throw(std::string_view stored, const std::string& store) {
+  auto d = decode_value(stored);
+  if (!d.ok) {
+    throw sluice::error(errc::state, "store '" + store +
+                                         "' holds a value in an unknown format (corruption?); "
+                                         "wipe the store to rebuild it from its changelog");
+  }
+  return d;
+}
+
+/// The keys a scan visits: lo (inclusive) to hi (inclusive or exclusive); absent = open.
+struct key_bounds {
+  std::optional<std::string> lo;
+  std::optional<std::string> hi;
+  bool hi_inclusive = true;
+
+  bool above_lo(std::string_view k) const noexcept { return !lo || k >= std::string_view(*lo); }
+  bool below_hi(std::string_view k) const noexcept {
+    if (!hi) {
+      return true;
+    }
+    return hi_inclusive ? k <= std::string_view(*hi) : k < std::string_view(*hi);
+  }
+  bool contains(std::string_view k) const noexcept { return above_lo(k) && below_hi(k); }
+  bool empty() const noexcept {
+    if (!lo || !hi) {
+      return false;
+    }
+    return hi_inclusive ? *lo > *hi : *lo >= *hi;
+  }
+
+  static key_bounds range(std::string_view from, std::string_view to) {
+    return {std::string(from), std::string(to), true};
+  }
+  static key_bounds all() { return {}; }
+  /// Keys starting with `p`: [p, successor(p)), where successor drops trailing 0xFF bytes
+  /// and increments the last remaining byte; a prefix of only 0xFF bytes has no upper bound.
+  static key_bounds prefix(std::string_view p) {
+    key_bounds b;
+    if (p.empty()) {
+      return b;
+    }
+    b.lo = std::string(p);
+    std::string succ(p);
+    while (!succ.empty() && static_cast<unsigned char>(succ.back()) == 0xFF) {
+      succ.pop_back();
+    }
+    if (!succ.empty()) {
+      succ.back() = static_cast<char>(static_cast<unsigned char>(succ.back()) + 1);
+      b.hi = std::move(succ);
+      b.hi_inclusive = false;
+    }
+    return b;
+  }
+};
+
+/// An iterator over entries copied at creation (the in-memory store's snapshot).
+class vector_iterator final : public kv_iterator_impl {
+ public:
+  explicit vector_iterator(std::vector<std::pair<std::string, std::string>> entries)
+      : entries_(std::move(entries)) {}
+  bool valid() const noexcept override { return pos_ < entries_.size(); }
+  std::string_view key() const noexcept override { return entries_[pos_].first; }
+  std::string_view value() const noexcept override { return entries_[pos_].second; }
+  void next() override { ++pos_; }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> entries_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace sluice::state::detail

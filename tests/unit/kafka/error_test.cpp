@@ -1,0 +1,171 @@
+// Error mapping: librdkafka codes and error objects become the right errc, keep their
+// flags, and carry a message a user can act on.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include <thread>
+
+#include "kafka/error.hpp"
+#include "kafka/mock_cluster.hpp"
+#include "kafka/producer.hpp"
+
+namespace sluice::kafka {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+kafka_flags fatal_flags() { kafka_flags f; f.fatal = true; return f; }
+kafka_flags retriable_flags() { kafka_flags f; f.retriable = true; return f; }
+kafka_flags abort_flags() { kafka_flags f; f.txn_requires_abort = true; return f; }
+producer_options transactional(std::string id) {
+  producer_options o;
+  o.mode = producer_mode::transactional;
+  o.transactional_id = std::move(id);
+  return o;
+}
+
+TEST(kafka_error, fenced_codes_map_to_fenced) {
+  for (auto code : {RD_KAFKA_RESP_ERR__FENCED, RD_KAFKA_RESP_ERR_PRODUCER_FENCED,
+                    RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH}) {
+    error_ptr err(rd_kafka_error_new(code, "zombie %d", 7));
+    const auto e = make_error(err.get(), "commit_transaction");
+    EXPECT_EQ(e.code(), errc::fenced) << rd_kafka_err2name(code);
+    EXPECT_EQ(e.kafka().code, static_cast<int>(code));
+    EXPECT_THAT(e.what(), HasSubstr("commit_transaction: zombie 7 ("));
+    EXPECT_THAT(e.what(), HasSubstr("transactional.id"));
+  }
+}
+
+TEST(kafka_error, fenced_wins_over_fatal_and_fatal_flag_is_kept) {
+  const auto e = make_error(RD_KAFKA_RESP_ERR_PRODUCER_FENCED, "init", fatal_flags());
+  EXPECT_EQ(e.code(), errc::fenced);
+  EXPECT_TRUE(e.kafka().fatal);
+}
+
+TEST(kafka_error, flags_are_kept_and_decide_the_errc) {
+  const auto fatal = make_error(RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "produce", fatal_flags());
+  EXPECT_EQ(fatal.code(), errc::kafka_fatal);
+  EXPECT_TRUE(fatal.kafka().fatal);
+
+  const auto retriable = make_error(RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, "commit", retriable_flags());
+  EXPECT_EQ(retriable.code(), errc::kafka);
+  EXPECT_TRUE(retriable.kafka().retriable);
+  EXPECT_FALSE(retriable.kafka().fatal);
+
+  const auto abort = make_error(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "commit",
+                                abort_flags());
+  EXPECT_EQ(abort.code(), errc::transaction_aborted);
+  EXPECT_TRUE(abort.kafka().txn_requires_abort);
+  EXPECT_EQ(abort.kafka().code, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+}
+
+TEST(kafka_error, timed_out_maps_to_timeout) {
+  error_ptr err(rd_kafka_error_new(RD_KAFKA_RESP_ERR__TIMED_OUT, "took too long"));
+  EXPECT_EQ(make_error(err.get(), "flush").code(), errc::timeout);
+}
+
+TEST(kafka_error, message_names_error_and_hint) {
+  const auto unknown = make_error(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "produce to 'orders'");
+  EXPECT_EQ(unknown.code(), errc::kafka);
+  EXPECT_THAT(unknown.what(), HasSubstr("produce to 'orders': "));
+  EXPECT_THAT(unknown.what(), HasSubstr("(UNKNOWN_TOPIC_OR_PART)"));
+  EXPECT_THAT(unknown.what(), HasSubstr("create the topic or check its name"));
+
+  for (auto code : {RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN}) {
+    error_ptr err(rd_kafka_error_new(code, "connection refused"));
+    const auto e = make_error(err.get(), "metadata");
+    EXPECT_THAT(e.what(), HasSubstr("metadata: connection refused"));
+    EXPECT_THAT(e.what(), HasSubstr("is the broker at bootstrap.servers reachable?"));
+  }
+}
+
+TEST(kafka_error, throw_if_consumes_and_throws) {
+  EXPECT_NO_THROW(throw_if(static_cast<rd_kafka_error_t*>(nullptr), "x"));
+  EXPECT_NO_THROW(throw_if(RD_KAFKA_RESP_ERR_NO_ERROR, "x"));
+  try {
+    throw_if(rd_kafka_error_new(RD_KAFKA_RESP_ERR__STATE, "wrong state"), "begin_transaction");
+    FAIL() << "no throw";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), errc::kafka);
+    EXPECT_EQ(e.kafka().code, RD_KAFKA_RESP_ERR__STATE);
+  }
+}
+
+// A real fatal error raised inside librdkafka keeps its flag through rd_kafka_error_t:
+// a second producer with the same transactional.id fences the first (zombie fencing).
+TEST(kafka_error, fenced_transactional_producer_gets_fatal_fenced_error) {
+  mock_cluster cluster;
+  cluster.create_topic("fencing", 1);
+  const config_map config{{"bootstrap.servers", cluster.bootstrap_servers()}};
+  producer zombie(config, transactional("fencing-id"));
+  zombie.init_transactions(10s);
+  zombie.begin_transaction();
+  zombie.produce("fencing", 0, std::string_view("k"), std::string_view("v"), 0, {});
+  zombie.flush(10s);
+
+  producer successor(config, transactional("fencing-id"));
+  successor.init_transactions(10s);  // bumps the epoch: the zombie is fenced
+
+  try {
+    zombie.produce("fencing", 0, std::string_view("k"), std::string_view("v2"), 0, {});
+    zombie.commit_transaction(10s);
+    FAIL() << "commit_transaction of a fenced producer did not throw";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), errc::fenced) << e.what();
+    EXPECT_TRUE(e.kafka().fatal) << e.what();
+  }
+  const auto fatal = zombie.fatal_error();
+  ASSERT_TRUE(fatal.has_value());
+  EXPECT_TRUE(fatal->kafka().fatal);
+  EXPECT_EQ(fatal->code(), errc::fenced);
+}
+
+// rd_kafka_test_fatal_error raises a fatal error; produce() then throws it synchronously.
+TEST(kafka_error, produce_after_a_fatal_error_throws_it) {
+  mock_cluster cluster;
+  producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+  EXPECT_FALSE(p.fatal_error().has_value());
+  ASSERT_EQ(rd_kafka_test_fatal_error(p.native(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                      "test fatal"),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  try {
+    p.produce("t", 0, std::nullopt, std::string_view("v"), 0, {});
+    FAIL() << "produce after a fatal error did not throw";
+  } catch (const sluice::error& e) {
+    EXPECT_TRUE(e.kafka().fatal);
+    EXPECT_EQ(e.code(), errc::kafka_fatal);
+    EXPECT_EQ(e.kafka().code, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    EXPECT_THAT(e.what(), HasSubstr("test fatal"));
+  }
+  ASSERT_TRUE(p.fatal_error().has_value());
+  EXPECT_EQ(p.fatal_error()->code(), errc::kafka_fatal);
+}
+
+// An abortable transaction error keeps txn_requires_abort and maps to transaction_aborted.
+TEST(kafka_error, abortable_transaction_error_keeps_flag) {
+  mock_cluster cluster;
+  cluster.create_topic("abortable", 1);
+  producer p({{"bootstrap.servers", cluster.bootstrap_servers()}},
+             transactional("abort-test"));
+  p.init_transactions(10s);
+  p.begin_transaction();
+  // AddPartitionsToTxn (ApiKey 24) refused: the transaction can only be aborted.
+  rd_kafka_mock_push_request_errors(cluster.native(), 24, 1,
+                                    RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+  p.produce("abortable", 0, std::string_view("k"), std::string_view("v"), 0, {});
+  try {
+    p.commit_transaction(10s);
+    FAIL() << "commit_transaction did not throw";
+  } catch (const sluice::error& e) {
+    EXPECT_TRUE(e.kafka().txn_requires_abort) << e.what();
+    EXPECT_FALSE(e.kafka().fatal);
+    EXPECT_EQ(e.code(), errc::transaction_aborted);
+  }
+  p.abort_transaction(10s);
+}
+
+}  // namespace
+}  // namespace sluice::kafka

@@ -1,0 +1,65 @@
+// The embedded mock cluster end to end: admin, a keyed producer and a consumer group.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kafka/admin.hpp"
+#include "kafka/mock_cluster.hpp"
+#include "kafka_test_util.hpp"
+
+namespace sluice::kafka {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(kafka_mock_cluster, embedded_replaces_bootstrap_and_only_embedded) {
+  config_map config{{"bootstrap.servers", "embedded"}};
+  EXPECT_TRUE(apply_embedded(config));
+  EXPECT_EQ(config["bootstrap.servers"], embedded_cluster().bootstrap_servers());
+  EXPECT_THAT(config["bootstrap.servers"], ::testing::StartsWith("127.0.0.1:"));
+  config_map real{{"bootstrap.servers", "broker:9092"}};
+  EXPECT_FALSE(apply_embedded(real));
+  EXPECT_EQ(real["bootstrap.servers"], "broker:9092");
+}
+
+TEST(kafka_mock_cluster, admin_creates_topics_on_the_mock) {
+  config_map config{{"bootstrap.servers", "embedded"}};
+  apply_embedded(config);
+  admin a(config);
+  EXPECT_EQ(a.partition_count("admin-created", 5s), std::nullopt);
+  a.create_topics({new_topic{"admin-created", 3, -1, {{"cleanup.policy", "compact"}}}}, 10s);
+  a.create_topics({new_topic{"admin-created", 3, -1, {}}}, 10s);  // exists: not an error
+  EXPECT_EQ(a.partition_count("admin-created", 5s), 3);
+  EXPECT_EQ(a.describe_topic_configs("admin-created", 5s).at("cleanup.policy"), "compact");
+}
+
+TEST(kafka_mock_cluster, ten_thousand_keyed_records_arrive_once_through_a_group) {
+  config_map config{{"bootstrap.servers", "embedded"}};
+  apply_embedded(config);
+  admin(config).create_topics({new_topic{"roundtrip", 4, -1, {}}}, 10s);
+
+  const auto records = test::make_records(10'000, 300);
+  std::atomic<int> delivered{0};
+  std::atomic<int> failed{0};
+  std::set<std::int32_t> partitions;
+  {
+    producer p(config, {}, [&](const delivery_report& r) {
+      if (r.ok()) {
+        ++delivered;
+        partitions.insert(r.partition);
+      } else {
+        ++failed;
+      }
+    });
+    test::produce_all(p, "roundtrip", records, delivered, failed);
+  }
+  EXPECT_EQ(partitions.size(), 4u);  // keys spread over every partition
+
+  auto consumer_config = config;
+  consumer_config["group.id"] = "roundtrip-group";
+  consumer_config["auto.offset.reset"] = "earliest";
+  const auto got = test::consume_group(consumer_config, "roundtrip", records.size(), 30s);
+  test::expect_exactly_once_in_order(records, got);
+}
+
+}  // namespace
+}  // namespace sluice::kafka

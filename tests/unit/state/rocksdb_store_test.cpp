@@ -1,0 +1,193 @@
+// RocksDB-specific behaviour: durability across reopen, what reaches disk before commit,
+// crash consistency of data and offset, the shared environment, corrupt stores.
+#include <gtest/gtest.h>
+
+#include <rocksdb/options.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sluice/state/rocksdb_store.hpp"
+#include "sluice/state/task_directory.hpp"
+#include "state_test_util.hpp"
+
+namespace sluice::state {
+namespace {
+
+using test::temp_dir;
+
+class rocksdb_store_test : public ::testing::Test {
+ protected:
+  store_options options(std::string name = "counts") {
+    return {.name = std::move(name), .directory = dir_.path()};
+  }
+  std::unique_ptr<kv_store> open(const store_options& o) { return open_rocksdb_store(o, env_); }
+
+  rocksdb_environment env_{{.memory_budget_bytes = std::size_t{32} << 20}};
+  temp_dir dir_;
+};
+
+TEST_F(rocksdb_store_test, reopen_keeps_data_and_committed_offset) {
+  {
+    auto s = open(options());
+    EXPECT_EQ(s->committed_offset(), std::nullopt);
+    s->put("a", "1");
+    s->put("b", "2");
+    s->commit(17);
+  }
+  auto s = open(options());
+  EXPECT_EQ(s->committed_offset(), 17);
+  EXPECT_EQ(s->get("a"), "1");
+  EXPECT_EQ(s->get("b"), "2");
+}
+
+TEST_F(rocksdb_store_test, hold_until_commit_writes_nothing_before_commit) {
+  auto o = options();
+  o.mode = write_mode::hold_until_commit;
+  o.write_through_threshold_bytes = 16;  // ignored in this mode
+  {
+    auto s = open(o);
+    for (int i = 0; i < 100; ++i) s->put("k" + std::to_string(i), "value");
+    s->flush();  // flushes committed data only: there is none
+  }  // closed without commit
+  auto s = open(o);
+  EXPECT_EQ(s->committed_offset(), std::nullopt);
+  EXPECT_FALSE(s->all().valid());
+}
+
+TEST_F(rocksdb_store_test, write_through_flushes_early_but_records_the_offset_only_at_commit) {
+  auto o = options();
+  o.mode = write_mode::write_through;
+  o.write_through_threshold_bytes = 1024;
+  {
+    auto s = open(o);
+    for (int i = 0; i < 100; ++i) s->put("k" + std::to_string(i), std::string(100, 'v'));
+  }  // closed without commit: early-applied writes stay, the offset was never written
+  {
+    auto s = open(o);
+    EXPECT_EQ(s->committed_offset(), std::nullopt);
+    EXPECT_EQ(s->get("k0"), std::string(100, 'v'));
+    s->put("last", "x");
+    s->commit(100);
+  }
+  auto s = open(o);
+  EXPECT_EQ(s->committed_offset(), 100);
+  EXPECT_EQ(s->get("last"), "x");
+}
+
+// kill -9 without WAL: everything since the last memtable flush is lost, data and offset
+// together, so the store reopens at an older but consistent point.
+TEST_F(rocksdb_store_test, crash_loses_unflushed_data_and_offset_together) {
+  if (const char* child_dir = test::child_argument()) {
+    rocksdb_environment env({.memory_budget_bytes = std::size_t{32} << 20});
+    auto s = open_rocksdb_store({.name = "counts", .directory = child_dir}, env);
+    s->put("a", "1");
+    s->commit(10);
+    s->flush();  // durable point: a=1 at offset 10
+    s->put("a", "2");
+    s->put("b", "2");
+    s->commit(20);  // in the memtable only
+    std::_Exit(0);  // no destructors, no flush: like kill -9
+  }
+  ASSERT_EQ(test::run_child(dir_.path().string()), 0);
+  auto s = open(options());
+  EXPECT_EQ(s->committed_offset(), 10);
+  EXPECT_EQ(s->get("a"), "1");
+  EXPECT_EQ(s->get("b"), std::nullopt);
+}
+
+TEST_F(rocksdb_store_test, clean_close_makes_the_last_commit_durable) {
+  if (const char* child_dir = test::child_argument()) {
+    rocksdb_environment env({.memory_budget_bytes = std::size_t{32} << 20});
+    auto s = open_rocksdb_store({.name = "counts", .directory = child_dir}, env);
+    s->put("a", "1");
+    s->commit(10);
+    s->close();
+    std::_Exit(0);
+  }
+  ASSERT_EQ(test::run_child(dir_.path().string()), 0);
+  auto s = open(options());
+  EXPECT_EQ(s->committed_offset(), 10);
+  EXPECT_EQ(s->get("a"), "1");
+}
+
+TEST_F(rocksdb_store_test, restore_survives_reopen) {
+  {
+    auto s = open(options());
+    std::vector<restore_record> batch{{"a", "1"}, {"b", "2"}, {"a", std::nullopt}};
+    s->restore(batch, 3);
+  }
+  auto s = open(options());
+  EXPECT_EQ(s->committed_offset(), 3);
+  EXPECT_EQ(s->get("a"), std::nullopt);
+  EXPECT_EQ(s->get("b"), "2");
+}
+
+TEST_F(rocksdb_store_test, two_stores_share_one_environment) {
+  auto first = open(options("first"));
+  auto second = open(options("second"));
+  const auto before = env_.memtable_usage_bytes();
+  for (int i = 0; i < 1000; ++i) {
+    first->put("k" + std::to_string(i), std::string(100, 'a'));
+    second->put("k" + std::to_string(i), std::string(100, 'b'));
+  }
+  first->commit(1000);
+  second->commit(2000);
+  EXPECT_GT(env_.memtable_usage_bytes(), before + 2 * 1000 * 100);
+  EXPECT_GE(env_.cache_usage_bytes(), env_.memtable_usage_bytes());  // charged to the cache
+  EXPECT_EQ(first->get("k1"), std::string(100, 'a'));
+  EXPECT_EQ(second->get("k1"), std::string(100, 'b'));
+  EXPECT_EQ(first->committed_offset(), 1000);
+  EXPECT_EQ(second->committed_offset(), 2000);
+}
+
+TEST_F(rocksdb_store_test, expert_hook_receives_rocksdb_options_but_cannot_disable_atomic_flush) {
+  bool called = false;
+  auto o = options();
+  o.configure_rocksdb = [&](void* raw) {
+    auto* ro = static_cast<rocksdb::Options*>(raw);
+    EXPECT_TRUE(ro->atomic_flush);
+    EXPECT_NE(ro->write_buffer_manager, nullptr);
+    ro->atomic_flush = false;
+    ro->max_open_files = 64;
+    called = true;
+  };
+  auto s = open(o);
+  EXPECT_TRUE(called);
+  s->put("a", "1");
+  s->commit(1);
+  EXPECT_EQ(s->get("a"), "1");
+}
+
+TEST_F(rocksdb_store_test, corrupt_store_fails_to_open_with_a_state_error_and_wipe_recovers) {
+  task_directory task(dir_.path(), "app", "0_0");
+  store_options o{.name = "counts", .directory = task.path()};
+  {
+    auto s = open(o);
+    s->put("a", "1");
+    s->commit(5);
+  }
+  std::ofstream(task.store_path("counts") / "CURRENT", std::ios::trunc) << "garbage\n";
+  auto e = test::thrown_error([&] { open(o); });
+  EXPECT_EQ(e.code(), errc::state);
+  EXPECT_NE(std::string(e.what()).find("cannot open state store 'counts'"), std::string::npos);
+  task.wipe_store("counts");
+  auto s = open(o);
+  EXPECT_EQ(s->committed_offset(), std::nullopt);
+  EXPECT_EQ(s->get("a"), std::nullopt);
+}
+
+TEST_F(rocksdb_store_test, missing_directory_is_a_configuration_error) {
+  auto e = test::thrown_error([&] { open({.name = "counts"}); });
+  EXPECT_EQ(e.code(), errc::invalid_config);
+}
+
+TEST(rocksdb_environment, rejects_a_budget_too_small_to_run) {
+  auto e = test::thrown_error([] { rocksdb_environment env({.memory_budget_bytes = 1024}); });
+  EXPECT_EQ(e.code(), errc::invalid_config);
+}
+
+}  // namespace
+}  // namespace sluice::state
