@@ -62,9 +62,9 @@ using delivery_callback = std::function<void(const delivery_report&)>;
 /// poll(), flush() or produce() (produce polls when the queue is full); an exception the
 /// callback throws is caught there and rethrown from the next poll() or flush().
 ///
-/// Threading: produce/poll/flush may be called from several threads (librdkafka is
-/// thread-safe); the transaction calls must come from one thread at a time. The object is
-/// neither copyable nor movable (librdkafka holds a pointer to it).
+/// Threading: produce() may be called from several threads; poll(), flush() and the
+/// transaction calls from one thread at a time (that thread runs the delivery callback).
+/// The object is neither copyable nor movable (librdkafka holds a pointer to it).
 class producer {
  public:
   producer(const config_map& config, producer_options options = {},

@@ -68,6 +68,32 @@ TEST(kafka_config, valid_properties_reach_librdkafka) {
   EXPECT_THAT(c.name(), HasSubstr("rdkafka"));
 }
 
+std::string property(rd_kafka_t* rk, const char* key) {
+  char value[256];
+  std::size_t size = sizeof value;
+  if (rd_kafka_conf_get(rd_kafka_conf(rk), key, value, &size) != RD_KAFKA_CONF_OK) return "<unset>";
+  return value;
+}
+
+TEST(kafka_config, producer_defaults_to_java_partitioning_and_idempotence) {
+  producer p(config_map{{"bootstrap.servers", "127.0.0.1:1"}});
+  EXPECT_EQ(property(p.native(), "partitioner"), "murmur2_random");
+  EXPECT_EQ(property(p.native(), "enable.idempotence"), "true");
+  producer explicit_partitioner(config_map{{"bootstrap.servers", "127.0.0.1:1"}, {"partitioner", "fnv1a"}});
+  EXPECT_EQ(property(explicit_partitioner.native(), "partitioner"), "fnv1a");
+}
+
+TEST(kafka_config, consumer_defaults_to_manual_commits_unless_overridden) {
+  consumer c(config_map{{"bootstrap.servers", "127.0.0.1:1"}, {"group.id", "g"}});
+  EXPECT_EQ(property(c.native(), "enable.auto.commit"), "false");
+  EXPECT_EQ(property(c.native(), "enable.auto.offset.store"), "false");
+  EXPECT_EQ(property(c.native(), "partition.assignment.strategy"), "range");
+  consumer o({{"bootstrap.servers", "127.0.0.1:1"}, {"group.id", "g"}, {"enable.auto.commit", "true"},
+              {"partition.assignment.strategy", "cooperative-sticky"}});
+  EXPECT_EQ(property(o.native(), "enable.auto.commit"), "true");
+  EXPECT_EQ(property(o.native(), "partition.assignment.strategy"), "cooperative-sticky");
+}
+
 TEST(kafka_config, producer_rejects_disabling_idempotence) {
   const auto e = error_of([] { producer p(config_map{{"enable.idempotence", "false"}}); });
   EXPECT_EQ(e.code(), errc::invalid_config);

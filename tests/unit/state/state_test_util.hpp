@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -27,31 +29,51 @@ namespace sluice::state::test {
 
 namespace fs = std::filesystem;
 
-/// A unique directory under the system temp dir, removed on destruction.
+/// The environment variable that makes a test body act as the child of run_child().
+inline constexpr const char* child_env = "SLUICE_STATE_TEST_CHILD";
+
+/// The child's argument if this process is a child of run_child(), else nullptr.
+inline const char* child_argument() { return std::getenv(child_env); }
+
+/// True in a child process: run_child()'s, or gtest's re-executed death-test child.
+inline bool is_child_process() {
+  if (child_argument() != nullptr) return true;
+  std::ifstream cmdline("/proc/self/cmdline");
+  std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  return args.find("--gtest_internal_run_death_test") != std::string::npos;
+}
+
+/// A unique directory under the system temp dir, removed on destruction. Children die
+/// without destructors, so a child names its directories after its parent, which removes
+/// them.
 class temp_dir {
  public:
   temp_dir() {
     static std::atomic<int> counter{0};
     std::random_device rd;
+    const std::string owner = is_child_process() ? child_prefix(::getppid())
+                                                 : "sluice-state-" + std::to_string(::getpid());
     path_ = fs::temp_directory_path() /
-            ("sluice-state-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
-             "-" + std::to_string(rd()));
+            (owner + "-" + std::to_string(counter++) + "-" + std::to_string(rd()));
     fs::create_directories(path_);
   }
-  explicit temp_dir(fs::path existing) : path_(std::move(existing)), owned_(false) {}
   temp_dir(const temp_dir&) = delete;
   temp_dir& operator=(const temp_dir&) = delete;
   ~temp_dir() {
-    if (owned_) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    const std::string children = child_prefix(::getpid());
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+      if (e.path().filename().string().rfind(children, 0) == 0) fs::remove_all(e.path(), ec);
     }
   }
   const fs::path& path() const { return path_; }
 
  private:
+  static std::string child_prefix(pid_t parent) {
+    return "sluice-state-child-of-" + std::to_string(parent) + "-";
+  }
   fs::path path_;
-  bool owned_ = true;
 };
 
 /// A clock tests move by hand; thread-safe (RocksDB compaction threads read it).
@@ -63,12 +85,6 @@ struct manual_clock {
   }
   void advance(std::int64_t ms) { *now += ms; }
 };
-
-/// The environment variable that makes a test body act as the child of run_child().
-inline constexpr const char* child_env = "SLUICE_STATE_TEST_CHILD";
-
-/// The child's argument if this process is a child, else nullptr.
-inline const char* child_argument() { return std::getenv(child_env); }
 
 /// Runs the current test again in a child process with SLUICE_STATE_TEST_CHILD=argument and
 /// returns its exit code (-1 if it died by a signal).
