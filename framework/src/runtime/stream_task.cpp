@@ -87,7 +87,7 @@ void stream_task::open_stores() {
   const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology_));
   bool persistent = std::any_of(sub.stores.begin(), sub.stores.end(), [&](const std::string& s) {
     return topo.find_store(s)->backend == detail::store_backend::rocksdb;
-  });
+  }) && !services_.memory_stores_only;
   if (persistent) directory_.emplace(services_.state_dir, services_.application_id, id_);
   for (const auto& name : sub.stores) {
     const auto* spec = topo.find_store(name);
@@ -99,7 +99,7 @@ void stream_task::open_stores() {
     options.configure_rocksdb = spec->rocksdb_options;
     task_store ts;
     ts.spec = spec;
-    if (spec->backend == detail::store_backend::memory) {
+    if (spec->backend == detail::store_backend::memory || services_.memory_stores_only) {
       ts.store = state::open_memory_store(options);
     } else {
       options.directory = directory_->path();

@@ -41,6 +41,7 @@ struct task_services {
   metrics_registry* metrics = nullptr;
   std::map<std::string, const detail::global_view*> global_views;
   std::function<std::int64_t()> wall_clock_ms;  ///< real clock, or the test driver's
+  bool memory_stores_only = false;              ///< the test driver's default
 };
 
 /// A store of a task and where its changelog goes.

@@ -1,0 +1,240 @@
+// The TopologyTestDriver: production tasks, a captured producer, a FIFO of records to
+// process, a wall clock the test moves.
+#include "sluice/test_driver.hpp"
+
+#include <deque>
+#include <filesystem>
+#include <set>
+
+#include "kafka/types.hpp"
+#include "runtime/global_tables.hpp"
+#include "runtime/stream_task.hpp"
+#include "sluice/error.hpp"
+#include "sluice/state/rocksdb_store.hpp"
+
+namespace sluice::testing {
+namespace {
+
+/// Kafka's murmur2 (as its Java producer computes it for keyed records).
+std::uint32_t murmur2(std::string_view data) {
+  const std::uint32_t m = 0x5bd1e995;
+  const int r = 24;
+  auto length = static_cast<std::uint32_t>(data.size());
+  std::uint32_t h = 0x9747b28c ^ length;
+  auto bytes = reinterpret_cast<const unsigned char*>(data.data());
+  std::size_t blocks = data.size() / 4;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    std::uint32_t k = bytes[i * 4] | (bytes[i * 4 + 1] << 8) | (bytes[i * 4 + 2] << 16) |
+                      (static_cast<std::uint32_t>(bytes[i * 4 + 3]) << 24);
+    k *= m;
+    k ^= k >> r;
+    k *= m;
+    h *= m;
+    h ^= k;
+  }
+  std::size_t tail = blocks * 4;
+  switch (data.size() % 4) {
+    case 3: h ^= static_cast<std::uint32_t>(bytes[tail + 2]) << 16; [[fallthrough]];
+    case 2: h ^= static_cast<std::uint32_t>(bytes[tail + 1]) << 8; [[fallthrough]];
+    case 1:
+      h ^= bytes[tail];
+      h *= m;
+  }
+  h ^= h >> 13;
+  h *= m;
+  h ^= h >> 15;
+  return h;
+}
+
+}  // namespace
+
+struct topology_test_driver::impl final : runtime::record_sender {
+  topology topo;
+  config cfg;
+  driver_options options;
+  metrics_registry metrics;
+  std::filesystem::path state_dir;
+  std::unique_ptr<state::rocksdb_environment> rocksdb;
+  runtime::task_services services;
+  std::map<std::string, std::unique_ptr<runtime::global_table_store>> globals;  // by topic
+  std::map<std::pair<int, std::int32_t>, std::unique_ptr<runtime::stream_task>> tasks;
+  std::map<std::string, int> topic_to_sub;  // resolved source topics
+  std::map<std::string, std::deque<raw_message>> topics;
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> next_offset;
+  struct pending {
+    std::string topic;
+    std::int32_t partition;
+    raw_message message;
+  };
+  std::deque<pending> queue;
+  std::int64_t wall = 0;
+  std::int64_t last_ts = 0;
+  kafka::message scratch;
+
+  std::int32_t place(const std::optional<std::string_view>& key, std::int32_t partition) const {
+    if (partition >= 0) {
+      if (partition >= options.partitions)
+        throw error(errc::invalid_config, "partition " + std::to_string(partition) + " does not exist: the driver has " +
+                                              std::to_string(options.partitions) + " partition(s) per topic");
+      return partition;
+    }
+    if (!key) return 0;
+    return static_cast<std::int32_t>((murmur2(*key) & 0x7fffffff) % static_cast<std::uint32_t>(options.partitions));
+  }
+
+  void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+            const std::optional<std::string_view>& value, std::int64_t timestamp,
+            const sluice::headers& headers) override {
+    std::string name(topic);
+    auto p = place(key, partition);
+    raw_message m;
+    m.topic = name;
+    m.partition = p;
+    m.offset = next_offset[{name, p}]++;
+    m.timestamp = timestamp;
+    if (key) m.key = std::string(*key);
+    if (value) m.value = std::string(*value);
+    m.headers = headers;
+    if (topic_to_sub.contains(name)) queue.push_back({name, p, m});
+    topics[name].push_back(std::move(m));
+  }
+
+  void drain() {
+    while (!queue.empty()) {
+      auto item = std::move(queue.front());
+      queue.pop_front();
+      auto sub = topic_to_sub.find(item.topic);
+      if (sub == topic_to_sub.end()) continue;
+      auto& task = tasks.at({sub->second, item.partition});
+      scratch.topic = item.topic;
+      scratch.partition = item.partition;
+      scratch.offset = item.message.offset;
+      scratch.timestamp = item.message.timestamp;
+      scratch.key = item.message.key;
+      scratch.value = item.message.value;
+      scratch.headers = item.message.headers;
+      task->process(scratch);
+      commit();
+    }
+  }
+
+  void commit() {
+    auto offsets = [this](const std::string& topic, std::int32_t partition) -> std::optional<std::int64_t> {
+      auto it = next_offset.find({topic, partition});
+      if (it == next_offset.end()) return std::nullopt;
+      return it->second;
+    };
+    for (auto& [id, task] : tasks) {
+      task->commit_stores(offsets);
+      task->mark_committed();
+    }
+  }
+};
+
+topology_test_driver::topology_test_driver(topology t, config c, driver_options options)
+    : impl_(std::make_unique<impl>()) {
+  auto& d = *impl_;
+  d.topo = std::move(t);
+  d.cfg = std::move(c);
+  d.options = options;
+  d.wall = options.start_wall_clock_ms;
+  if (options.partitions < 1) throw error(errc::invalid_config, "driver_options.partitions must be at least 1");
+  if (!d.cfg.contains("application.id")) d.cfg.set("application.id", "test-driver");
+
+  auto& s = d.services;
+  s.topo = &d.topo;
+  s.application_id = d.cfg.application_id();
+  s.guarantee = processing_guarantee::at_least_once;
+  s.on_deserialization_error = d.cfg.get_error_policy("deserialization.error.handler");
+  s.on_processing_error = d.cfg.get_error_policy("processing.error.handler");
+  s.dead_letter_topic = d.cfg.dead_letter_topic();
+  s.metrics = &d.metrics;
+  s.memory_stores_only = !options.rocksdb_stores;
+  s.wall_clock_ms = [&d] { return d.wall; };
+  if (options.rocksdb_stores) {
+    static std::atomic<int> counter{0};
+    d.state_dir = std::filesystem::temp_directory_path() /
+                  ("sluice-driver-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    s.state_dir = d.state_dir;
+    d.rocksdb = std::make_unique<state::rocksdb_environment>();
+    s.rocksdb = d.rocksdb.get();
+  }
+  for (const auto& spec : d.topo.stores()) {
+    if (!spec.global) continue;
+    auto store = std::make_unique<runtime::global_table_store>();
+    s.global_views[spec.name] = store.get();
+    d.globals[spec.source_topic] = std::move(store);
+  }
+  for (const auto& sub : d.topo.subtopologies())
+    for (auto i : sub.nodes) {
+      const auto& n = d.topo.nodes()[i];
+      if (n.kind == detail::node_kind::source)
+        for (const auto& topic : n.topics) d.topic_to_sub[topology::resolve_topic(n, topic, s.application_id)] = sub.id;
+    }
+  for (const auto& sub : d.topo.subtopologies())
+    for (std::int32_t p = 0; p < options.partitions; ++p) {
+      auto task = std::make_unique<runtime::stream_task>(sub.id, p, d.services, d, "driver=\"1\"");
+      task->start();
+      d.tasks[{sub.id, p}] = std::move(task);
+    }
+}
+
+topology_test_driver::~topology_test_driver() {
+  for (auto& [id, task] : impl_->tasks) task->close(true);
+  impl_->tasks.clear();
+  if (!impl_->state_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(impl_->state_dir, ec);
+  }
+}
+
+void topology_test_driver::pipe_raw(const std::string& topic, const std::optional<std::string_view>& key,
+                                    const std::optional<std::string_view>& value, std::int64_t timestamp,
+                                    const sluice::headers& headers, std::int32_t partition) {
+  auto& d = *impl_;
+  d.last_ts = timestamp;
+  if (auto g = d.globals.find(topic); g != d.globals.end()) {
+    if (key) g->second->apply(*key, value ? std::optional<std::string>(std::string(*value)) : std::nullopt);
+    return;
+  }
+  if (!d.topic_to_sub.contains(topic))
+    throw error(errc::invalid_topology, "the topology does not read topic '" + topic + "'; pipe into one of its sources");
+  d.send(topic, partition, key, value, timestamp, headers);
+  // send() kept a copy as the topic's record; inputs are not outputs.
+  d.topics[topic].pop_back();
+  d.drain();
+}
+
+void topology_test_driver::advance_wall_clock(std::chrono::milliseconds by) {
+  auto& d = *impl_;
+  d.wall += by.count();
+  for (auto& [id, task] : d.tasks) task->punctuate_wall_clock(d.wall);
+  d.drain();
+  d.commit();
+}
+
+std::int64_t topology_test_driver::wall_clock_ms() const noexcept { return impl_->wall; }
+
+std::deque<raw_message>& topology_test_driver::records(const std::string& topic) { return impl_->topics[topic]; }
+
+std::vector<std::string> topology_test_driver::topics() const {
+  std::vector<std::string> out;
+  for (const auto& [name, q] : impl_->topics) out.push_back(name);
+  return out;
+}
+
+const std::string& topology_test_driver::application_id() const noexcept { return impl_->services.application_id; }
+metrics_registry& topology_test_driver::metrics() noexcept { return impl_->metrics; }
+std::int64_t topology_test_driver::last_timestamp() const noexcept { return impl_->last_ts; }
+
+std::pair<detail::store_binding, detail::task_context*> topology_test_driver::store_binding(const std::string& name,
+                                                                                         std::int32_t partition) {
+  for (auto& [id, task] : impl_->tasks) {
+    if (id.second != partition) continue;
+    for (auto& s : task->stores())
+      if (s.spec->name == name) return {task->store(name), task.get()};
+  }
+  throw error(errc::invalid_topology, "no store named '" + name + "' on partition " + std::to_string(partition));
+}
+
+}  // namespace sluice::testing

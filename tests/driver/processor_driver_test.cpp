@@ -1,0 +1,156 @@
+// The Processor API, punctuation and error handlers through the TopologyTestDriver.
+#include <gtest/gtest.h>
+
+#include "sluice/sluice.hpp"
+#include "sluice/test_driver.hpp"
+
+using sluice::testing::topology_test_driver;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct event {
+  BOOST_HANA_DEFINE_STRUCT(event, (std::string, user), (std::int64_t, n));
+};
+
+/// Sums per key in a store; emits totals on punctuation of either kind.
+class summing : public sluice::processor<std::string, event, std::string, std::int64_t> {
+ public:
+  summing(sluice::punctuation_type type, bool cancel_after_first) : type_(type), cancel_(cancel_after_first) {}
+  void init(context_type& ctx) override {
+    processor::init(ctx);
+    sums_.emplace(ctx.store<std::string, std::int64_t>("sums"));
+    handle_ = ctx.schedule(1s, type_, [this](std::int64_t t) {
+      for (auto it = sums_->all(); it.valid(); it.next())
+        context().forward(sluice::record<std::string, std::int64_t>{it.key(), it.value(), t, {}});
+      if (cancel_) handle_.cancel();
+    });
+  }
+  void process(const sluice::record<std::string, event>& r) override {
+    sums_->put(r.key, sums_->get(r.key).value_or(0) + r.value.n);
+  }
+
+ private:
+  sluice::punctuation_type type_;
+  bool cancel_;
+  std::optional<sluice::key_value_store<std::string, std::int64_t>> sums_;
+  sluice::cancellable handle_;
+};
+
+sluice::topology summing_topology(sluice::punctuation_type type, bool cancel = false) {
+  sluice::streams_builder b;
+  b.add_state_store({.name = "sums"});
+  b.stream<std::string, event>("events")
+      .process([type, cancel] { return std::make_unique<summing>(type, cancel); }, "sums")
+      .to("totals");
+  return b.build();
+}
+
+}  // namespace
+
+TEST(processor_api, stream_time_punctuator_fires_as_record_timestamps_advance) {
+  topology_test_driver d(summing_topology(sluice::punctuation_type::stream_time));
+  auto in = d.input_topic<std::string, event>("events");
+  auto out = d.output_topic<std::string, std::int64_t>("totals");
+  in.pipe("a", event{"a", 5}, 100);
+  in.pipe("a", event{"a", 5}, 900);
+  EXPECT_TRUE(out.empty());
+  d.advance_wall_clock(10s);  // wall clock does not drive stream-time punctuators
+  EXPECT_TRUE(out.empty());
+  in.pipe("b", event{"b", 1}, 1000);
+  auto totals = out.read_key_values_to_map();
+  EXPECT_EQ(totals["a"], 10);
+  EXPECT_EQ(totals["b"], 1);
+}
+
+TEST(processor_api, wall_clock_punctuator_fires_only_when_the_clock_advances) {
+  topology_test_driver d(summing_topology(sluice::punctuation_type::wall_clock));
+  auto in = d.input_topic<std::string, event>("events");
+  auto out = d.output_topic<std::string, std::int64_t>("totals");
+  in.pipe("a", event{"a", 2}, 100000);
+  EXPECT_TRUE(out.empty());
+  d.advance_wall_clock(999ms);
+  EXPECT_TRUE(out.empty());
+  d.advance_wall_clock(1ms);
+  EXPECT_EQ(out.read_value(), 2);
+}
+
+TEST(processor_api, cancelled_punctuator_stops_firing) {
+  topology_test_driver d(summing_topology(sluice::punctuation_type::wall_clock, /*cancel=*/true));
+  d.input_topic<std::string, event>("events").pipe("a", event{"a", 1});
+  d.advance_wall_clock(1s);
+  d.advance_wall_clock(1s);
+  EXPECT_EQ((d.output_topic<std::string, std::int64_t>("totals").size()), 1u);
+}
+
+TEST(processor_api, stores_are_per_partition_and_can_be_prepopulated) {
+  topology_test_driver d(summing_topology(sluice::punctuation_type::stream_time), {}, {.partitions = 2});
+  auto in = d.input_topic<std::string, event>("events");
+  in.pipe("x", event{"x", 1}, 1, {}, 0);
+  in.pipe("x", event{"x", 1}, 2, {}, 1);
+  EXPECT_EQ((*d.store<std::string, std::int64_t>("sums", 0).get("x")), 1);
+  EXPECT_EQ((*d.store<std::string, std::int64_t>("sums", 1).get("x")), 1);
+  d.store<std::string, std::int64_t>("sums", 0).put("y", 40);
+  in.pipe("y", event{"y", 2}, 3, {}, 0);
+  EXPECT_EQ((*d.store<std::string, std::int64_t>("sums", 0).get("y")), 42);
+}
+
+TEST(processor_api, rocksdb_stores_run_in_the_driver_on_request) {
+  topology_test_driver d(summing_topology(sluice::punctuation_type::stream_time), {}, {.rocksdb_stores = true});
+  auto in = d.input_topic<std::string, event>("events");
+  for (int i = 0; i < 100; ++i) in.pipe("k" + std::to_string(i % 10), event{"u", 1});
+  EXPECT_EQ((*d.store<std::string, std::int64_t>("sums").get("k3")), 10);
+  EXPECT_EQ(d.records("test-driver-sums-changelog").size(), 100u);
+}
+
+TEST(error_handlers, dead_letter_keeps_original_bytes_and_names_the_error) {
+  sluice::config c;
+  c.set("deserialization.error.handler", "dead_letter");
+  sluice::streams_builder b;
+  b.stream<std::string, event>("events").to("out");
+  topology_test_driver d(b.build(), c);
+  d.pipe_raw("events", std::string_view("k"), std::string_view("{broken"), 5);
+  d.input_topic<std::string, event>("events").pipe("k", event{"u", 1});
+  EXPECT_EQ((d.output_topic<std::string, event>("out").size()), 1u);
+  auto& dlq = d.records("test-driver-dlq");
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(*dlq.front().value, "{broken");
+  EXPECT_EQ(**dlq.front().headers.last("sluice.error.kind"), "deserialization");
+  EXPECT_EQ(**dlq.front().headers.last("sluice.source.topic"), "events");
+  EXPECT_EQ(**dlq.front().headers.last("sluice.source.offset"), "0");
+  EXPECT_EQ(d.metrics().total("sluice_records_dead_lettered_total"), 1);
+}
+
+TEST(error_handlers, log_and_continue_skips_and_counts_processing_failures) {
+  sluice::config c;
+  c.set("processing.error.handler", "log_and_continue");
+  sluice::streams_builder b;
+  b.stream<std::string, std::int64_t>("in")
+      .map_values([](std::int64_t v) {
+        if (v == 0) throw std::runtime_error("division by zero");
+        return 100 / v;
+      })
+      .to("out");
+  topology_test_driver d(b.build(), c);
+  auto in = d.input_topic<std::string, std::int64_t>("in");
+  in.pipe("a", 0);
+  in.pipe("b", 4);
+  EXPECT_EQ((d.output_topic<std::string, std::int64_t>("out").read_value()), 25);
+  EXPECT_EQ(d.metrics().total("sluice_records_skipped_total"), 1);
+}
+
+TEST(error_handlers, fail_stops_with_a_message_naming_the_record_and_the_fix) {
+  sluice::streams_builder b;
+  b.stream<std::string, event>("events").to("out");
+  topology_test_driver d(b.build());
+  try {
+    d.pipe_raw("events", std::nullopt, std::string_view(R"({"user":"u","n":1})"), 5);
+    FAIL() << "expected the fail handler to throw";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::serialization);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("events[0]@0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("null key"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("log_and_continue or dead_letter"), std::string::npos) << msg;
+  }
+}
