@@ -4,6 +4,7 @@
 //
 //   sluice-pipeline --demo 20000                       (embedded cluster, nothing installed)
 //   sluice-pipeline --set bootstrap.servers=host:9092  (your Kafka; create the topics first)
+//   sluice-pipeline --describe | --dot                 (the topology as text or Graphviz DOT)
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -93,6 +94,11 @@ int main(int argc, char** argv) {
     long demo = -1;
     std::vector<const char*> args;
     for (int i = 0; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--describe") == 0 || std::strcmp(argv[i], "--dot") == 0) {
+        auto t = examples::pipeline_topology();
+        std::cout << (std::strcmp(argv[i], "--dot") == 0 ? t.to_dot() : t.describe());
+        return 0;
+      }
       if (std::strcmp(argv[i], "--demo") == 0 && i + 1 < argc) {
         demo = std::stol(argv[++i]);
         continue;
