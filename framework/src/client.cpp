@@ -36,6 +36,13 @@ void topic_admin::create_topic(const std::string& name, int partitions, bool com
   impl_->admin.create_topics({t}, 30s);
 }
 
+void topic_admin::create_topic(const std::string& name, int partitions,
+                               const std::map<std::string, std::string>& configs) {
+  kafka::new_topic t{.name = name, .partitions = partitions};
+  t.configs = configs;
+  impl_->admin.create_topics({t}, 30s);
+}
+
 std::optional<int> topic_admin::partition_count(const std::string& name) { return impl_->admin.partition_count(name, 30s); }
 
 struct topic_writer::impl {

@@ -37,6 +37,8 @@ class topic_admin {
   ~topic_admin();
   /// Creates `name` unless it exists; `compacted` sets cleanup.policy=compact.
   void create_topic(const std::string& name, int partitions, bool compacted = false);
+  /// Creates `name` unless it exists, with topic configs (e.g. max.message.bytes).
+  void create_topic(const std::string& name, int partitions, const std::map<std::string, std::string>& configs);
   std::optional<int> partition_count(const std::string& name);
 
  private:

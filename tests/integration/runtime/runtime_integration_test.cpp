@@ -208,3 +208,73 @@ TEST(runtime, poison_records_go_to_the_dead_letter_topic_with_error_headers) {
     EXPECT_NE(m.headers.last("sluice.error.message"), nullptr);
   }
 }
+
+namespace {
+
+/// Feeds the poison mix and two good records around it; returns the input topic.
+std::string feed_poison(sluice::config& cfg, const std::string& prefix) {
+  auto in = sluice::test::unique_name(prefix + "-in");
+  sluice::topic_admin admin(cfg);
+  admin.create_topic(in, 2, {{"max.message.bytes", "5242880"}});
+  sluice::topic_writer w(cfg);
+  w.send(in, std::string("good-1"), value_t{1, 1});
+  w.send_raw(in, std::string_view("bad-json"), std::string_view("{not json"));
+  w.send_raw(in, std::string_view("bad-type"), std::string_view(R"({"seq":"x","n":1})"));
+  w.send_raw(in, std::nullopt, std::string_view(R"({"seq":1,"n":1})"));
+  std::string huge(2 * 1024 * 1024, 'x');
+  w.send_raw(in, std::string_view("huge"), std::string_view(huge));
+  w.send(in, std::string("good-2"), value_t{2, 2});
+  w.flush();
+  return in;
+}
+
+}  // namespace
+
+TEST(runtime, poison_records_including_a_2mb_value_are_dead_lettered_skipped_or_fatal_by_policy) {
+  SLUICE_REQUIRE_BROKER();
+  for (const char* policy : {"dead_letter", "log_and_continue", "fail"}) {
+    SCOPED_TRACE(policy);
+    auto app_id = sluice::test::unique_name(std::string("poison-") + policy);
+    auto cfg = base_config(app_id);
+    cfg.set("producer.message.max.bytes", "5000000");
+    cfg.set("deserialization.error.handler", policy);
+    auto in = feed_poison(cfg, app_id);
+    auto out = sluice::test::unique_name("poison-out");
+    sluice::topic_admin admin(cfg);
+    admin.create_topic(out, 2);
+    admin.create_topic(app_id + "-dlq", 2, {{"max.message.bytes", "5242880"}});
+    sluice::streams_builder b;
+    b.stream<std::string, value_t>(in).to(out);
+    sluice::app app(b.build(), cfg);
+    app.start();
+    sluice::topic_reader good(cfg, {out});
+    if (std::string(policy) == "fail") {
+      auto deadline = std::chrono::steady_clock::now() + 60s;
+      while (app.state() != sluice::app_state::error && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(50ms);
+      ASSERT_EQ(app.state(), sluice::app_state::error);
+      EXPECT_NE(app.error_message().find("deserialization.error.handler=fail"), std::string::npos) << app.error_message();
+      EXPECT_NE(app.error_message().find(in), std::string::npos) << app.error_message();
+      app.close();
+      continue;
+    }
+    auto outputs = good.read_at_least(2, 60s);
+    sluice::topic_reader dlq(cfg, {app_id + "-dlq"});
+    auto dead = dlq.poll(std::string(policy) == "dead_letter" ? 10s : 2s, 4);
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (app.metrics().total("sluice_records_skipped_total") < 4 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(50ms);
+    app.close();
+    ASSERT_EQ(outputs.size(), 2u);
+    EXPECT_EQ(*outputs[0].key == "good-1" ? *outputs[1].key : *outputs[0].key, "good-2");
+    EXPECT_EQ(app.metrics().total("sluice_records_skipped_total"), 4);
+    if (std::string(policy) == "dead_letter") {
+      ASSERT_EQ(dead.size(), 4u);
+      bool saw_huge = false;
+      for (auto& m : dead) saw_huge = saw_huge || (m.value && m.value->size() == 2 * 1024 * 1024);
+      EXPECT_TRUE(saw_huge) << "the 2 MB value must reach the dead-letter topic intact";
+    } else {
+      EXPECT_TRUE(dead.empty());
+    }
+  }
+}
