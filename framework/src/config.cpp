@@ -140,10 +140,10 @@ config config::from_args(int argc, const char* const* argv, std::string_view sum
     if (arg == "--help" || arg == "-h") {
       usage(std::cout);
       std::exit(0);
-    } else if (arg.starts_with("--config")) {
+    } else if (arg == "--config" || arg.starts_with("--config=")) {
       auto file = from_file(value_of("--config"));
       for (auto& [k, v] : file.values_) c.values_[k] = v;
-    } else if (arg.starts_with("--set")) {
+    } else if (arg == "--set" || arg.starts_with("--set=")) {
       auto kv = value_of("--set");
       auto eq = kv.find('=');
       if (eq == std::string::npos || eq == 0)

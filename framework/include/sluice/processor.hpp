@@ -24,8 +24,10 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "sluice/detail/node.hpp"
+#include "sluice/metrics.hpp"
 #include "sluice/record.hpp"
 #include "sluice/store.hpp"
 
@@ -69,6 +71,11 @@ class processor_context {
   std::string_view task_id() const { return task_->task_id(); }
   std::int32_t partition() const { return task_->partition(); }
   std::string_view application_id() const { return task_->application_id(); }
+  /// Names of this processor's children, in the order the topology created them; a
+  /// processor with several outlets forwards to them by name.
+  const std::vector<std::string>& child_names() const noexcept { return node_->child_names(); }
+  /// The app's metrics registry: register counters in init() (it locks), add per record.
+  metrics_registry& metrics() { return task_->metrics(); }
   /// Asks for a commit soon after this record (a request, not a synchronous commit).
   void commit() { task_->request_commit(); }
 

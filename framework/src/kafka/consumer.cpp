@@ -289,6 +289,15 @@ std::pair<std::int64_t, std::int64_t> consumer::watermarks(const std::string& to
   return {low, high};
 }
 
+std::optional<std::int64_t> consumer::cached_high_watermark(const std::string& topic, std::int32_t partition) const {
+  std::int64_t low = -1;
+  std::int64_t high = -1;
+  if (rd_kafka_get_watermark_offsets(rk_.get(), topic.c_str(), partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+      high < 0)
+    return std::nullopt;
+  return high;
+}
+
 consumer_group_metadata consumer::group_metadata() const {
   require_group("group_metadata");
   auto* md = rd_kafka_consumer_group_metadata(rk_.get());

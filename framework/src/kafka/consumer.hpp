@@ -88,6 +88,9 @@ class consumer {
                                                    std::int32_t partition,
                                                    std::chrono::milliseconds timeout) const;
 
+  /// The high watermark the last fetch response reported (no broker call), if known.
+  std::optional<std::int64_t> cached_high_watermark(const std::string& topic, std::int32_t partition) const;
+
   /// One message, or nullopt if none arrived within `timeout`.
   std::optional<message> poll(std::chrono::milliseconds timeout);
   /// Up to `max` messages into `out`, reusing its elements (and their string capacity);

@@ -266,7 +266,11 @@ void app::start() {
     settings.index = i;
     settings.consumer = consumer_props;
     settings.consumer["group.id"] = app_id;
-    if (!settings.consumer.contains("group.instance.id"))
+    // Static membership: one stable member id per thread (a user-set id gets the thread
+    // number appended, so threads never share it).
+    if (auto user = settings.consumer.find("group.instance.id"); user != settings.consumer.end())
+      user->second += "-" + std::to_string(i);
+    else
       settings.consumer["group.instance.id"] = app_id + "-" + instance + "-" + std::to_string(i);
     if (!settings.consumer.contains("auto.offset.reset")) settings.consumer["auto.offset.reset"] = "earliest";
     if (guarantee == processing_guarantee::exactly_once) settings.consumer["isolation.level"] = "read_committed";
@@ -275,6 +279,14 @@ void app::start() {
     settings.restore_consumer["isolation.level"] = "read_committed";
     settings.restore_consumer["enable.partition.eof"] = "true";
     settings.producer = producer_props;
+    // A crashed instance's open transaction holds back read_committed reads of every
+    // partition it wrote (repartition topics included) until the broker aborts it after
+    // transaction.timeout.ms: librdkafka's 60 s default stalls the new owner of the crashed
+    // instance's partitions for a minute. Kafka Streams uses 10 s; so do we, unless set.
+    if (guarantee == processing_guarantee::exactly_once)
+      settings.producer.try_emplace(
+          "transaction.timeout.ms",
+          std::to_string(std::max<std::int64_t>(10000, 2 * cfg.commit_interval().count())));
     settings.transactional_id = app_id + "-" + instance + "-" + std::to_string(i);
     d.threads.push_back(std::make_unique<runtime::stream_thread>(
         std::move(settings), d.services, [&d, i](runtime::thread_state st) { d.on_thread_state(i, st); }));

@@ -116,6 +116,7 @@ void stream_task::open_stores() {
       ts.changelog_topic = services_.application_id + "-" + name + "-changelog";
       ts.changelog = std::make_unique<changelog_logger>(ts.changelog_topic, partition_, sender_);
     }
+    checkpointed_.push_back(ts.store->committed_offset().value_or(0));
     stores_.push_back(std::move(ts));
   }
 }
@@ -267,7 +268,20 @@ void stream_task::abort_stores() {
 }
 
 void stream_task::checkpoint_stores() {
-  for (auto& s : stores_) s.store->flush();
+  for (std::size_t i = 0; i < stores_.size(); ++i) {
+    stores_[i].store->flush();
+    checkpointed_[i] = stores_[i].store->committed_offset().value_or(0);
+  }
+}
+
+bool stream_task::checkpoint_due(double fraction, std::int64_t min_records) const {
+  for (std::size_t i = 0; i < stores_.size(); ++i) {
+    if (stores_[i].changelog_topic.empty()) continue;
+    auto position = stores_[i].store->committed_offset().value_or(0);
+    auto tail = position - checkpointed_[i];
+    if (tail > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position)))) return true;
+  }
+  return false;
 }
 
 void stream_task::close(bool clean) {
@@ -290,6 +304,7 @@ void stream_task::close(bool clean) {
     }
   }
   stores_.clear();
+  checkpointed_.clear();
   nodes_.clear();
   directory_.reset();
 }

@@ -95,6 +95,10 @@ class stream_task final : public detail::task_context {
   void abort_stores();
   /// Flushes store memtables so a crash replays a short tail.
   void checkpoint_stores();
+  /// True when a logged store's changelog position moved past its last checkpoint by more
+  /// than max(min_records, fraction * position): a crash now would replay more than that
+  /// share of the changelog, which a time-only checkpoint cannot bound at high rates.
+  bool checkpoint_due(double fraction, std::int64_t min_records) const;
   /// Closes nodes and stores; dirty drops pending writes.
   void close(bool clean);
   std::uint64_t processed() const noexcept { return processed_total_; }
@@ -114,6 +118,7 @@ class stream_task final : public detail::task_context {
             const std::optional<std::string_view>& value, std::int64_t timestamp, const sluice::headers& headers,
             std::int32_t partition) override;
   const detail::global_view& global_store(std::string_view name) override;
+  metrics_registry& metrics() override { return *services_.metrics; }
 
  private:
   struct punctuator {
@@ -134,6 +139,7 @@ class stream_task final : public detail::task_context {
   record_sender& sender_;
   std::optional<state::task_directory> directory_;
   std::vector<task_store> stores_;
+  std::vector<std::int64_t> checkpointed_;  // per store: committed_offset() at the last flush (or open)
   std::vector<std::unique_ptr<detail::node>> nodes_;
   std::map<std::string, detail::node*, std::less<>> sources_;  // resolved topic -> source node
   std::vector<kafka::topic_partition> inputs_;

@@ -26,12 +26,15 @@ bool transaction_trouble(const std::exception& e) {
   auto* se = dynamic_cast<const sluice::error*>(&e);
   if (!se) return false;
   switch (se->code()) {
-    case errc::kafka:
     case errc::kafka_fatal:
     case errc::fenced:
     case errc::transaction_aborted:
     case errc::timeout:
       return true;
+    case errc::kafka:
+      // A record Kafka rejects for good (too large, invalid) fails the same way on every
+      // retry: stop with its message instead of aborting and rewinding forever.
+      return se->kafka().retriable || se->kafka().txn_requires_abort;
     default:
       return false;
   }
@@ -46,7 +49,8 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       on_state_change_(std::move(on_state_change)),
       label_("thread=\"" + std::to_string(settings_.index) + "\""),
       restored_records_(services.metrics->get_counter("sluice_restored_records_total", label_)),
-      restore_remaining_(services.metrics->get_gauge("sluice_restore_remaining_records", label_)) {}
+      restore_remaining_(services.metrics->get_gauge("sluice_restore_remaining_records", label_)),
+      lag_(services.metrics->get_gauge("sluice_consumer_lag_records", label_)) {}
 
 stream_thread::~stream_thread() {
   request_stop();
@@ -78,13 +82,11 @@ void stream_thread::run() {
     collector_ = std::make_unique<record_collector>(settings_.producer, services_.guarantee, settings_.transactional_id,
                                                     settings_.on_production_error, *services_.metrics, label_);
     restore_consumer_ = std::make_unique<kafka::consumer>(settings_.restore_consumer);
+    // The end is noted here and applied by restore_step() after the batch: this callback runs
+    // inside poll_batch(), before the batch's records of the same partition are written.
     restore_consumer_->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
       for (auto& r : restoring_)
-        if (!r.done && r.topic == topic && r.partition == partition) {
-          if (offset > r.next) r.store->store->restore({}, offset);
-          r.next = std::max(r.next, offset);
-          r.done = true;
-        }
+        if (!r.done && r.topic == topic && r.partition == partition) r.eof = std::max(r.eof, offset);
     });
     consumer_ = std::make_unique<kafka::consumer>(settings_.consumer);
     consumer_->subscribe(settings_.source_topics, this);
@@ -122,8 +124,6 @@ void stream_thread::loop_once() {
         continue;
       }
       it->second->process(m);
-      commit_needed_ = true;
-      if (it->second->commit_requested()) commit_needed_ = true;
     }
     for (const auto& [tp, offset] : unread_) consumer_->seek({tp.first, tp.second, offset}, 5s);
     unread_.clear();
@@ -238,6 +238,12 @@ void stream_thread::restore_step() {
     }
     i = j;
   }
+  for (auto& r : restoring_) {
+    if (r.done || r.eof < 0) continue;
+    if (r.eof > r.next) r.store->store->restore({}, r.eof);  // past aborted records and markers
+    r.next = std::max(r.next, r.eof);
+    r.done = true;
+  }
   std::int64_t remaining = 0;
   for (auto& r : restoring_)
     if (!r.done) remaining += std::max<std::int64_t>(0, r.end - r.next);
@@ -273,6 +279,8 @@ void stream_thread::finish_restoration(stream_task& task) {
                  r.partition, task.id(), r.restored, r.start, r.next);
   }
   std::erase_if(restoring_, [&](auto& r) { return r.task == &task; });
+  // Make the restored tail durable: a crash soon after must not replay it again.
+  task.checkpoint_stores();
   task.start();
 }
 
@@ -316,12 +324,24 @@ void stream_thread::commit_all() {
     task->mark_committed();
   }
   collector_->reset_changelog_offsets();
-  commit_needed_ = false;
-  if (clock_type::now() - last_checkpoint_ >= settings_.checkpoint_interval) {
-    last_checkpoint_ = clock_type::now();
-    for (auto& [id, task] : tasks_)
-      if (task->running()) task->checkpoint_stores();
+  update_lag();
+  bool interval_passed = clock_type::now() - last_checkpoint_ >= settings_.checkpoint_interval;
+  if (interval_passed) last_checkpoint_ = clock_type::now();
+  for (auto& [id, task] : tasks_)
+    if (task->running() &&
+        (interval_passed || task->checkpoint_due(settings_.checkpoint_tail_fraction, settings_.checkpoint_min_records)))
+      task->checkpoint_stores();
+}
+
+void stream_thread::update_lag() {
+  // Lag = records fetched-ahead by the broker's high watermark minus our position, summed
+  // over the assigned partitions; cached watermarks, so no broker round trip.
+  std::int64_t lag = 0;
+  for (const auto& p : consumer_->position(assignment_)) {
+    auto high = consumer_->cached_high_watermark(p.topic, p.partition);
+    if (high && p.offset >= 0 && *high > p.offset) lag += *high - p.offset;
   }
+  lag_.set(lag);
 }
 
 void stream_thread::close_tasks(bool clean) {

@@ -35,6 +35,11 @@ struct thread_settings {
   std::chrono::milliseconds commit_interval{30000};
   std::chrono::milliseconds poll_timeout{100};
   std::chrono::milliseconds checkpoint_interval{5000};
+  /// A task's stores are also checkpointed at a commit once a store's unflushed changelog
+  /// tail exceeds this share of its changelog position (at least checkpoint_min_records):
+  /// a crash then replays a bounded share of the changelog whatever the record rate.
+  double checkpoint_tail_fraction = 0.04;
+  std::int64_t checkpoint_min_records = 1000;
   std::chrono::milliseconds restore_log_interval{5000};
   std::size_t max_poll_records = 1000;
   std::vector<std::string> source_topics;          ///< resolved names, all sub-topologies
@@ -64,6 +69,7 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
     std::int64_t end;
     std::int64_t start;
     std::uint64_t restored = 0;
+    std::int64_t eof = -1;  ///< end of partition reported by the consumer, applied after the batch
     bool done = false;
   };
 
@@ -101,13 +107,15 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   std::vector<kafka::message> restore_batch_;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> unread_;  // paused: seek back here
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_, last_restore_log_, restore_started_;
-  bool commit_needed_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};
   std::string failure_;
   std::thread thread_;
+  void update_lag();
+
   counter& restored_records_;
   gauge& restore_remaining_;
+  gauge& lag_;
 };
 
 }  // namespace sluice::runtime

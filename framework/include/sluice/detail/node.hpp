@@ -21,6 +21,8 @@ class kv_store;
 
 namespace sluice {
 
+class metrics_registry;
+
 /// When a punctuator fires: as stream time (record timestamps) or wall-clock time passes.
 enum class punctuation_type { stream_time, wall_clock };
 
@@ -96,6 +98,8 @@ class task_context {
                     const sluice::headers& headers, std::int32_t partition = -1) = 0;
   /// Global stores, read-only, shared by every task of the instance.
   virtual const global_view& global_store(std::string_view name) = 0;
+  /// The app's metrics registry (the test driver's in tests); register at init, not per record.
+  virtual metrics_registry& metrics() = 0;
 };
 
 /// One node of a task's graph. Sources get raw bytes through process_raw; every other node

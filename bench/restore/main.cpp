@@ -1,0 +1,105 @@
+// sluice-bench-restore: restore throughput of a RocksDB store from its changelog.
+//
+// Fills the word count's compacted changelog topic directly with N distinct keys in the
+// store's binary encoding (round-robin over the partitions), then times a fresh instance
+// with an empty state directory from app::start() until it is running, i.e. until every
+// store partition is restored. Needs a real broker (the embedded cluster is not a fair
+// measure of fetch throughput).
+//
+//   sluice-bench-restore [--bootstrap host:port] [--records N] [--partitions P]
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "sluice/sluice.hpp"
+#include "word_count/topology.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string bootstrap = std::getenv("SLUICE_BOOTSTRAP") ? std::getenv("SLUICE_BOOTSTRAP") : "127.0.0.1:39092";
+  long long records = 5000000;
+  int partitions = 4;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--bootstrap") bootstrap = argv[i + 1];
+    else if (a == "--records") records = std::atoll(argv[i + 1]);
+    else if (a == "--partitions") partitions = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: %s [--bootstrap host:port] [--records N] [--partitions P]\n", argv[0]);
+      return 2;
+    }
+  }
+  spdlog::set_level(spdlog::level::warn);
+  auto app_id = "restore-bench-" + std::to_string(::getpid()) + "-" +
+                std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+  auto state_dir = std::filesystem::temp_directory_path() / (app_id + "-state");
+  auto in = app_id + "-lines", out = app_id + "-counts", changelog = app_id + "-word-counts-changelog";
+
+  sluice::config cfg;
+  cfg.set("bootstrap.servers", bootstrap);
+  cfg.set("application.id", app_id);
+  cfg.set("state.dir", state_dir.string());
+  try {
+    sluice::topic_admin admin(cfg);
+    admin.create_topic(in, partitions);
+    admin.create_topic(out, partitions);
+    admin.create_topic(changelog, partitions, /*compacted=*/true);
+
+    // The changelog as the store writes it: key and value in the state serdes.
+    std::uint64_t payload_bytes = 0;
+    auto fill_start = clock_type::now();
+    {
+      sluice::topic_writer w(cfg);
+      std::string key, value;
+      for (long long i = 0; i < records; ++i) {
+        sluice::default_state_serde<std::string>::serialize("w" + std::to_string(i), key);
+        sluice::default_state_serde<std::int64_t>::serialize(1 + i % 97, value);
+        payload_bytes += key.size() + value.size();
+        w.send_raw(changelog, std::string_view(key), std::string_view(value), 1700000000000 + i, {},
+                   static_cast<std::int32_t>(i % partitions));
+      }
+      w.flush(std::chrono::minutes(10));
+    }
+    double fill_s = seconds_since(fill_start);
+
+    sluice::app app(examples::word_count_topology(in, out), cfg);
+    auto start = clock_type::now();
+    app.start();
+    while (app.state() != sluice::app_state::running) {
+      if (app.state() == sluice::app_state::error) throw std::runtime_error(app.error_message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    double restore_s = seconds_since(start);
+    auto restored = static_cast<long long>(app.metrics().total("sluice_restored_records_total"));
+    app.close();
+    std::filesystem::remove_all(state_dir);
+
+    double mb = static_cast<double>(payload_bytes) / 1e6;
+    std::printf("| changelog records | partitions | key+value MB | fill s | restored | start-to-running s | records/s | MB/s |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    std::printf("| %lld | %d | %.1f | %.1f | %lld | %.2f | %.0f | %.1f |\n", records, partitions, mb, fill_s, restored,
+                restore_s, static_cast<double>(restored) / restore_s, mb * static_cast<double>(restored) /
+                                                                          static_cast<double>(records) / restore_s);
+    std::printf("command: %s --bootstrap %s --records %lld --partitions %d\n", argv[0], bootstrap.c_str(), records,
+                partitions);
+    return restored == records ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice-bench-restore: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,86 @@
+// sluice-throttle: exact per-key sliding-window limits as a job. Reads `input.topic`, writes
+// passed records unchanged to `output.topic` and throttled ones to `throttled.topic` (with
+// the sluice-throttle-reason header) or drops and counts them. See README.md.
+//
+//   sluice-throttle --config throttle.properties [--set key=value]...
+#include <spdlog/spdlog.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/sluice.hpp"
+#include "sluice/topologies/throttle.hpp"
+
+namespace {
+
+std::vector<std::string> split_fields(const std::string& text) {
+  std::vector<std::string> out;
+  std::string field;
+  auto flush = [&] {
+    auto b = field.find_first_not_of(" \t");
+    auto e = field.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(field.substr(b, e - b + 1));
+    else if (!out.empty() || !text.empty())
+      throw sluice::error(sluice::errc::invalid_config,
+                          "throttle.key.fields '" + text + "' has an empty field; use a comma-separated list "
+                          "of JSON field names, or leave it empty to throttle by the record key");
+    field.clear();
+  };
+  if (text.find_first_not_of(" \t") == std::string::npos) return out;
+  for (char c : text) {
+    if (c == ',') flush();
+    else field.push_back(c);
+  }
+  flush();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sluice::topologies;
+  static constexpr sluice::config_key keys[] = {
+      {"input.topic", "throttle-in", "Topic of records to throttle (keys and values are passed through as bytes)."},
+      {"output.topic", "throttle-out", "Topic passed records go to, unchanged."},
+      {"throttled.topic", "", "Topic throttled records go to with the sluice-throttle-reason header; empty = drop "
+                              "and count them (sluice_throttle_throttled_total)."},
+      {"throttle.window.ms", "60000", "The sliding window, 1000 (1 s) .. 2678400000 (31 days)."},
+      {"throttle.limit", "1", "Records of one throttle key that may pass per window, 1 .. 1000000."},
+      {"throttle.key.fields", "", "Comma-separated JSON fields of the value forming the throttle key, in order; "
+                                  "empty = the record key."},
+      {"throttle.rules.topic", "", "Global table of per-key rules: key = first key field's value (or the record "
+                                   "key), value = {\"window_ms\": W, \"limit\": N}; empty = no rules."},
+      {"throttle.rules.max.window.ms", "2678400000", "Largest window a rule may set; sizes the store TTL."},
+      {"throttle.retention.grace.ms", "86400000", "How far processing may lag behind record timestamps while "
+                                                  "decisions stay exact (the store keeps entries window + grace)."},
+      {"pace.records.per.second", "0", "Pace passed output to this rate; 0 = off. Not implemented yet."},
+  };
+  try {
+    sluice::config::declare_keys(keys);
+    auto cfg = sluice::config::from_args(argc, argv, "Throttle: exact per-key sliding-window limits.");
+    if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-throttle");
+    if (cfg.get_int("pace.records.per.second", 0, std::int64_t{1} << 40) != 0)
+      throw sluice::error(sluice::errc::invalid_config,
+                          "pace.records.per.second: pacing is not implemented yet; leave it at 0 (off)");
+
+    throttle_options o;
+    o.window = std::chrono::milliseconds(cfg.get_int("throttle.window.ms", min_throttle_window.count(),
+                                                     max_throttle_window.count()));
+    o.limit = cfg.get_int("throttle.limit", min_throttle_limit, max_throttle_limit);
+    o.key_fields = split_fields(*cfg.get("throttle.key.fields"));
+    o.rules_topic = *cfg.get("throttle.rules.topic");
+    o.max_rule_window = std::chrono::milliseconds(cfg.get_int(
+        "throttle.rules.max.window.ms", min_throttle_window.count(), max_throttle_window.count()));
+    o.retention_grace =
+        std::chrono::milliseconds(cfg.get_int("throttle.retention.grace.ms", 0, max_throttle_window.count()));
+
+    sluice::app app(throttle_job_topology(*cfg.get("input.topic"), *cfg.get("output.topic"),
+                                          *cfg.get("throttled.topic"), o),
+                    cfg);
+    return app.run();
+  } catch (const std::exception& e) {
+    spdlog::error("sluice-throttle: {}", e.what());
+    return 1;
+  }
+}

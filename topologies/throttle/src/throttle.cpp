@@ -1,0 +1,254 @@
+// The throttle's logic on bytes: option checks, key extraction, rules, and the per-key log of
+// passed effective times (a FIFO per key in the store; see the README's "Storage").
+#include "sluice/topologies/throttle.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+
+#include "sluice/error.hpp"
+
+namespace sluice::topologies {
+namespace {
+
+std::string describe_ms(std::chrono::milliseconds d) {
+  auto ms = d.count();
+  std::string s = std::to_string(ms) + " ms";
+  if (ms % (24LL * 3600 * 1000) == 0 && ms != 0) s += " (" + std::to_string(ms / (24LL * 3600 * 1000)) + " days)";
+  else if (ms % 1000 == 0 && ms != 0) s += " (" + std::to_string(ms / 1000) + " s)";
+  return s;
+}
+
+void check_range(std::string_view what, std::chrono::milliseconds v, std::chrono::milliseconds lo,
+                 std::chrono::milliseconds hi) {
+  if (v < lo || v > hi)
+    throw error(errc::invalid_config, "throttle: " + std::string(what) + " " + describe_ms(v) +
+                                          " is out of range; allowed " + describe_ms(lo) + " .. " + describe_ms(hi));
+}
+
+void put_be64(std::string& out, std::uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+std::uint64_t get_be64(std::string_view in, std::size_t at) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
+
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+constexpr char meta_tag = 'm';
+constexpr char time_tag = 't';
+
+}  // namespace
+
+void validate(const throttle_options& o) {
+  check_range("window", o.window, min_throttle_window, max_throttle_window);
+  if (o.limit < min_throttle_limit || o.limit > max_throttle_limit)
+    throw error(errc::invalid_config, "throttle: limit " + std::to_string(o.limit) + " is out of range; allowed " +
+                                          std::to_string(min_throttle_limit) + " .. " +
+                                          std::to_string(max_throttle_limit));
+  check_range("retention grace", o.retention_grace, std::chrono::milliseconds(0), max_throttle_window);
+  if (!o.rules_topic.empty())
+    check_range("max rule window", o.max_rule_window, min_throttle_window, max_throttle_window);
+  for (const auto& f : o.key_fields)
+    if (f.empty()) throw error(errc::invalid_config, "throttle: key fields must not be empty names");
+  if (o.store_name.empty()) throw error(errc::invalid_config, "throttle: the store name must not be empty");
+  if (!o.rules_topic.empty() && o.rules_store.empty())
+    throw error(errc::invalid_config, "throttle: the rules store name must not be empty");
+}
+
+std::chrono::milliseconds throttle_store_ttl(const throttle_options& o) {
+  auto widest = o.rules_topic.empty() ? o.window : std::max(o.window, o.max_rule_window);
+  return widest + o.retention_grace;
+}
+
+void add_throttle_stores(streams_builder& builder, const throttle_options& o) {
+  validate(o);
+  builder.add_state_store({.name = o.store_name, .ttl = throttle_store_ttl(o)});
+  if (!o.rules_topic.empty()) builder.global_table<std::string, std::string>(o.rules_topic, o.rules_store);
+}
+
+topology throttle_job_topology(const std::string& input, const std::string& output, const std::string& throttled,
+                               throttle_options options) {
+  options.on_throttled = throttled.empty() ? throttled_action::drop : throttled_action::forward;
+  streams_builder b;
+  using bytes = std::optional<std::string>;
+  auto out = apply_throttle(b, b.stream<bytes, bytes>(input), options);
+  out.passed.to(output);
+  if (out.throttled) out.throttled->to(throttled);
+  return b.build();
+}
+
+namespace throttle_detail {
+
+void log_key_serde::serialize(const log_key& k, std::string& out) {
+  out.clear();
+  put_varint(out, k.throttle_key.size());
+  out.append(k.throttle_key);
+  if (k.meta) {
+    out.push_back(meta_tag);
+  } else {
+    out.push_back(time_tag);
+    put_be64(out, k.seq);
+  }
+}
+
+log_key log_key_serde::deserialize(std::string_view in) {
+  std::uint64_t len = 0;
+  std::size_t i = 0;
+  for (int shift = 0; i < in.size(); shift += 7) {
+    auto b = static_cast<unsigned char>(in[i++]);
+    len |= std::uint64_t(b & 0x7f) << shift;
+    if (!(b & 0x80)) break;
+  }
+  if (i + len + 1 > in.size()) throw serialization_error("throttle: malformed log key");
+  log_key k{in.substr(i, len), in[i + len] == meta_tag, 0};
+  if (!k.meta && i + len + 9 <= in.size()) k.seq = get_be64(in, i + len + 1);
+  return k;
+}
+
+void log_meta_serde::serialize(const log_meta& m, std::string& out) {
+  out.clear();
+  put_be64(out, static_cast<std::uint64_t>(m.last_effective));
+  put_be64(out, m.head);
+  put_be64(out, m.tail);
+}
+
+log_meta log_meta_serde::deserialize(std::string_view in) {
+  if (in.size() != 24) throw serialization_error("throttle: malformed log meta (" + std::to_string(in.size()) + " bytes)");
+  return {static_cast<std::int64_t>(get_be64(in, 0)), get_be64(in, 8), get_be64(in, 16)};
+}
+
+void log_time_serde::serialize(const std::int64_t& t, std::string& out) {
+  out.clear();
+  put_be64(out, static_cast<std::uint64_t>(t));
+}
+
+std::int64_t log_time_serde::deserialize(std::string_view in) {
+  if (in.size() != 8) throw serialization_error("throttle: malformed log time (" + std::to_string(in.size()) + " bytes)");
+  return static_cast<std::int64_t>(get_be64(in, 0));
+}
+
+engine::engine(const throttle_options& options) : options_(options) {}
+
+void engine::bind_metrics(metrics_registry& m, std::string_view task_id) {
+  std::string labels = "task=\"" + std::string(task_id) + "\"";
+  passed_ = &m.get_counter("sluice_throttle_passed_total", labels);
+  throttled_ = &m.get_counter("sluice_throttle_throttled_total", labels);
+  invalid_rules_ = &m.get_counter("sluice_throttle_invalid_rules_total", labels);
+}
+
+void engine::extract_key(std::string_view key_bytes, std::optional<std::string_view> value_json) {
+  key_.clear();
+  display_key_.clear();
+  if (options_.key_fields.empty()) {
+    key_.assign(key_bytes);
+    display_key_.assign(key_bytes);
+    if (!options_.rules_topic.empty()) rule_key_.assign(key_bytes);
+    return;
+  }
+  if (!value_json)
+    throw error(errc::processing, "throttle: the record has a null value but the throttle key is read from its fields");
+  auto doc = nlohmann::json::parse(value_json->begin(), value_json->end(), nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object())
+    throw error(errc::processing, "throttle: the record value is not a JSON object; the throttle key needs its fields");
+  bool first = true;
+  for (const auto& field : options_.key_fields) {
+    auto it = doc.find(field);
+    if (it == doc.end() || it->is_null())
+      throw error(errc::processing, "throttle: key field '" + field + "' is missing (or null) in the record value");
+    std::string text = it->is_string() ? it->get<std::string>() : it->dump();
+    // Length-prefixed parts: ("a,b", "c") and ("a", "b,c") are different keys.
+    put_varint(key_, text.size());
+    key_.append(text);
+    if (!first) display_key_.push_back(',');
+    display_key_.append(text);
+    if (first && !options_.rules_topic.empty()) rule_key_ = text;
+    first = false;
+  }
+}
+
+rule engine::current_rule() {
+  rule defaults{options_.window.count(), options_.limit};
+  if (!rules_) return defaults;
+  auto raw = rules_->get(rule_key_);
+  if (!raw) return defaults;
+  auto cached = parsed_rules_.find(*raw);
+  if (cached == parsed_rules_.end()) {
+    std::optional<rule> parsed;
+    auto doc = nlohmann::json::parse(*raw, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_object()) {
+      rule r = defaults;
+      bool ok = true;
+      auto read = [&](const char* name, std::int64_t& into, std::int64_t lo, std::int64_t hi) {
+        auto it = doc.find(name);
+        if (it == doc.end()) return;
+        if (!it->is_number_integer()) {
+          ok = false;
+          return;
+        }
+        auto v = it->get<std::int64_t>();
+        if (v < lo || v > hi) ok = false;
+        into = v;
+      };
+      read("window_ms", r.window_ms, min_throttle_window.count(), options_.max_rule_window.count());
+      read("limit", r.limit, min_throttle_limit, max_throttle_limit);
+      if (ok) parsed = r;
+    }
+    if (parsed_rules_.size() >= 4096) parsed_rules_.clear();  // bounded: distinct rule texts are few
+    cached = parsed_rules_.emplace(std::move(*raw), parsed).first;
+  }
+  if (!cached->second) {
+    invalid_rules_->add();
+    return defaults;
+  }
+  return *cached->second;
+}
+
+decision engine::decide(std::int64_t timestamp, const rule& r) {
+  const log_key meta_key{key_, true, 0};
+  auto current = meta_->get(meta_key);
+  log_meta m = current.value_or(log_meta{timestamp, 0, 0});
+  const std::int64_t t = std::max(timestamp, m.last_effective);
+  const bool effective_moved = !current || t != m.last_effective;
+  m.last_effective = t;
+
+  // Pop the passed times that left (t - window, t]. Effective times of a key never decrease,
+  // so the log is sorted and what leaves the window never returns: each entry is read and
+  // deleted once. An entry missing before its turn expired by TTL, which (README, "Exactness
+  // and TTL") only happens to entries already outside every window that can still be asked.
+  const std::int64_t lower = t - r.window_ms;  // excluded bound
+  const std::uint64_t head_before = m.head;
+  while (m.head < m.tail) {
+    log_key k{key_, false, m.head};
+    auto passed_at = times_->get(k);
+    if (passed_at && *passed_at > lower) break;
+    if (passed_at) times_->remove(k);
+    ++m.head;
+  }
+
+  const bool passed = m.tail - m.head < static_cast<std::uint64_t>(r.limit);
+  if (passed) {
+    times_->put(log_key{key_, false, m.tail}, t);
+    ++m.tail;
+  }
+  if (passed || effective_moved || m.head != head_before) meta_->put(meta_key, m);
+  return {passed, t};
+}
+
+std::string engine::reason(const rule& r) const {
+  nlohmann::json j = {{"key", display_key_}, {"limit", r.limit}, {"window_ms", r.window_ms}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace throttle_detail
+}  // namespace sluice::topologies
