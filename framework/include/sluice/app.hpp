@@ -5,7 +5,7 @@
 //   sluice::app app(builder.build(), sluice::config::from_args(argc, argv));
 //   return app.run();  // until SIGTERM / SIGINT, then a final commit and a clean close
 //
-// Lifecycle: created -> (rebalancing <-> running) -> pending_shutdown -> not_running, or
+// Lifecycle: created -> (rebalancing <-> restoring <-> running) -> pending_shutdown -> not_running, or
 // error when a thread failed. run() blocks; start()/close() are for embedding in a
 // process that owns its own main loop. state() and metrics() are safe from any thread.
 #pragma once
@@ -21,7 +21,9 @@
 
 namespace sluice {
 
-enum class app_state { created, rebalancing, running, pending_shutdown, not_running, error };
+/// restoring: some task is replaying its changelog before it processes (see the restore
+/// lines in the log and sluice_restore_remaining_records).
+enum class app_state { created, rebalancing, restoring, running, pending_shutdown, not_running, error };
 
 /// A readable name of the state ("running").
 const char* to_string(app_state s) noexcept;

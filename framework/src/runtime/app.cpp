@@ -26,6 +26,7 @@ const char* to_string(app_state s) noexcept {
   switch (s) {
     case app_state::created: return "created";
     case app_state::rebalancing: return "rebalancing";
+    case app_state::restoring: return "restoring";
     case app_state::running: return "running";
     case app_state::pending_shutdown: return "pending_shutdown";
     case app_state::not_running: return "not_running";
@@ -75,16 +76,19 @@ struct app::impl {
       std::lock_guard lock(mutex);
       if (state == app_state::pending_shutdown || state == app_state::error || state == app_state::not_running) return;
     }
-    bool any_rebalancing = false, all_running = true;
+    bool any_rebalancing = false, any_restoring = false, all_running = true;
     for (auto& t : threads) {
       auto ts = t->state();
       if (ts == runtime::thread_state::rebalancing || ts == runtime::thread_state::starting) any_rebalancing = true;
+      if (ts == runtime::thread_state::restoring) any_restoring = true;
       if (ts != runtime::thread_state::running) all_running = false;
     }
     if (all_running && !threads.empty())
       set_state(app_state::running);
     else if (any_rebalancing)
       set_state(app_state::rebalancing);
+    else if (any_restoring)
+      set_state(app_state::restoring);
   }
 };
 

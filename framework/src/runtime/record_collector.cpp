@@ -15,8 +15,7 @@ record_collector::record_collector(kafka::config_map producer_config, processing
       transactional_id_(std::move(transactional_id)),
       on_error_(on_production_error),
       sent_(metrics.get_counter("sluice_records_sent_total", thread_label)),
-      failed_(metrics.get_counter("sluice_production_errors_total", thread_label)),
-      commit_latency_(metrics.get_histogram("sluice_commit_latency_ms", thread_label)) {
+      failed_(metrics.get_counter("sluice_production_errors_total", thread_label)) {
   make_producer();
 }
 
@@ -79,14 +78,11 @@ void record_collector::flush() {
 
 void record_collector::commit_transaction(const std::vector<kafka::topic_partition_offset>& offsets,
                                           const kafka::consumer_group_metadata& group) {
-  auto started = std::chrono::steady_clock::now();
   ensure_transaction();
   flush();
   if (!offsets.empty()) producer_->send_offsets_to_transaction(offsets, group, 60s);
   producer_->commit_transaction(60s);
   in_transaction_ = false;
-  commit_latency_.record(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
 }
 
 void record_collector::abort_transaction() {

@@ -64,7 +64,6 @@ class record_collector {
   std::optional<sluice::error> first_failure_;
   counter& sent_;
   counter& failed_;
-  histogram& commit_latency_;
 };
 
 }  // namespace sluice::runtime

@@ -53,10 +53,11 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
       id_(std::to_string(subtopology) + "_" + std::to_string(partition)),
       services_(services),
       sender_(sender),
-      processed_(services.metrics->get_counter("sluice_records_processed_total", thread_label)),
-      skipped_(services.metrics->get_counter("sluice_records_skipped_total", thread_label)),
-      dead_lettered_(services.metrics->get_counter("sluice_records_dead_lettered_total", thread_label)),
-      e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", thread_label)) {
+      label_(thread_label + ",task=\"" + id_ + "\""),
+      processed_(services.metrics->get_counter("sluice_records_processed_total", label_)),
+      skipped_(services.metrics->get_counter("sluice_records_skipped_total", label_)),
+      dead_lettered_(services.metrics->get_counter("sluice_records_dead_lettered_total", label_)),
+      e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", label_)) {
   const auto& topo = *services_.topo;
   const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology));
   open_stores();

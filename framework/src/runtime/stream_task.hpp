@@ -151,6 +151,7 @@ class stream_task final : public detail::task_context {
   bool commit_requested_ = false;
   bool dirty_offsets_ = false;
   std::uint64_t processed_total_ = 0;
+  std::string label_;  ///< thread="N",task="S_P": every metric of the task carries it
   counter& processed_;
   counter& skipped_;
   counter& dead_lettered_;

@@ -50,7 +50,8 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       label_("thread=\"" + std::to_string(settings_.index) + "\""),
       restored_records_(services.metrics->get_counter("sluice_restored_records_total", label_)),
       restore_remaining_(services.metrics->get_gauge("sluice_restore_remaining_records", label_)),
-      lag_(services.metrics->get_gauge("sluice_consumer_lag_records", label_)) {}
+      lag_(services.metrics->get_gauge("sluice_consumer_lag_records", label_)),
+      commit_latency_(services.metrics->get_histogram("sluice_commit_latency_ms", label_)) {}
 
 stream_thread::~stream_thread() {
   request_stop();
@@ -177,7 +178,7 @@ void stream_thread::create_tasks(const std::vector<kafka::topic_partition>& part
     }
     by_partition_[{p.topic, p.partition}] = it->second.get();
   }
-  if (restoring_.empty()) set_state(thread_state::running);
+  set_state(restoring_.empty() ? thread_state::running : thread_state::restoring);
 }
 
 void stream_thread::begin_restoration(stream_task& task) {
@@ -311,6 +312,7 @@ void stream_thread::commit_all() {
   auto next_offset = [this](const std::string& topic, std::int32_t partition) {
     return collector_->next_changelog_offset(topic, partition);
   };
+  auto started = clock_type::now();
   if (services_.guarantee == processing_guarantee::exactly_once) {
     if (offsets.empty() && !collector_->transaction_open()) return;
     collector_->commit_transaction(offsets, consumer_->group_metadata());
@@ -318,6 +320,7 @@ void stream_thread::commit_all() {
     collector_->flush();
     if (!offsets.empty()) consumer_->commit(offsets);
   }
+  commit_latency_.record(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started).count());
   for (auto& [id, task] : tasks_) {
     if (!task->running()) continue;
     task->commit_stores(next_offset);

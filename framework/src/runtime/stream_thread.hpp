@@ -23,7 +23,7 @@
 
 namespace sluice::runtime {
 
-enum class thread_state { created, starting, rebalancing, running, pending_shutdown, dead, failed };
+enum class thread_state { created, starting, rebalancing, restoring, running, pending_shutdown, dead, failed };
 
 struct thread_settings {
   int index = 0;
@@ -116,6 +116,7 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   counter& restored_records_;
   gauge& restore_remaining_;
   gauge& lag_;
+  histogram& commit_latency_;
 };
 
 }  // namespace sluice::runtime

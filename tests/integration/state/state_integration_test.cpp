@@ -300,6 +300,10 @@ TEST(state, deleted_state_dir_is_rebuilt_from_the_changelog_byte_for_byte) {
   fs::remove_all(state_dir);
   {
     sluice::app app(examples::word_count_topology(in, out), cfg);
+    std::atomic<bool> saw_restoring{false};
+    app.on_state_change([&](sluice::app_state, sluice::app_state next) {
+      if (next == sluice::app_state::restoring) saw_restoring = true;
+    });
     app.start();
     std::int64_t last = -1;
     int stable = 0;
@@ -310,6 +314,7 @@ TEST(state, deleted_state_dir_is_rebuilt_from_the_changelog_byte_for_byte) {
       return stable >= 5;
     }, 120s, 200ms)) << "restoration did not finish; state " << sluice::to_string(app.state());
     EXPECT_GE(last, static_cast<std::int64_t>(expected.size()));
+    EXPECT_TRUE(saw_restoring) << "the app state must say restoring while stores are rebuilt";
     app.close();
     ASSERT_EQ(app.state(), sluice::app_state::not_running) << app.error_message();
   }

@@ -1,0 +1,460 @@
+// The runtime under failure, against a real broker: sluice-word-count runs as separate
+// processes that the tests SIGKILL, SIGTERM and restart while they work. The output is
+// read with read_committed and checked against reference counts kept by the test:
+//   exactly_once  -> every word's counts are 1, 2, ..., N exactly once each, in order
+//                    (no duplicate, no gap) and N is the reference count;
+//   at_least_once -> no loss: every word reaches at least its reference count.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "broker_env.hpp"
+#include "sluice/sluice.hpp"
+
+extern char** environ;
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// One run of a job binary. stdout and stderr go to `log`; stdin is /dev/null. The
+/// destructor SIGKILLs and reaps a process still running, so a failed test leaves none.
+class job_process {
+ public:
+  job_process(const std::vector<std::string>& args, std::filesystem::path log) : log_(std::move(log)) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error("posix_spawn " + args[0] + " failed: " + std::strerror(rc));
+  }
+  ~job_process() {
+    if (!status_) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+  job_process(const job_process&) = delete;
+  job_process& operator=(const job_process&) = delete;
+
+  void signal(int sig) {
+    if (!status_) ::kill(pid_, sig);
+  }
+  /// True while the process has not exited.
+  bool running() {
+    reap(WNOHANG);
+    return !status_;
+  }
+  /// The wait status once the process exited within `timeout`.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
+    auto deadline = clock_type::now() + timeout;
+    while (running() && clock_type::now() < deadline) std::this_thread::sleep_for(20ms);
+    return status_;
+  }
+  const std::filesystem::path& log() const { return log_; }
+
+ private:
+  void reap(int flags) {
+    if (status_) return;
+    int st = 0;
+    if (::waitpid(pid_, &st, flags) == pid_) status_ = st;
+  }
+  std::filesystem::path log_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+std::string describe_status(const std::optional<int>& st) {
+  if (!st) return "still running";
+  if (WIFEXITED(*st)) return "exited with code " + std::to_string(WEXITSTATUS(*st));
+  if (WIFSIGNALED(*st)) return std::string("killed by signal ") + strsignal(WTERMSIG(*st));
+  return "status " + std::to_string(*st);
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string tail_of(const std::filesystem::path& p, std::size_t lines) {
+  auto text = read_file(p);
+  std::size_t pos = text.size(), n = 0;
+  while (pos > 0 && n <= lines) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) {
+      pos = 0;
+      break;
+    }
+    ++n;
+  }
+  return text.substr(pos);
+}
+
+/// Input partitions named on the last "assigned" line of a job's log (empty when none).
+std::set<int> last_assignment(const std::filesystem::path& log, const std::string& input) {
+  std::set<int> out;
+  std::istringstream in(read_file(log));
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find(": assigned ") != std::string::npos) last = line;
+  std::string needle = input + "-";
+  for (auto pos = last.find(needle); pos != std::string::npos; pos = last.find(needle, pos + 1)) {
+    auto digits = pos + needle.size();
+    auto end = digits;
+    while (end < last.size() && std::isdigit(static_cast<unsigned char>(last[end]))) ++end;
+    if (end > digits && (end == last.size() || last[end] == ',' || last[end] == ' '))
+      out.insert(std::stoi(last.substr(digits, end - digits)));
+  }
+  return out;
+}
+
+/// The counts the job emitted, per word in topic order (one word = one output partition).
+struct emitted_counts {
+  std::map<std::string, std::vector<std::int64_t>> values;
+  std::map<std::string, std::int64_t> highest;
+  std::size_t records = 0;
+
+  void add(const std::vector<sluice::raw_message>& messages) {
+    for (const auto& m : messages) {
+      if (!m.key || !m.value) continue;
+      auto v = sluice::int64_serde::deserialize(*m.value);
+      values[*m.key].push_back(v);
+      auto& h = highest[*m.key];
+      h = std::max(h, v);
+      ++records;
+    }
+  }
+  /// "word12 at 700 of 918, ..." for the first few words below their reference count.
+  std::string shortfall(const std::map<std::string, std::int64_t>& reference) const {
+    std::string out;
+    int shown = 0;
+    for (const auto& [word, n] : reference) {
+      auto it = highest.find(word);
+      auto got = it == highest.end() ? 0 : it->second;
+      if (got < n && shown++ < 5) out += word + " at " + std::to_string(got) + " of " + std::to_string(n) + ", ";
+    }
+    return out + std::to_string(records) + " counts read";
+  }
+  /// True when every word reached its reference count.
+  bool reached(const std::map<std::string, std::int64_t>& reference) const {
+    for (const auto& [word, n] : reference) {
+      auto it = highest.find(word);
+      if (it == highest.end() || it->second < n) return false;
+    }
+    return true;
+  }
+};
+
+class runtime_reliability : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (sluice::test::broker_bootstrap().empty()) return;
+    work_ = std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-reliability");
+    std::filesystem::create_directories(work_);
+    cfg_.set("bootstrap.servers", sluice::test::broker_bootstrap());
+    app_id_ = sluice::test::unique_name("rel-wc");
+    input_ = sluice::test::unique_name("rel-lines");
+    output_ = sluice::test::unique_name("rel-counts");
+    sluice::topic_admin admin(cfg_);
+    admin.create_topic(input_, 4);
+    admin.create_topic(output_, 4);
+    writer_ = std::make_unique<sluice::topic_writer>(cfg_);
+    for (int i = 0; i < 200; ++i) vocabulary_.push_back("word" + std::to_string(i));
+    auto seed = std::random_device{}();
+    if (const char* s = std::getenv("SLUICE_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
+    rng_.seed(seed);
+    std::cout << "seed " << seed << " (SLUICE_TEST_SEED reproduces it), work dir " << work_ << "\n";
+  }
+
+  void TearDown() override {
+    jobs_.clear();  // kills what is left
+    if (work_.empty()) return;
+    if (HasFailure() || std::getenv("SLUICE_KEEP_LOGS")) {
+      for (const auto& log : logs_)
+        std::cout << "---- last lines of " << log << " ----\n" << tail_of(log, 25) << "\n";
+      std::cout << "logs and state kept in " << work_ << "\n";
+    } else {
+      std::error_code ec;
+      std::filesystem::remove_all(work_, ec);
+    }
+  }
+
+  /// Starts sluice-word-count as instance `instance` (its own state.dir and group.instance.id).
+  job_process& start_job(const std::string& instance, const std::string& guarantee) {
+    auto log = work_ / (instance + "-run" + std::to_string(logs_.size()) + ".log");
+    logs_.push_back(log);
+    std::vector<std::string> args = {SLUICE_WORD_COUNT_BIN};
+    auto set = [&](const std::string& key, const std::string& value) {
+      args.push_back("--set");
+      args.push_back(key + "=" + value);
+    };
+    set("bootstrap.servers", sluice::test::broker_bootstrap());
+    set("application.id", app_id_);
+    set("input.topic", input_);
+    set("output.topic", output_);
+    set("state.dir", (work_ / ("state-" + instance)).string());
+    set("processing.guarantee", guarantee);
+    set("commit.interval.ms", guarantee == "exactly_once" ? "100" : "500");
+    set("consumer.session.timeout.ms", "6000");
+    set("instance.id", instance);
+    jobs_.push_back(std::make_unique<job_process>(args, log));
+    return *jobs_.back();
+  }
+
+  /// Writes `lines` lines of three words (no key: spread over the partitions) and counts them.
+  void feed(int lines) {
+    std::uniform_int_distribution<std::size_t> pick(0, vocabulary_.size() - 1);
+    for (int i = 0; i < lines; ++i) {
+      std::string line;
+      for (int k = 0; k < 3; ++k) {
+        const auto& w = vocabulary_[pick(rng_)];
+        line += (k ? " " : "") + w;
+        ++reference_[w];
+      }
+      writer_->send_raw(input_, std::nullopt, line);
+    }
+    writer_->flush();
+    lines_fed_ += lines;
+  }
+
+  /// Polls `reader` into `counts` until every word reached its reference count, a watched
+  /// job exits, or `timeout` passes. Returns whether the counts were reached.
+  bool wait_until_counted(sluice::topic_reader& reader, emitted_counts& counts, std::chrono::seconds timeout,
+                          const std::vector<job_process*>& watched) {
+    auto deadline = clock_type::now() + timeout;
+    while (!counts.reached(reference_)) {
+      if (clock_type::now() >= deadline) {
+        ADD_FAILURE() << "after " << timeout.count() << " s: " << counts.shortfall(reference_);
+        return false;
+      }
+      for (auto* j : watched)
+        if (!j->running()) {
+          ADD_FAILURE() << j->log() << ": the job " << describe_status(j->wait_exit(0ms)) << " before finishing";
+          return false;
+        }
+      counts.add(reader.poll(200ms));
+    }
+    return true;
+  }
+
+  /// Stops `job` with SIGTERM and expects a clean exit (code 0).
+  void stop_cleanly(job_process& job) {
+    job.signal(SIGTERM);
+    auto st = job.wait_exit(90s);
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << job.log() << ": " << describe_status(st);
+  }
+
+  /// Everything in the output topic, read_committed, from the beginning to its end.
+  emitted_counts read_all_output() {
+    sluice::topic_reader reader(cfg_, {output_}, /*read_committed=*/true);
+    emitted_counts counts;
+    counts.add(reader.read_to_end(120s));
+    return counts;
+  }
+
+  /// exactly_once: for every word, the emitted counts are 1, 2, ..., N, N = reference.
+  void expect_exactly_once(const emitted_counts& counts) {
+    int reported = 0;
+    for (const auto& [word, n] : reference_) {
+      auto it = counts.values.find(word);
+      std::vector<std::int64_t> expected(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) expected[static_cast<std::size_t>(i)] = i + 1;
+      const auto& got = it == counts.values.end() ? std::vector<std::int64_t>{} : it->second;
+      if (got == expected) continue;
+      if (++reported > 10) continue;
+      auto diff = std::mismatch(got.begin(), got.end(), expected.begin(), expected.end());
+      auto at = static_cast<std::size_t>(diff.first - got.begin());
+      ADD_FAILURE() << "word '" << word << "': " << got.size() << " counts emitted, reference " << n
+                    << "; first difference at position " << at << ": got "
+                    << (diff.first == got.end() ? std::string("nothing") : std::to_string(*diff.first))
+                    << ", expected "
+                    << (diff.second == expected.end() ? std::string("nothing") : std::to_string(*diff.second));
+    }
+    EXPECT_EQ(reported, 0) << "words whose counts are not exactly 1..N";
+    for (const auto& [word, v] : counts.values)
+      EXPECT_TRUE(reference_.contains(word)) << "a count for a word never fed: '" << word << "'";
+  }
+
+  /// at_least_once: no loss; every word reached at least its reference count.
+  void expect_no_loss(const emitted_counts& counts) {
+    int lost = 0;
+    for (const auto& [word, n] : reference_) {
+      auto it = counts.highest.find(word);
+      auto got = it == counts.highest.end() ? 0 : it->second;
+      if (got < n && ++lost <= 10) ADD_FAILURE() << "word '" << word << "': highest count " << got << " < " << n;
+    }
+    EXPECT_EQ(lost, 0) << "words whose count lost occurrences";
+  }
+
+  void two_instances_take_over(int stop_signal, const std::string& guarantee);
+
+  sluice::config cfg_;
+  std::filesystem::path work_;
+  std::string app_id_, input_, output_;
+  std::unique_ptr<sluice::topic_writer> writer_;
+  std::vector<std::string> vocabulary_;
+  std::map<std::string, std::int64_t> reference_;
+  int lines_fed_ = 0;
+  std::mt19937 rng_;
+  std::vector<std::unique_ptr<job_process>> jobs_;
+  std::vector<std::filesystem::path> logs_;
+};
+
+}  // namespace
+
+// Kill -9 at random moments, restart, repeat; meanwhile more input arrives. Half the kills
+// are timed from the process start (they may hit startup or restoration), half from the
+// run's first output (they hit processing for sure, as input keeps arriving).
+TEST_F(runtime_reliability, exactly_once_survives_repeated_sigkill) {
+  SLUICE_REQUIRE_BROKER();
+  constexpr int total_lines = 60000, kills = 6;
+  feed(30000);
+  sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/true);
+  emitted_counts seen;
+  std::uniform_int_distribution<int> delay_ms(1000, 4000);
+  int kills_while_processing = 0;
+  for (int round = 0; round < kills; ++round) {
+    auto& job = start_job("a", "exactly_once");
+    auto before = seen.records;
+    auto base = clock_type::now();
+    if (round % 2 == 1) {
+      auto deadline = base + 120s;
+      while (seen.records == before && job.running() && clock_type::now() < deadline) {
+        if (lines_fed_ < total_lines - 5000) feed(100);
+        seen.add(progress.poll(100ms));
+      }
+      ASSERT_GT(seen.records, before) << "round " << round << ": the job emitted nothing within 120 s ("
+                                      << describe_status(job.wait_exit(0ms)) << ")";
+      base = clock_type::now();
+    }
+    auto kill_at = base + std::chrono::milliseconds(delay_ms(rng_));
+    while (clock_type::now() < kill_at) {
+      if (lines_fed_ < total_lines - 5000) feed(100);
+      seen.add(progress.poll(100ms));
+    }
+    if (seen.records > before) ++kills_while_processing;
+    ASSERT_TRUE(job.running()) << "round " << round << ": the job " << describe_status(job.wait_exit(0ms))
+                               << " before it was killed";
+    job.signal(SIGKILL);
+    auto st = job.wait_exit(30s);
+    ASSERT_TRUE(st && WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << describe_status(st);
+    std::cout << "round " << round << ": killed; " << seen.records << " counts seen, " << lines_fed_ << " lines fed\n";
+  }
+  EXPECT_GE(kills_while_processing, kills / 2) << "kills that landed while the job was processing";
+  feed(total_lines - lines_fed_);
+
+  auto& last = start_job("a", "exactly_once");
+  ASSERT_TRUE(wait_until_counted(progress, seen, 300s, {&last})) << "the counts did not reach the reference";
+  stop_cleanly(last);
+  expect_exactly_once(read_all_output());
+}
+
+// Two instances of one job split the partitions; one stops (SIGTERM: clean close and final
+// commit; SIGKILL: nothing), its partitions move to the other after the session timeout
+// (static membership), and input that arrives meanwhile is processed by the survivor.
+void runtime_reliability::two_instances_take_over(int stop_signal, const std::string& guarantee) {
+  sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/true);
+  emitted_counts seen;
+  auto& a = start_job("a", guarantee);
+  auto& b = start_job("b", guarantee);
+
+  // The group settles with each instance owning some of the input partitions.
+  std::set<int> all = {0, 1, 2, 3};
+  auto deadline = clock_type::now() + 120s;
+  std::set<int> pa, pb;
+  for (;;) {
+    pa = last_assignment(a.log(), input_);
+    pb = last_assignment(b.log(), input_);
+    std::set<int> both;
+    both.insert(pa.begin(), pa.end());
+    both.insert(pb.begin(), pb.end());
+    bool disjoint = std::none_of(pa.begin(), pa.end(), [&](int p) { return pb.contains(p); });
+    if (!pa.empty() && !pb.empty() && disjoint && both == all) break;
+    ASSERT_TRUE(a.running() && b.running()) << "a job stopped while joining";
+    ASSERT_LT(clock_type::now(), deadline) << "the instances did not split the partitions; a has " << pa.size()
+                                           << ", b has " << pb.size();
+    std::this_thread::sleep_for(100ms);
+  }
+  // Both process: the input of every partition is counted while each owns its share.
+  feed(20000);
+  ASSERT_TRUE(wait_until_counted(progress, seen, 180s, {&a, &b})) << "the two instances did not count the input";
+  EXPECT_EQ(last_assignment(a.log(), input_), pa) << "a rebalance happened while both were up";
+  EXPECT_EQ(last_assignment(b.log(), input_), pb) << "a rebalance happened while both were up";
+
+  // Stop a while it has input in hand (new counts are coming out; under exactly-once a
+  // transaction is open), and keep feeding while b takes over.
+  feed(10000);
+  auto before = seen.records;
+  auto busy_deadline = clock_type::now() + 60s;
+  while (seen.records == before && clock_type::now() < busy_deadline) seen.add(progress.poll(50ms));
+  ASSERT_GT(seen.records, before) << "the instances did not start on the new input";
+  a.signal(stop_signal);
+  auto st = a.wait_exit(90s);
+  if (stop_signal == SIGTERM)
+    ASSERT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(st);
+  else
+    ASSERT_TRUE(st && WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << describe_status(st);
+  feed(10000);
+  ASSERT_TRUE(wait_until_counted(progress, seen, 300s, {&b})) << "b did not take over a's partitions";
+  EXPECT_EQ(last_assignment(b.log(), input_), all) << "b owns every input partition after the take-over";
+  stop_cleanly(b);
+
+  auto counts = read_all_output();
+  if (guarantee == "exactly_once") {
+    expect_exactly_once(counts);
+  } else {
+    expect_no_loss(counts);
+    // At-least-once allows duplicates; say how many there were (no assertion).
+    std::size_t fed = 0;
+    for (const auto& [word, n] : reference_) fed += static_cast<std::size_t>(n);
+    std::cout << counts.records << " counts emitted for " << fed << " words fed\n";
+  }
+}
+
+TEST_F(runtime_reliability, two_instances_split_partitions_and_take_over_on_sigterm) {
+  SLUICE_REQUIRE_BROKER();
+  two_instances_take_over(SIGTERM, "at_least_once");
+}
+
+TEST_F(runtime_reliability, two_instances_split_partitions_and_take_over_on_sigkill) {
+  SLUICE_REQUIRE_BROKER();
+  two_instances_take_over(SIGKILL, "at_least_once");
+}
+
+TEST_F(runtime_reliability, two_instances_exactly_once_take_over_on_sigkill) {
+  SLUICE_REQUIRE_BROKER();
+  two_instances_take_over(SIGKILL, "exactly_once");
+}
