@@ -54,15 +54,14 @@ int main(int argc, char** argv) {
       {"throttle.rules.max.window.ms", "2678400000", "Largest window a rule may set; sizes the store TTL."},
       {"throttle.retention.grace.ms", "86400000", "How far processing may lag behind record timestamps while "
                                                   "decisions stay exact (the store keeps entries window + grace)."},
-      {"pace.records.per.second", "0", "Pace passed output to this rate; 0 = off. Not implemented yet."},
+      {"pace.records.per.second", "0", "Pace passed output to this many records per second for the whole job, "
+                                       "split over partitions (input pauses while over); 0 = off."},
   };
   try {
     sluice::config::declare_keys(keys);
     auto cfg = sluice::config::from_args(argc, argv, "Throttle: exact per-key sliding-window limits.");
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-throttle");
-    if (cfg.get_int("pace.records.per.second", 0, std::int64_t{1} << 40) != 0)
-      throw sluice::error(sluice::errc::invalid_config,
-                          "pace.records.per.second: pacing is not implemented yet; leave it at 0 (off)");
+    auto pace_rate = cfg.get_int("pace.records.per.second", 0, 1'000'000'000);
 
     throttle_options o;
     o.window = std::chrono::milliseconds(cfg.get_int("throttle.window.ms", min_throttle_window.count(),
@@ -76,7 +75,7 @@ int main(int argc, char** argv) {
         std::chrono::milliseconds(cfg.get_int("throttle.retention.grace.ms", 0, max_throttle_window.count()));
 
     sluice::app app(throttle_job_topology(*cfg.get("input.topic"), *cfg.get("output.topic"),
-                                          *cfg.get("throttled.topic"), o),
+                                          *cfg.get("throttled.topic"), o, static_cast<double>(pace_rate)),
                     cfg);
     return app.run();
   } catch (const std::exception& e) {

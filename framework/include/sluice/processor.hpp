@@ -70,12 +70,21 @@ class processor_context {
   std::int64_t wall_clock_ms() const { return task_->wall_clock_ms(); }
   std::string_view task_id() const { return task_->task_id(); }
   std::int32_t partition() const { return task_->partition(); }
+  /// Partitions (= tasks) of this processor's sub-topology in the whole job, e.g. to split a
+  /// job-wide budget between tasks.
+  std::int32_t partition_count() const { return task_->partition_count(); }
   std::string_view application_id() const { return task_->application_id(); }
   /// Names of this processor's children, in the order the topology created them; a
   /// processor with several outlets forwards to them by name.
   const std::vector<std::string>& child_names() const noexcept { return node_->child_names(); }
   /// The app's metrics registry: register counters in init() (it locks), add per record.
   metrics_registry& metrics() { return task_->metrics(); }
+  /// Back-pressure: the task gets no further input record until the wall clock reaches
+  /// `wall_clock_ms` (ms since the epoch; a time already passed does nothing, a later call
+  /// may extend the pause). The current record finishes normally and counts as processed;
+  /// the following ones stay unread in Kafka, so they cost no memory and their offsets are
+  /// not committed. Punctuators keep firing. Used by sluice::topologies::pace.
+  void pause_input_until(std::int64_t wall_clock_ms) { task_->pause_input_until(wall_clock_ms); }
   /// Asks for a commit soon after this record (a request, not a synchronous commit).
   void commit() { task_->request_commit(); }
 

@@ -14,6 +14,14 @@
 // to a topic the topology reads (repartition topics) are processed in turn. Stream-time
 // punctuators fire from record timestamps; wall-clock ones only on advance_wall_clock().
 //
+// Paused input (processor_context::pause_input_until, e.g. sluice::topologies::pace):
+// records piped to (or produced for) a task whose input is paused are held in a per-task
+// queue, in order, as Kafka would keep them unread; the record that caused the pause has
+// completed. advance_wall_clock() moves the clock through every time within the step at
+// which a paused task with held records may resume (running wall-clock punctuators there)
+// and feeds it held records until it pauses again, so they come out at the pace set, each
+// processed at the wall-clock time it would be in production.
+//
 // Threading: single-threaded; everything happens inside pipe() and advance_wall_clock().
 #pragma once
 
@@ -118,7 +126,9 @@ class topology_test_driver {
     return test_output_topic<K, V>(*this, topic);
   }
 
-  /// Moves the wall clock and runs the wall-clock punctuators that became due.
+  /// Moves the wall clock and runs the wall-clock punctuators that became due; releases
+  /// records held for tasks whose input pause ended, stopping at each such time on the way
+  /// (see "Paused input" above).
   void advance_wall_clock(std::chrono::milliseconds by);
   std::int64_t wall_clock_ms() const noexcept;
 

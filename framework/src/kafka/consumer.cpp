@@ -244,6 +244,15 @@ void consumer::seek(const topic_partition_offset& to, std::chrono::milliseconds 
   auto list = to_list(std::vector<topic_partition_offset>{to});
   throw_if(rd_kafka_seek_partitions(rk_.get(), list.get(), static_cast<int>(timeout.count())),
            "seek");
+  if (timeout.count() == 0) {
+    // Asynchronous seek: librdkafka marks each partition _IN_PROGRESS; only other errors count.
+    for (int i = 0; i < list->cnt; ++i) {
+      const auto& e = list->elems[i];
+      if (e.err && e.err != RD_KAFKA_RESP_ERR__IN_PROGRESS)
+        throw make_error(e.err, "seek " + std::string(e.topic) + "[" + std::to_string(e.partition) + "]");
+    }
+    return;
+  }
   throw_on_partition_error(list.get(), "seek");
 }
 

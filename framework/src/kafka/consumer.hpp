@@ -73,7 +73,8 @@ class consumer {
 
   void pause(const std::vector<topic_partition>& parts);
   void resume(const std::vector<topic_partition>& parts);
-  /// Moves the fetch position of an assigned partition; waits up to `timeout`.
+  /// Moves the fetch position of an assigned partition; waits up to `timeout`. A zero
+  /// timeout seeks asynchronously: records fetched before the seek may still be returned.
   void seek(const topic_partition_offset& to, std::chrono::milliseconds timeout);
 
   /// Synchronous commit; offsets are the next to consume (last processed + 1).

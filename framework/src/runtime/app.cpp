@@ -242,6 +242,8 @@ void app::start() {
   s.rocksdb = d.rocksdb.get();
   s.metrics = &d.metrics;
   s.global_views = d.globals->views();
+  // What processor_context::partition_count() reports (e.g. pace splits its rate by it).
+  for (const auto& [sub_id, count] : sub_partitions) s.subtopology_partitions[sub_id] = count;
   s.wall_clock_ms = [] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();

@@ -241,6 +241,18 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, s
   }
 }
 
+std::int32_t stream_task::partition_count() const {
+  auto it = services_.subtopology_partitions.find(subtopology_);
+  // Unknown only when the app could not learn it (no external source); one task then.
+  return it == services_.subtopology_partitions.end() ? 1 : it->second;
+}
+
+std::optional<std::int64_t> stream_task::next_offset(const kafka::topic_partition& tp) const {
+  auto it = offsets_.find({tp.topic, tp.partition});
+  if (it == offsets_.end()) return std::nullopt;
+  return it->second;
+}
+
 std::vector<kafka::topic_partition_offset> stream_task::offsets_to_commit() const {
   std::vector<kafka::topic_partition_offset> out;
   if (!dirty_offsets_) return out;

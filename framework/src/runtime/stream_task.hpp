@@ -7,6 +7,7 @@
 // the thread's last commit; dirty: pending writes dropped).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,7 @@ struct task_services {
   std::map<std::string, const detail::global_view*> global_views;
   std::function<std::int64_t()> wall_clock_ms;  ///< real clock, or the test driver's
   bool memory_stores_only = false;              ///< the test driver's default
+  std::map<int, std::int32_t> subtopology_partitions;  ///< sub-topology id -> partition count
 };
 
 /// A store of a task and where its changelog goes.
@@ -102,6 +104,11 @@ class stream_task final : public detail::task_context {
   /// Closes nodes and stores; dirty drops pending writes.
   void close(bool clean);
   std::uint64_t processed() const noexcept { return processed_total_; }
+  /// True while a processor's pause_input_until() holds back this task's input at `now`.
+  bool input_paused(std::int64_t now_ms) const noexcept { return input_paused_until_ > now_ms; }
+  std::int64_t input_paused_until() const noexcept { return input_paused_until_; }
+  /// The next offset of `tp` this task has not processed, if it processed any record of it.
+  std::optional<std::int64_t> next_offset(const kafka::topic_partition& tp) const;
 
   // task_context
   const record_metadata& metadata() const override { return metadata_; }
@@ -110,6 +117,10 @@ class stream_task final : public detail::task_context {
   std::string_view task_id() const override { return id_; }
   std::int32_t partition() const override { return partition_; }
   std::string_view application_id() const override { return services_.application_id; }
+  std::int32_t partition_count() const override;
+  void pause_input_until(std::int64_t wall_clock_ms) override {
+    input_paused_until_ = std::max(input_paused_until_, wall_clock_ms);
+  }
   detail::store_binding store(std::string_view name) override;
   cancellable schedule(std::chrono::milliseconds interval, punctuation_type type,
                        std::function<void(std::int64_t)> callback) override;
@@ -150,6 +161,7 @@ class stream_task final : public detail::task_context {
   bool started_ = false;
   bool commit_requested_ = false;
   bool dirty_offsets_ = false;
+  std::int64_t input_paused_until_ = 0;  ///< wall clock ms; see pause_input_until()
   std::uint64_t processed_total_ = 0;
   std::string label_;  ///< thread="N",task="S_P": every metric of the task carries it
   counter& processed_;

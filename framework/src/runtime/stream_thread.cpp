@@ -116,21 +116,42 @@ void stream_thread::run() {
 void stream_thread::loop_once() {
   try {
     auto timeout = restoring_.empty() ? settings_.poll_timeout : 0ms;
+    timeout = until_next_resume(services_.wall_clock_ms(), timeout);
     consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
+    auto batch_time = services_.wall_clock_ms();
     for (const auto& m : batch_) {
       auto it = by_partition_.find({m.topic, m.partition});
       if (it == by_partition_.end()) continue;
-      if (!it->second->running()) {
+      // After an asynchronous seek back to X, records fetched before the seek may still
+      // arrive: drop them until X itself comes (it was delivered once, so it exists).
+      if (auto s = seeking_.find({m.topic, m.partition}); s != seeking_.end()) {
+        if (m.offset != s->second) continue;
+        seeking_.erase(s);
+      }
+      // Not running yet (restoring): leave the record in Kafka; the seek below re-reads it.
+      if (!it->second->running() || unread_.contains({m.topic, m.partition})) {
         unread_.try_emplace({m.topic, m.partition}, m.offset);
+        continue;
+      }
+      // Paused by pacing, or records of this partition already wait: keep it, in order.
+      auto held = held_.find({m.topic, m.partition});
+      if (it->second->input_paused(batch_time) || (held != held_.end() && !held->second.empty())) {
+        held_[{m.topic, m.partition}].push_back(m);
         continue;
       }
       it->second->process(m);
     }
-    for (const auto& [tp, offset] : unread_) consumer_->seek({tp.first, tp.second, offset}, 5s);
-    unread_.clear();
+    release_held_records();
     if (!restoring_.empty()) restore_step();
     auto now = services_.wall_clock_ms();
     for (auto& [id, task] : tasks_) task->punctuate_wall_clock(now);
+    // Asynchronous: librdkafka 2.0.2's waiting seek times out when repeated on a busy
+    // partition (seen under pacing); seeking_ filters what was fetched before it.
+    for (const auto& [tp, offset] : unread_) {
+      consumer_->seek({tp.first, tp.second, offset}, 0ms);
+      seeking_[tp] = offset;
+    }
+    unread_.clear();
     collector_->poll();
     bool requested = std::any_of(tasks_.begin(), tasks_.end(), [](auto& t) { return t.second->commit_requested(); });
     if (requested || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
@@ -147,6 +168,7 @@ void stream_thread::on_assigned(const std::vector<kafka::topic_partition>& parts
   spdlog::info("stream thread {}: assigned {}", settings_.index, parts_text(parts));
   set_state(thread_state::rebalancing);
   assignment_ = parts;
+  seeking_.clear();
   create_tasks(parts);
 }
 
@@ -347,7 +369,59 @@ void stream_thread::update_lag() {
   lag_.set(lag);
 }
 
+void stream_thread::release_held_records() {
+  // Pacing back-pressure: records a paused task could not take wait here, in order, and go
+  // to the task once its pause ends. A partition holding more than max.poll.records is
+  // paused in the consumer (without a seek: on resume librdkafka fetches from the position
+  // after the last record it delivered, which is the last record held), so memory stays
+  // bounded; it is resumed once its records are released.
+  auto now = services_.wall_clock_ms();
+  for (auto& [tp, queue] : held_) {
+    auto task = by_partition_.find(tp);
+    if (task == by_partition_.end() || !task->second->running()) {
+      queue.clear();
+      continue;
+    }
+    while (!queue.empty() && !task->second->input_paused(now)) {
+      task->second->process(queue.front());
+      queue.pop_front();
+    }
+    bool over = queue.size() >= settings_.max_poll_records;
+    bool paused = consumer_paused_.contains(tp);
+    if (over && !paused) {
+      consumer_->pause({{tp.first, tp.second}});
+      consumer_paused_.insert(tp);
+    } else if (queue.empty() && paused) {
+      consumer_->resume({{tp.first, tp.second}});
+      consumer_paused_.erase(tp);
+    }
+  }
+  std::erase_if(held_, [&](const auto& entry) { return entry.second.empty() && !consumer_paused_.contains(entry.first); });
+}
+
+void stream_thread::drop_held_records() noexcept {
+  for (const auto& tp : consumer_paused_) {
+    try {
+      consumer_->resume({{tp.first, tp.second}});
+    } catch (const std::exception& e) {
+      spdlog::debug("stream thread {}: resume {}-{}: {}", settings_.index, tp.first, tp.second, e.what());
+    }
+  }
+  consumer_paused_.clear();
+  held_.clear();
+}
+
+std::chrono::milliseconds stream_thread::until_next_resume(std::int64_t now_ms, std::chrono::milliseconds cap) const {
+  for (const auto& [id, task] : tasks_)
+    if (task->running() && task->input_paused(now_ms))
+      cap = std::min(cap, std::chrono::milliseconds(task->input_paused_until() - now_ms));
+  return cap;
+}
+
 void stream_thread::close_tasks(bool clean) {
+  // Held records were never processed: their offsets are not committed, the next owner
+  // (or the rewind) reads them again.
+  if (consumer_) drop_held_records();
   for (auto& [id, task] : tasks_) {
     if (clean && task->running()) task->checkpoint_stores();
     task->close(clean);
@@ -371,6 +445,8 @@ void stream_thread::recover_from_transaction_failure(const std::exception& e) {
 }
 
 void stream_thread::rewind_to_committed() {
+  seeking_.clear();
+  drop_held_records();
   if (assignment_.empty()) return;
   for (const auto& c : consumer_->committed(assignment_, 30s)) {
     auto offset = c.offset >= 0 ? c.offset : kafka::offset_beginning;

@@ -9,10 +9,13 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
+#include <set>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -91,6 +94,13 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   void close_tasks(bool clean);
   void recover_from_transaction_failure(const std::exception& e);
   void rewind_to_committed();
+  /// Feeds records held for paused tasks once their pause ends; pauses/resumes partitions
+  /// in the consumer to bound what is held (see the .cpp).
+  void release_held_records();
+  /// Forgets held records and resumes every partition paused for them (tasks closing, rewind).
+  void drop_held_records() noexcept;
+  /// How long the poll may wait before a paused task's input is due to resume.
+  std::chrono::milliseconds until_next_resume(std::int64_t now_ms, std::chrono::milliseconds cap) const;
 
   thread_settings settings_;
   const task_services& services_;
@@ -106,6 +116,9 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   std::vector<kafka::message> batch_;
   std::vector<kafka::message> restore_batch_;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> unread_;  // paused: seek back here
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> seeking_;  // sought back: next offset expected
+  std::map<std::pair<std::string, std::int32_t>, std::deque<kafka::message>> held_;  // paused by pacing, in order
+  std::set<std::pair<std::string, std::int32_t>> consumer_paused_;                   // paused in the consumer
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_, last_restore_log_, restore_started_;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};

@@ -67,6 +67,9 @@ struct topology_test_driver::impl final : runtime::record_sender {
     raw_message message;
   };
   std::deque<pending> queue;
+  // Records of a task whose input is paused (pause_input_until), oldest first: what Kafka
+  // would keep unread. Released by advance_wall_clock() once the pause is over.
+  std::map<std::pair<int, std::int32_t>, std::deque<pending>> held;
   std::int64_t wall = 0;
   std::int64_t last_ts = 0;
   kafka::message scratch;
@@ -105,17 +108,52 @@ struct topology_test_driver::impl final : runtime::record_sender {
       queue.pop_front();
       auto sub = topic_to_sub.find(item.topic);
       if (sub == topic_to_sub.end()) continue;
-      auto& task = tasks.at({sub->second, item.partition});
-      scratch.topic = item.topic;
-      scratch.partition = item.partition;
-      scratch.offset = item.message.offset;
-      scratch.timestamp = item.message.timestamp;
-      scratch.key = item.message.key;
-      scratch.value = item.message.value;
-      scratch.headers = item.message.headers;
-      task->process(scratch);
-      commit();
+      std::pair<int, std::int32_t> key{sub->second, item.partition};
+      auto& waiting = held[key];
+      if (!waiting.empty() || tasks.at(key)->input_paused(wall)) {
+        waiting.push_back(std::move(item));
+        continue;
+      }
+      process(key, item);
     }
+  }
+
+  /// Feeds held records to tasks whose pause is over, until they pause again.
+  void release_held() {
+    for (auto& [key, waiting] : held) {
+      auto& task = tasks.at(key);
+      while (!waiting.empty() && !task->input_paused(wall)) {
+        auto item = std::move(waiting.front());
+        waiting.pop_front();
+        process(key, item);
+        drain();
+      }
+    }
+  }
+
+  /// The earliest end of a pause that holds records, if it is after now and at or before
+  /// `limit` (strictly after now, so advance_wall_clock's loop always moves the clock).
+  std::optional<std::int64_t> next_release(std::int64_t limit) const {
+    std::optional<std::int64_t> out;
+    for (const auto& [key, waiting] : held) {
+      if (waiting.empty()) continue;
+      auto until = tasks.at(key)->input_paused_until();
+      if (until > wall && until <= limit && (!out || until < *out)) out = until;
+    }
+    return out;
+  }
+
+  void process(const std::pair<int, std::int32_t>& key, const pending& item) {
+    auto& task = tasks.at(key);
+    scratch.topic = item.topic;
+    scratch.partition = item.partition;
+    scratch.offset = item.message.offset;
+    scratch.timestamp = item.message.timestamp;
+    scratch.key = item.message.key;
+    scratch.value = item.message.value;
+    scratch.headers = item.message.headers;
+    task->process(scratch);
+    commit();
   }
 
   void commit() {
@@ -151,6 +189,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   s.metrics = &d.metrics;
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };
+  for (const auto& sub : d.topo.subtopologies()) s.subtopology_partitions[sub.id] = options.partitions;
   if (options.rocksdb_stores) {
     static std::atomic<int> counter{0};
     d.state_dir = std::filesystem::temp_directory_path() /
@@ -207,8 +246,20 @@ void topology_test_driver::pipe_raw(const std::string& topic, const std::optiona
 
 void topology_test_driver::advance_wall_clock(std::chrono::milliseconds by) {
   auto& d = *impl_;
-  d.wall += by.count();
+  auto target = d.wall + by.count();
+  // The clock stops at every time within the step at which a paused task with held input
+  // may resume, as a real clock would pass it, so held records come out at the pace the
+  // pausing processor set, not all at the end of the step.
+  while (auto next = d.next_release(target)) {
+    d.wall = *next;
+    for (auto& [id, task] : d.tasks) task->punctuate_wall_clock(d.wall);
+    d.release_held();
+    d.drain();
+    d.commit();
+  }
+  d.wall = target;
   for (auto& [id, task] : d.tasks) task->punctuate_wall_clock(d.wall);
+  d.release_held();
   d.drain();
   d.commit();
 }

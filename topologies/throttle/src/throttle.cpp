@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "sluice/error.hpp"
+#include "sluice/topologies/pace.hpp"
 
 namespace sluice::topologies {
 namespace {
@@ -78,12 +79,15 @@ void add_throttle_stores(streams_builder& builder, const throttle_options& o) {
 }
 
 topology throttle_job_topology(const std::string& input, const std::string& output, const std::string& throttled,
-                               throttle_options options) {
+                               throttle_options options, double pace_records_per_second) {
   options.on_throttled = throttled.empty() ? throttled_action::drop : throttled_action::forward;
   streams_builder b;
   using bytes = std::optional<std::string>;
   auto out = apply_throttle(b, b.stream<bytes, bytes>(input), options);
-  out.passed.to(output);
+  if (pace_records_per_second > 0)
+    out.passed.process(pace<bytes, bytes>(pace_records_per_second)).to(output);
+  else
+    out.passed.to(output);
   if (out.throttled) out.throttled->to(throttled);
   return b.build();
 }

@@ -85,7 +85,15 @@ class task_context {
   virtual std::int64_t wall_clock_ms() const = 0;
   virtual std::string_view task_id() const = 0;
   virtual std::int32_t partition() const = 0;
+  /// How many partitions (= tasks) the task's sub-topology has across the whole job.
+  virtual std::int32_t partition_count() const = 0;
   virtual std::string_view application_id() const = 0;
+  /// Stops feeding this task input records until the wall clock reaches `wall_clock_ms`
+  /// (a later call may extend the pause, never shorten it). The record being processed, if
+  /// any, completes as usual (its offset counts as processed); the records after it stay in
+  /// Kafka (the stream thread pauses and seeks back the task's partitions; the test driver
+  /// holds them in a queue), so nothing piles up in memory. Punctuators keep running.
+  virtual void pause_input_until(std::int64_t wall_clock_ms) = 0;
   /// The store named `name`; throws sluice::error(errc::invalid_topology) when the
   /// calling node did not declare it.
   virtual store_binding store(std::string_view name) = 0;

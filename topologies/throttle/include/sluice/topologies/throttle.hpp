@@ -288,8 +288,10 @@ throttle_outlets<K, V> apply_throttle(streams_builder& builder, const kstream<K,
 
 /// The sluice-throttle job's topology: records of `input` (bytes; null keys count as the
 /// empty key) -> throttle -> `output`; throttled records to `throttled`, or dropped when it
-/// is empty (on_throttled is set from it).
+/// is empty (on_throttled is set from it). With pace_records_per_second > 0 the passed
+/// records go through pace() on their way to `output` (see sluice/topologies/pace.hpp):
+/// the whole task's input is paused while it is over its share, throttled output included.
 topology throttle_job_topology(const std::string& input, const std::string& output, const std::string& throttled,
-                               throttle_options options);
+                               throttle_options options, double pace_records_per_second = 0);
 
 }  // namespace sluice::topologies

@@ -1,0 +1,141 @@
+// sluice-bench-tool: the loader and the checker of bench/run.
+//
+//   sluice-bench-tool load   --bootstrap B --topic T --partitions P --records N --keys K --value-bytes S
+//       creates T (and --also-create topics, comma-separated) and writes N records: key "k<i % K>",
+//       a value of S lower-case letters. Prints {"records":N,"seconds":s}.
+//   sluice-bench-tool verify --bootstrap B --topic T --expect N [--keys K --records R --format be64|decimal]
+//                            [--timeout-s S] [--linger-s S]
+//       reads T read_committed until N records arrived (or the timeout), prints the epoch time
+//       at which they had, then lingers to catch extra records. Passthrough check: every value
+//       upper-case. Count check (--keys): the last value per key equals the reference count of R
+//       records over K keys. Prints one JSON line; exit 0 when correct.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+
+#include "sluice/sluice.hpp"
+
+namespace {
+
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::map<std::string, std::string> parse(int argc, char** argv) {
+  std::map<std::string, std::string> a;
+  for (int i = 2; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
+  return a;
+}
+
+long long num(const std::map<std::string, std::string>& a, const std::string& k, long long d) {
+  auto it = a.find(k);
+  return it == a.end() ? d : std::atoll(it->second.c_str());
+}
+
+int load(const std::map<std::string, std::string>& a, sluice::config& cfg) {
+  auto topic = a.at("topic");
+  int partitions = static_cast<int>(num(a, "partitions", 4));
+  long long records = num(a, "records", 1000), keys = num(a, "keys", 10000), size = num(a, "value-bytes", 100);
+  sluice::topic_admin admin(cfg);
+  admin.create_topic(topic, partitions);
+  if (a.contains("also-create")) {
+    std::stringstream ss(a.at("also-create"));
+    for (std::string t; std::getline(ss, t, ',');)
+      if (!t.empty()) admin.create_topic(t, partitions);
+  }
+  auto start = std::chrono::steady_clock::now();
+  const auto now_ms = static_cast<std::int64_t>(epoch_now() * 1000);
+  sluice::topic_writer w(cfg);
+  std::string key, value(static_cast<std::size_t>(size), 'a');
+  for (long long i = 0; i < records; ++i) {
+    key = "k" + std::to_string(i % keys);
+    value[static_cast<std::size_t>(i % size)] = static_cast<char>('a' + i % 26);
+    // Current timestamps: the broker's 7-day time retention would delete old ones mid-run.
+    w.send_raw(topic, std::string_view(key), std::string_view(value), now_ms);
+  }
+  w.flush(std::chrono::minutes(10));
+  std::printf("{\"records\":%lld,\"seconds\":%.3f}\n", records,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return 0;
+}
+
+int verify(const std::map<std::string, std::string>& a, sluice::config& cfg) {
+  long long expect = num(a, "expect", 0), keys = num(a, "keys", 0), records = num(a, "records", expect);
+  auto format = a.contains("format") ? a.at("format") : std::string("be64");
+  auto timeout = std::chrono::seconds(num(a, "timeout-s", 600));
+  auto linger = std::chrono::seconds(num(a, "linger-s", 2));
+  sluice::topic_reader reader(cfg, {a.at("topic")}, /*read_committed=*/true);
+  long long count = 0, bad_values = 0;
+  std::unordered_map<std::string, long long> last;
+  double done_at = 0;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto take = [&](std::vector<sluice::raw_message>&& batch) {
+    for (auto& m : batch) {
+      ++count;
+      const std::string v = m.value.value_or("");
+      if (keys > 0) {
+        long long n = 0;
+        if (format == "be64" && v.size() == 8) {
+          for (unsigned char c : v) n = (n << 8) | c;
+        } else if (format == "decimal") {
+          n = std::atoll(v.c_str());
+        } else {
+          ++bad_values;
+        }
+        last[m.key.value_or("")] = n;
+      } else {
+        for (char c : v)
+          if (c >= 'a' && c <= 'z') { ++bad_values; break; }
+      }
+    }
+  };
+  while (count < expect && std::chrono::steady_clock::now() < deadline)
+    take(reader.poll(std::chrono::milliseconds(100)));
+  done_at = epoch_now();
+  if (count >= expect) {
+    auto linger_end = std::chrono::steady_clock::now() + linger;
+    while (std::chrono::steady_clock::now() < linger_end) take(reader.poll(std::chrono::milliseconds(100)));
+  }
+  long long wrong_keys = 0;
+  if (keys > 0) {
+    for (long long k = 0; k < keys; ++k) {
+      long long want = records / keys + (k < records % keys ? 1 : 0);
+      auto it = last.find("k" + std::to_string(k));
+      if (want > 0 && (it == last.end() || it->second != want)) ++wrong_keys;
+    }
+  }
+  bool ok = count == expect && bad_values == 0 && wrong_keys == 0;
+  std::printf("{\"count\":%lld,\"expect\":%lld,\"bad_values\":%lld,\"wrong_keys\":%lld,\"done_at\":%.3f,\"ok\":%s}\n",
+              count, expect, bad_values, wrong_keys, done_at, ok ? "true" : "false");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s load|verify --bootstrap B ...\n", argv[0]);
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  auto a = parse(argc, argv);
+  sluice::config cfg;
+  cfg.set("bootstrap.servers", a.contains("bootstrap") ? a.at("bootstrap") : "127.0.0.1:39092");
+  cfg.set("application.id", "sluice-bench-tool");
+  try {
+    std::string cmd = argv[1];
+    if (cmd == "load") return load(a, cfg);
+    if (cmd == "verify") return verify(a, cfg);
+    std::fprintf(stderr, "unknown command %s\n", argv[1]);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice-bench-tool: %s\n", e.what());
+    return 1;
+  }
+}
