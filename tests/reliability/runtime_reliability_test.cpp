@@ -4,10 +4,8 @@
 //   exactly_once  -> every word's counts are 1, 2, ..., N exactly once each, in order
 //                    (no duplicate, no gap) and N is the reference count;
 //   at_least_once -> no loss: every word reaches at least its reference count.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,9 +29,8 @@
 #include <vector>
 
 #include "broker_env.hpp"
+#include "job_process.hpp"
 #include "sluice/sluice.hpp"
-
-extern char** environ;
 
 using namespace std::chrono_literals;
 
@@ -41,66 +38,9 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// One run of a job binary. stdout and stderr go to `log`; stdin is /dev/null. The
-/// destructor SIGKILLs and reaps a process still running, so a failed test leaves none.
-class job_process {
- public:
-  job_process(const std::vector<std::string>& args, std::filesystem::path log) : log_(std::move(log)) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) throw std::runtime_error("posix_spawn " + args[0] + " failed: " + std::strerror(rc));
-  }
-  ~job_process() {
-    if (!status_) {
-      ::kill(pid_, SIGKILL);
-      int st = 0;
-      ::waitpid(pid_, &st, 0);
-    }
-  }
-  job_process(const job_process&) = delete;
-  job_process& operator=(const job_process&) = delete;
+using sluice::test::job_process;  // tests/support/job_process.hpp
 
-  void signal(int sig) {
-    if (!status_) ::kill(pid_, sig);
-  }
-  /// True while the process has not exited.
-  bool running() {
-    reap(WNOHANG);
-    return !status_;
-  }
-  /// The wait status once the process exited within `timeout`.
-  std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
-    auto deadline = clock_type::now() + timeout;
-    while (running() && clock_type::now() < deadline) std::this_thread::sleep_for(20ms);
-    return status_;
-  }
-  const std::filesystem::path& log() const { return log_; }
-
- private:
-  void reap(int flags) {
-    if (status_) return;
-    int st = 0;
-    if (::waitpid(pid_, &st, flags) == pid_) status_ = st;
-  }
-  std::filesystem::path log_;
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-};
-
-std::string describe_status(const std::optional<int>& st) {
-  if (!st) return "still running";
-  if (WIFEXITED(*st)) return "exited with code " + std::to_string(WEXITSTATUS(*st));
-  if (WIFSIGNALED(*st)) return std::string("killed by signal ") + strsignal(WTERMSIG(*st));
-  return "status " + std::to_string(*st);
-}
+std::string describe_status(const std::optional<int>& st) { return sluice::test::describe_exit(st); }
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p);
@@ -109,19 +49,7 @@ std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-std::string tail_of(const std::filesystem::path& p, std::size_t lines) {
-  auto text = read_file(p);
-  std::size_t pos = text.size(), n = 0;
-  while (pos > 0 && n <= lines) {
-    pos = text.rfind('\n', pos - 1);
-    if (pos == std::string::npos) {
-      pos = 0;
-      break;
-    }
-    ++n;
-  }
-  return text.substr(pos);
-}
+std::string tail_of(const std::filesystem::path& p, std::size_t lines) { return sluice::test::last_lines(p, lines); }
 
 /// Input partitions named on the last "assigned" line of a job's log (empty when none).
 std::set<int> last_assignment(const std::filesystem::path& log, const std::string& input) {
