@@ -46,8 +46,23 @@ void topic_admin::create_topic(const std::string& name, int partitions,
 std::optional<int> topic_admin::partition_count(const std::string& name) { return impl_->admin.partition_count(name, 30s); }
 
 struct topic_writer::impl {
-  explicit impl(const kafka::config_map& m) : producer(m) {}
-  kafka::producer producer;
+  explicit impl(const kafka::config_map& m)
+      : producer(m, {}, [this](const kafka::delivery_report& r) {
+          if (!r.ok() && !failure) failure = r.to_error();
+          if (!r.ok()) ++failed;
+        }) {}
+  /// Throws the first delivery failure since the last call, with how many records failed.
+  void throw_failure() {
+    if (!failure) return;
+    sluice::error e(failure->code(), std::to_string(failed) + " record(s) were not delivered; the first: " +
+                                         failure->what());
+    failure.reset();
+    failed = 0;
+    throw e;
+  }
+  std::optional<sluice::error> failure;
+  std::size_t failed = 0;
+  kafka::producer producer;  // last: its callback uses the members above
 };
 
 topic_writer::topic_writer(const config& c) : impl_(std::make_unique<impl>(client_map(c, "producer"))) {}
@@ -59,7 +74,10 @@ void topic_writer::send_raw(const std::string& topic, const std::optional<std::s
   impl_->producer.produce(topic, partition, key, value, timestamp, headers);
 }
 
-void topic_writer::flush(std::chrono::milliseconds timeout) { impl_->producer.flush(timeout); }
+void topic_writer::flush(std::chrono::milliseconds timeout) {
+  impl_->producer.flush(timeout);
+  impl_->throw_failure();
+}
 
 struct topic_reader::impl {
   explicit impl(const kafka::config_map& m) : consumer(m) {}

@@ -128,9 +128,9 @@ void producer::produce(std::string_view topic, std::int32_t partition,
   const std::size_t key_len = key ? key->size() : 0;
   void* value_ptr = value ? const_cast<char*>(value->empty() ? empty : value->data()) : nullptr;
   const std::size_t value_len = value ? value->size() : 0;
-  const std::string topic_name(topic);
+  rd_kafka_topic_t* rkt = topic_handle(topic);
 
-  const auto deadline = std::chrono::steady_clock::now() + options_.max_block;
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // read the clock only when full
   for (;;) {
     headers_ptr hdrs;
     if (!headers.empty()) {
@@ -142,7 +142,7 @@ void producer::produce(std::string_view topic, std::int32_t partition,
       }
     }
     const auto err = rd_kafka_producev(
-        rk_.get(), RD_KAFKA_V_TOPIC(topic_name.c_str()), RD_KAFKA_V_PARTITION(partition),
+        rk_.get(), RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(partition),
         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_ptr, key_len),
         RD_KAFKA_V_VALUE(value_ptr, value_len), RD_KAFKA_V_TIMESTAMP(timestamp),
         RD_KAFKA_V_HEADERS(hdrs.get()), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
@@ -151,12 +151,28 @@ void producer::produce(std::string_view topic, std::int32_t partition,
       return;
     }
     if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) throw_produce_error(err, topic);
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw make_error(err, "produce to '" + topic_name + "': the local queue stayed full for " +
+    const auto now = std::chrono::steady_clock::now();
+    if (!deadline) deadline = now + options_.max_block;
+    if (now >= *deadline) {
+      throw make_error(err, "produce to '" + std::string(topic) + "': the local queue stayed full for " +
                                 std::to_string(options_.max_block.count()) + " ms");
     }
     rd_kafka_poll(rk_.get(), 10);  // serve delivery reports to make room
   }
+}
+
+rd_kafka_topic_t* producer::topic_handle(std::string_view topic) {
+  if (last_handle_ && topic == last_topic_) return last_handle_;
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) {
+    const std::string name(topic);
+    topic_ptr handle(rd_kafka_topic_new(rk_.get(), name.c_str(), nullptr));
+    if (!handle) throw_produce_error(rd_kafka_last_error(), topic);
+    it = topics_.emplace(name, std::move(handle)).first;
+  }
+  last_topic_ = it->first;
+  last_handle_ = it->second.get();
+  return last_handle_;
 }
 
 int producer::poll(std::chrono::milliseconds timeout) {

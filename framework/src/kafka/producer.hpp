@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "kafka/config.hpp"
@@ -110,6 +111,9 @@ class producer {
   static void on_error_c(rd_kafka_t* rk, int err, const char* reason, void* opaque);
   void rethrow_pending();
   [[noreturn]] void throw_produce_error(rd_kafka_resp_err_t err, std::string_view topic);
+  /// The cached handle of `topic`, made on first use: producing by handle skips
+  /// librdkafka's locked lookup by name and the copy of the name per record.
+  rd_kafka_topic_t* topic_handle(std::string_view topic);
 
   producer_options options_;
   delivery_callback on_delivery_;
@@ -117,6 +121,10 @@ class producer {
   log_throttle throttle_;
   std::string name_;
   handle_ptr rk_;
+  // After rk_: topic handles are destroyed before the client handle.
+  std::unordered_map<std::string, topic_ptr, string_hash, std::equal_to<>> topics_;
+  std::string_view last_topic_;             // key in topics_ of the last handle used
+  rd_kafka_topic_t* last_handle_ = nullptr;  // that handle
 };
 
 }  // namespace sluice::kafka

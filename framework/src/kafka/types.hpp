@@ -8,12 +8,20 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kafka/handles.hpp"
 #include "sluice/record.hpp"
 
 namespace sluice::kafka {
+
+/// Hash for unordered containers keyed by std::string that are looked up by
+/// std::string_view (with std::equal_to<>), so a lookup never builds a string.
+struct string_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
 
 /// Logical offsets, as librdkafka understands them in assign() and seek().
 inline constexpr std::int64_t offset_beginning = RD_KAFKA_OFFSET_BEGINNING;  // -2

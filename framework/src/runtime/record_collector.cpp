@@ -40,8 +40,13 @@ void record_collector::recreate() {
 
 void record_collector::on_delivery(const kafka::delivery_report& r) {
   if (r.ok()) {
-    auto& slot = delivered_[{std::string(r.topic), r.partition}];
-    slot = std::max(slot, r.offset + 1);
+    if (r.partition < 0) return;
+    auto it = delivered_.find(r.topic);
+    if (it == delivered_.end()) it = delivered_.emplace(std::string(r.topic), std::vector<std::int64_t>{}).first;
+    auto& next = it->second;
+    const auto p = static_cast<std::size_t>(r.partition);
+    if (p >= next.size()) next.resize(p + 1, -1);
+    next[p] = std::max(next[p], r.offset + 1);
     return;
   }
   failed_.add();
@@ -97,9 +102,11 @@ void record_collector::abort_transaction() {
 
 std::optional<std::int64_t> record_collector::next_changelog_offset(const std::string& topic,
                                                                     std::int32_t partition) const {
-  auto it = delivered_.find({topic, partition});
-  if (it == delivered_.end()) return std::nullopt;
-  return it->second;
+  auto it = delivered_.find(topic);
+  if (it == delivered_.end() || partition < 0) return std::nullopt;
+  const auto p = static_cast<std::size_t>(partition);
+  if (p >= it->second.size() || it->second[p] < 0) return std::nullopt;
+  return it->second[p];
 }
 
 }  // namespace sluice::runtime

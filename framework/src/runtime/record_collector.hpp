@@ -7,10 +7,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kafka/producer.hpp"
@@ -60,7 +60,9 @@ class record_collector {
   error_policy on_error_;
   std::unique_ptr<kafka::producer> producer_;
   bool in_transaction_ = false;
-  std::map<std::pair<std::string, std::int32_t>, std::int64_t> delivered_;
+  // Next offset per topic, indexed by partition (-1 = none delivered yet). Looked up by the
+  // delivery report's topic as a string_view: no string is built per delivered record.
+  std::unordered_map<std::string, std::vector<std::int64_t>, kafka::string_hash, std::equal_to<>> delivered_;
   std::optional<sluice::error> first_failure_;
   counter& sent_;
   counter& failed_;

@@ -142,6 +142,8 @@ class stream_task final : public detail::task_context {
   void open_stores();
   void run_punctuators(punctuation_type type, std::int64_t now);
   void handle_failure(const kafka::message& m, error_policy policy, std::string_view kind, const std::string& what);
+  /// Index in inputs_ of `topic`, or inputs_.size() when the task does not read it.
+  std::size_t input_index(std::string_view topic);
 
   int subtopology_;
   std::int32_t partition_;
@@ -152,9 +154,13 @@ class stream_task final : public detail::task_context {
   std::vector<task_store> stores_;
   std::vector<std::int64_t> checkpointed_;  // per store: committed_offset() at the last flush (or open)
   std::vector<std::unique_ptr<detail::node>> nodes_;
-  std::map<std::string, detail::node*, std::less<>> sources_;  // resolved topic -> source node
+  // Per input (parallel vectors): the topic-partition, its source node and the next offset
+  // to commit (-1 until a record of it was processed). A task has a handful of inputs, so a
+  // scan by topic beats a map and builds no key per record.
   std::vector<kafka::topic_partition> inputs_;
-  std::map<std::pair<std::string, std::int32_t>, std::int64_t> offsets_;
+  std::vector<detail::node*> sources_;
+  std::vector<std::int64_t> next_offsets_;
+  std::size_t last_input_ = 0;  // index the previous record came from: usually the next one's
   std::vector<punctuator> punctuators_;
   record_metadata metadata_;
   std::int64_t stream_time_ = -1;

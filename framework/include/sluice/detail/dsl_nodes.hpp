@@ -70,6 +70,20 @@ class deserialization_failure : public serialization_error {
   using serialization_error::serialization_error;
 };
 
+/// A record is a node's output buffer: refill() assigns into it rather than building a new
+/// record, so key, value and header storage keep their capacity and a node that emits one
+/// record per input stops allocating once its buffers have grown (as source_node does).
+/// Children get it by pointer during the call only; a graph has no cycles, so a node is
+/// never re-entered while its output is in flight.
+template <class K, class V, class KA, class VA, class In>
+const record<K, V>& refill(record<K, V>& out, KA&& key, VA&& value, const In& in) {
+  out.key = std::forward<KA>(key);
+  out.value = std::forward<VA>(value);
+  out.timestamp = in.timestamp;
+  out.headers = in.headers;
+  return out;
+}
+
 template <class K, class V, class KS, class VS>
 class source_node final : public node {
  public:
@@ -147,11 +161,11 @@ class map_values_node final : public typed_node<K, V> {
  public:
   explicit map_values_node(F f) : f_(std::move(f)) {}
   void on_record(const record<K, V>& r) override {
-    record<K, V2> out{r.key, call(r), r.timestamp, r.headers};
-    this->forward_erased(&out);
+    this->forward_erased(&refill(out_, r.key, call(r), r));
   }
 
  private:
+  record<K, V2> out_;
   V2 call(const record<K, V>& r) {
     if constexpr (std::is_invocable_v<F&, const K&, const V&>)
       return std::invoke(f_, r.key, r.value);
@@ -167,12 +181,12 @@ class map_node final : public typed_node<K, V> {
   explicit map_node(F f) : f_(std::move(f)) {}
   void on_record(const record<K, V>& r) override {
     auto [k, v] = std::invoke(f_, r.key, r.value);
-    record<K2, V2> out{std::move(k), std::move(v), r.timestamp, r.headers};
-    this->forward_erased(&out);
+    this->forward_erased(&refill(out_, std::move(k), std::move(v), r));
   }
 
  private:
   F f_;
+  record<K2, V2> out_;
 };
 
 template <class K, class V, class K2, class F>
@@ -180,12 +194,12 @@ class select_key_node final : public typed_node<K, V> {
  public:
   explicit select_key_node(F f) : f_(std::move(f)) {}
   void on_record(const record<K, V>& r) override {
-    record<K2, V> out{std::invoke(f_, r.key, r.value), r.value, r.timestamp, r.headers};
-    this->forward_erased(&out);
+    this->forward_erased(&refill(out_, std::invoke(f_, r.key, r.value), r.value, r));
   }
 
  private:
   F f_;
+  record<K2, V> out_;
 };
 
 template <class K, class V, class K2, class V2, class F>
@@ -193,14 +207,13 @@ class flat_map_node final : public typed_node<K, V> {
  public:
   explicit flat_map_node(F f) : f_(std::move(f)) {}
   void on_record(const record<K, V>& r) override {
-    for (auto&& [k, v] : std::invoke(f_, r.key, r.value)) {
-      record<K2, V2> out{std::move(k), std::move(v), r.timestamp, r.headers};
-      this->forward_erased(&out);
-    }
+    for (auto&& [k, v] : std::invoke(f_, r.key, r.value))
+      this->forward_erased(&refill(out_, std::move(k), std::move(v), r));
   }
 
  private:
   F f_;
+  record<K2, V2> out_;
 };
 
 template <class K, class V, class V2, class F>
@@ -208,13 +221,11 @@ class flat_map_values_node final : public typed_node<K, V> {
  public:
   explicit flat_map_values_node(F f) : f_(std::move(f)) {}
   void on_record(const record<K, V>& r) override {
-    for (auto&& v : call(r)) {
-      record<K, V2> out{r.key, std::move(v), r.timestamp, r.headers};
-      this->forward_erased(&out);
-    }
+    for (auto&& v : call(r)) this->forward_erased(&refill(out_, r.key, std::move(v), r));
   }
 
  private:
+  record<K, V2> out_;
   decltype(auto) call(const record<K, V>& r) {
     if constexpr (std::is_invocable_v<F&, const K&, const V&>)
       return std::invoke(f_, r.key, r.value);
@@ -256,14 +267,14 @@ class aggregate_node final : public typed_node<K, V> {
     auto current = store_->get(r.key);
     A next = std::invoke(agg_, r.key, r.value, current ? std::move(*current) : std::invoke(init_));
     store_->put(r.key, next);
-    record<K, A> out{r.key, std::move(next), r.timestamp, r.headers};
-    this->forward_erased(&out);
+    this->forward_erased(&refill(out_, r.key, std::move(next), r));
   }
 
  private:
   std::string store_name_;
   Init init_;
   Agg agg_;
+  record<K, A> out_;
   std::optional<key_value_store<K, A>> store_;
 };
 
@@ -280,13 +291,13 @@ class reduce_node final : public typed_node<K, V> {
     auto current = store_->get(r.key);
     V next = current ? std::invoke(f_, *current, r.value) : r.value;
     store_->put(r.key, next);
-    record<K, V> out{r.key, std::move(next), r.timestamp, r.headers};
-    this->forward_erased(&out);
+    this->forward_erased(&refill(out_, r.key, std::move(next), r));
   }
 
  private:
   std::string store_name_;
   F f_;
+  record<K, V> out_;
   std::optional<key_value_store<K, V>> store_;
 };
 
@@ -305,12 +316,12 @@ class table_node final : public typed_node<K, std::optional<V>> {
       return;
     }
     store_->put(r.key, *r.value);
-    record<K, V> out{r.key, *r.value, r.timestamp, r.headers};
-    this->forward_erased(&out);
+    this->forward_erased(&refill(out_, r.key, *r.value, r));
   }
 
  private:
   std::string store_name_;
+  record<K, V> out_;
   std::optional<key_value_store<K, V>> store_;
 };
 
@@ -326,18 +337,17 @@ class table_join_node final : public typed_node<K, V> {
   void on_record(const record<K, V>& r) override {
     auto t = store_->get(r.key);
     if constexpr (Left) {
-      record<K, VR> out{r.key, std::invoke(f_, r.value, t), r.timestamp, r.headers};
-      this->forward_erased(&out);
+      this->forward_erased(&refill(out_, r.key, std::invoke(f_, r.value, t), r));
     } else {
       if (!t) return;
-      record<K, VR> out{r.key, std::invoke(f_, r.value, *t), r.timestamp, r.headers};
-      this->forward_erased(&out);
+      this->forward_erased(&refill(out_, r.key, std::invoke(f_, r.value, *t), r));
     }
   }
 
  private:
   std::string store_name_;
   F f_;
+  record<K, VR> out_;
   std::optional<key_value_store<K, VT>> store_;
 };
 
@@ -353,12 +363,10 @@ class global_join_node final : public typed_node<K, V> {
   void on_record(const record<K, V>& r) override {
     auto t = view_->get(std::invoke(kf_, r.key, r.value));
     if constexpr (Left) {
-      record<K, VR> out{r.key, std::invoke(f_, r.value, t), r.timestamp, r.headers};
-      this->forward_erased(&out);
+      this->forward_erased(&refill(out_, r.key, std::invoke(f_, r.value, t), r));
     } else {
       if (!t) return;
-      record<K, VR> out{r.key, std::invoke(f_, r.value, *t), r.timestamp, r.headers};
-      this->forward_erased(&out);
+      this->forward_erased(&refill(out_, r.key, std::invoke(f_, r.value, *t), r));
     }
   }
 
@@ -366,6 +374,7 @@ class global_join_node final : public typed_node<K, V> {
   std::string store_name_;
   KF kf_;
   F f_;
+  record<K, VR> out_;
   std::optional<global_store_view<KG, VG>> view_;
 };
 
