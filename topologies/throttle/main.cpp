@@ -67,15 +67,15 @@ int main(int argc, char** argv) {
     o.window = std::chrono::milliseconds(cfg.get_int("throttle.window.ms", min_throttle_window.count(),
                                                      max_throttle_window.count()));
     o.limit = cfg.get_int("throttle.limit", min_throttle_limit, max_throttle_limit);
-    o.key_fields = split_fields(*cfg.get("throttle.key.fields"));
-    o.rules_topic = *cfg.get("throttle.rules.topic");
+    o.key_fields = split_fields(cfg.get("throttle.key.fields").value_or(""));
+    o.rules_topic = cfg.get("throttle.rules.topic").value_or("");
     o.max_rule_window = std::chrono::milliseconds(cfg.get_int(
         "throttle.rules.max.window.ms", min_throttle_window.count(), max_throttle_window.count()));
     o.retention_grace =
         std::chrono::milliseconds(cfg.get_int("throttle.retention.grace.ms", 0, max_throttle_window.count()));
 
-    sluice::app app(throttle_job_topology(*cfg.get("input.topic"), *cfg.get("output.topic"),
-                                          *cfg.get("throttled.topic"), o, static_cast<double>(pace_rate)),
+    sluice::app app(throttle_job_topology(cfg.get("input.topic").value_or(""), cfg.get("output.topic").value_or(""),
+                                          cfg.get("throttled.topic").value_or(""), o, static_cast<double>(pace_rate)),
                     cfg);
     return app.run();
   } catch (const std::exception& e) {
