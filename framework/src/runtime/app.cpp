@@ -92,6 +92,52 @@ struct app::impl {
   }
 };
 
+namespace {
+
+/// RocksDB's smallest workable block cache plus write buffers (state/src/rocksdb_environment.cpp).
+constexpr std::int64_t min_state_memory_budget = std::int64_t{8} << 20;
+
+/// Consumer settings the runtime owns: a user value that differs would silently break
+/// offsets, the group or the guarantee, so it is refused with what to do instead.
+void refuse_consumer_overrides(const config& cfg) {
+  const auto consumer = cfg.client_properties("consumer");
+  auto value = [&](const char* key) -> const std::string* {
+    auto it = consumer.find(key);
+    return it == consumer.end() ? nullptr : &it->second;
+  };
+  auto refuse = [](const std::string& key, const std::string& v, const std::string& why) {
+    throw error(errc::invalid_config, "configuration key '" + key + "' has value '" + v + "': " + why);
+  };
+  const auto app_id = cfg.application_id();
+  if (const auto* v = value("group.id"); v && *v != app_id)
+    refuse("group.id", *v,
+           "the consumer group of a sluice job is its application.id ('" + app_id +
+               "'); remove group.id, or set application.id=" + *v + " to join that group");
+  for (const char* key : {"enable.auto.commit", "enable.auto.offset.store"})
+    if (const auto* v = value(key); v && *v != "false")
+      refuse(key, *v,
+             "sluice commits input offsets itself, together with its stores (and inside its transactions under "
+             "exactly_once); remove it");
+  if (const auto* v = value("partition.assignment.strategy"); v && v->find("cooperative") != std::string::npos)
+    refuse("partition.assignment.strategy", *v,
+           "stream threads rebalance eagerly (every task closes on a revocation) and librdkafka 2.0.2's "
+           "cooperative-sticky assignor loses and duplicates assignments; use range (the default) or roundrobin");
+  if (const auto* v = value("isolation.level");
+      v && *v != "read_committed" && cfg.guarantee() == processing_guarantee::exactly_once)
+    refuse("isolation.level", *v, "exactly_once reads its inputs read_committed; remove it");
+}
+
+/// replication.factor: -1 (the broker's default) or 1 .. 32767.
+int internal_replication_factor(const config& cfg) {
+  const auto r = cfg.get_int("replication.factor", -1, 32767);
+  if (r == 0)
+    throw error(errc::invalid_config, "configuration key 'replication.factor' has value '0'; allowed: -1 (the "
+                                      "broker's default.replication.factor) or 1 to 32767");
+  return static_cast<int>(r);
+}
+
+}  // namespace
+
 app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
   impl_->topo = std::move(t);
   impl_->cfg = std::move(c);
@@ -106,11 +152,14 @@ app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
   if (cfg.get_error_policy("production.error.handler") == error_policy::dead_letter)
     throw error(errc::invalid_config,
                 "configuration key 'production.error.handler' has value 'dead_letter'; allowed: fail or log_and_continue");
+  cfg.get_int("state.memory.budget.bytes", min_state_memory_budget, std::int64_t{1} << 40);
+  internal_replication_factor(cfg);
   for (const char* client : {"consumer", "producer", "admin"}) {
     auto props = cfg.client_properties(client);
     props.erase("bootstrap.servers");
     kafka::make_conf(props);  // throws naming an unknown or invalid librdkafka key
   }
+  refuse_consumer_overrides(cfg);
 }
 
 app::~app() {
@@ -189,28 +238,31 @@ void app::start() {
       }
     }
   }
+  // Internal topics: created with the partitions their tasks need; one that exists with
+  // another count means the sources changed since it was made, and tasks would lose state.
+  const int replication = internal_replication_factor(cfg);
   std::vector<kafka::new_topic> internal;
-  for (const auto& [t, count] : internal_counts)
-    internal.push_back({.name = app_id + "-" + t, .partitions = count});
+  auto add_internal = [&](std::string name, int count, kafka::config_map configs, const char* what) {
+    if (auto existing = admin.partition_count(name, 30s); existing && *existing != count)
+      throw error(errc::invalid_topology, std::string(what) + " topic '" + name + "' has " +
+                                              std::to_string(*existing) + " partitions but its sources have " +
+                                              std::to_string(count) +
+                                              "; the source topics changed: reset the application or restore the count");
+    internal.push_back({.name = std::move(name), .partitions = count, .replication_factor = replication,
+                        .configs = std::move(configs)});
+  };
+  for (const auto& [t, count] : internal_counts) add_internal(app_id + "-" + t, count, {}, "repartition");
   for (const auto& sub : topo.subtopologies())
-    for (const auto& s : sub.stores) {
-      const auto* spec = topo.find_store(s);
-      if (!spec->logged) continue;
-      auto name = app_id + "-" + s + "-changelog";
-      auto count = sub_partitions[sub.id];
-      auto existing = admin.partition_count(name, 30s);
-      if (existing && *existing != count)
-        throw error(errc::invalid_topology, "changelog topic '" + name + "' has " + std::to_string(*existing) +
-                                                " partitions but its sources have " + std::to_string(count) +
-                                                "; the source topics changed: reset the application or restore the count");
-      internal.push_back({.name = name, .partitions = count, .configs = {{"cleanup.policy", "compact"}}});
-    }
+    for (const auto& s : sub.stores)
+      if (topo.find_store(s)->logged)
+        add_internal(app_id + "-" + s + "-changelog", sub_partitions[sub.id], {{"cleanup.policy", "compact"}},
+                     "changelog");
   bool dead_letters = cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
                       cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter;
   if (dead_letters) {
     int count = 1;
     for (auto& [id, n] : sub_partitions) count = std::max(count, n);
-    internal.push_back({.name = cfg.dead_letter_topic(), .partitions = count});
+    internal.push_back({.name = cfg.dead_letter_topic(), .partitions = count, .replication_factor = replication});
   }
   if (!internal.empty()) admin.create_topics(internal, 60s);
 
@@ -225,7 +277,8 @@ void app::start() {
 
   // Shared resources and global tables.
   state::rocksdb_environment_options env;
-  env.memory_budget_bytes = static_cast<std::size_t>(cfg.get_int("state.memory.budget.bytes", 1 << 20, std::int64_t{1} << 40));
+  env.memory_budget_bytes =
+      static_cast<std::size_t>(cfg.get_int("state.memory.budget.bytes", min_state_memory_budget, std::int64_t{1} << 40));
   d.rocksdb = std::make_unique<state::rocksdb_environment>(env);
   d.globals = std::make_unique<runtime::global_tables>(topo, consumer_props, admin, d.metrics);
   d.globals->catch_up();

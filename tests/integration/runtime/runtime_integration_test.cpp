@@ -166,6 +166,36 @@ TEST(runtime, co_partitioned_sources_with_different_partition_counts_fail_at_sta
   }
 }
 
+TEST(runtime, an_existing_repartition_topic_with_another_partition_count_fails_at_startup) {
+  SLUICE_REQUIRE_BROKER();
+  auto in = sluice::test::unique_name("repart-in"), out = sluice::test::unique_name("repart-out");
+  auto app_id = sluice::test::unique_name("repart");
+  auto cfg = base_config(app_id);
+  sluice::topic_admin admin(cfg);
+  admin.create_topic(in, 4);
+  admin.create_topic(out, 4);
+  // Left by an earlier run of the job when its input had 2 partitions.
+  admin.create_topic(app_id + "-per-word-repartition", 2);
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>(in)
+      .select_key([](const std::string&, const std::string& v) { return v; })
+      .group_by_key()
+      .count("per-word")
+      .to_stream()
+      .to(out);
+  sluice::app app(b.build(), cfg);
+  try {
+    app.start();
+    FAIL() << "start() should have thrown";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::invalid_topology);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("repartition topic '" + app_id + "-per-word-repartition' has 2 partitions but its sources have 4"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST(runtime, poison_records_go_to_the_dead_letter_topic_with_error_headers) {
   SLUICE_REQUIRE_BROKER();
   auto in = sluice::test::unique_name("poison-in"), out = sluice::test::unique_name("poison-out");

@@ -128,3 +128,57 @@ TEST(config, dead_letter_is_not_a_production_policy) {
   c.set("application.id", "a").set("production.error.handler", "dead_letter");
   error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
 }
+
+TEST(config, consumer_settings_the_runtime_owns_are_refused_with_what_to_do) {
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("in").to("out");
+  auto refused = [&](const char* key, const char* value) {
+    sluice::config c;
+    c.set("application.id", "orders").set(key, value);
+    auto msg = error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
+    std::string bare = key;
+    if (bare.starts_with("consumer.")) bare = bare.substr(9);
+    EXPECT_NE(msg.find("'" + bare + "'"), std::string::npos) << msg;
+    return msg;
+  };
+  EXPECT_NE(refused("group.id", "other").find("application.id=other"), std::string::npos);
+  EXPECT_NE(refused("consumer.group.id", "other").find("remove group.id"), std::string::npos);
+  EXPECT_NE(refused("enable.auto.commit", "true").find("commits input offsets itself"), std::string::npos);
+  refused("consumer.enable.auto.offset.store", "true");
+  EXPECT_NE(refused("partition.assignment.strategy", "cooperative-sticky").find("range"), std::string::npos);
+
+  // What the runtime would set anyway is accepted.
+  sluice::config same;
+  same.set("application.id", "orders").set("group.id", "orders").set("enable.auto.commit", "false");
+  EXPECT_NO_THROW(sluice::app(b.build(), same));
+
+  sluice::config eos;
+  eos.set("application.id", "orders").set("processing.guarantee", "exactly_once").set("isolation.level", "read_uncommitted");
+  error_of([&] { sluice::app app(b.build(), eos); }, sluice::errc::invalid_config);
+}
+
+TEST(config, a_state_memory_budget_too_small_for_rocksdb_is_refused_before_start) {
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("in").to("out");
+  sluice::config c;
+  c.set("application.id", "a").set("state.memory.budget.bytes", "1048576");
+  auto msg = error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
+  EXPECT_NE(msg.find("state.memory.budget.bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("8388608"), std::string::npos) << msg;
+}
+
+TEST(config, replication_factor_of_internal_topics_is_the_broker_default_or_positive) {
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("in").to("out");
+  for (const char* bad : {"0", "-2", "three"}) {
+    sluice::config c;
+    c.set("application.id", "a").set("replication.factor", bad);
+    auto msg = error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
+    EXPECT_NE(msg.find("replication.factor"), std::string::npos) << msg;
+  }
+  for (const char* ok : {"-1", "1", "3"}) {
+    sluice::config c;
+    c.set("application.id", "a").set("replication.factor", ok);
+    EXPECT_NO_THROW(sluice::app(b.build(), c));
+  }
+}
