@@ -70,19 +70,26 @@ class deserialization_failure : public serialization_error {
   using serialization_error::serialization_error;
 };
 
-/// A record is a node's output buffer: refill() assigns into it rather than building a new
-/// record, so key, value and header storage keep their capacity and a node that emits one
-/// record per input stops allocating once its buffers have grown (as source_node does).
-/// Children get it by pointer during the call only; a graph has no cycles, so a node is
-/// never re-entered while its output is in flight.
-template <class K, class V, class KA, class VA, class In>
-const record<K, V>& refill(record<K, V>& out, KA&& key, VA&& value, const In& in) {
-  out.key = std::forward<KA>(key);
-  out.value = std::forward<VA>(value);
-  out.timestamp = in.timestamp;
-  out.headers = in.headers;
-  return out;
-}
+/// Base of the nodes that emit records of another type than they take. emit() assigns into
+/// one reused output record rather than building a new one, so key, value and header storage
+/// keep their capacity and a node stops allocating once its buffers have grown (as
+/// source_node does). Children get it by pointer during the call only; a graph has no
+/// cycles, so a node is never re-entered while its output is in flight.
+template <class K, class V, class KOut, class VOut>
+class emitting_node : public typed_node<K, V> {
+ protected:
+  template <class KA, class VA>
+  void emit(KA&& key, VA&& value, const record<K, V>& in) {
+    out_.key = std::forward<KA>(key);
+    out_.value = std::forward<VA>(value);
+    out_.timestamp = in.timestamp;
+    out_.headers = in.headers;
+    this->forward_erased(&out_);
+  }
+
+ private:
+  record<KOut, VOut> out_;
+};
 
 template <class K, class V, class KS, class VS>
 class source_node final : public node {
@@ -157,15 +164,12 @@ class peek_node final : public typed_node<K, V> {
 };
 
 template <class K, class V, class V2, class F>
-class map_values_node final : public typed_node<K, V> {
+class map_values_node final : public emitting_node<K, V, K, V2> {
  public:
   explicit map_values_node(F f) : f_(std::move(f)) {}
-  void on_record(const record<K, V>& r) override {
-    this->forward_erased(&refill(out_, r.key, call(r), r));
-  }
+  void on_record(const record<K, V>& r) override { this->emit(r.key, call(r), r); }
 
  private:
-  record<K, V2> out_;
   V2 call(const record<K, V>& r) {
     if constexpr (std::is_invocable_v<F&, const K&, const V&>)
       return std::invoke(f_, r.key, r.value);
@@ -176,56 +180,49 @@ class map_values_node final : public typed_node<K, V> {
 };
 
 template <class K, class V, class K2, class V2, class F>
-class map_node final : public typed_node<K, V> {
+class map_node final : public emitting_node<K, V, K2, V2> {
  public:
   explicit map_node(F f) : f_(std::move(f)) {}
   void on_record(const record<K, V>& r) override {
     auto [k, v] = std::invoke(f_, r.key, r.value);
-    this->forward_erased(&refill(out_, std::move(k), std::move(v), r));
+    this->emit(std::move(k), std::move(v), r);
   }
 
  private:
   F f_;
-  record<K2, V2> out_;
 };
 
 template <class K, class V, class K2, class F>
-class select_key_node final : public typed_node<K, V> {
+class select_key_node final : public emitting_node<K, V, K2, V> {
  public:
   explicit select_key_node(F f) : f_(std::move(f)) {}
-  void on_record(const record<K, V>& r) override {
-    this->forward_erased(&refill(out_, std::invoke(f_, r.key, r.value), r.value, r));
-  }
+  void on_record(const record<K, V>& r) override { this->emit(std::invoke(f_, r.key, r.value), r.value, r); }
 
  private:
   F f_;
-  record<K2, V> out_;
 };
 
 template <class K, class V, class K2, class V2, class F>
-class flat_map_node final : public typed_node<K, V> {
+class flat_map_node final : public emitting_node<K, V, K2, V2> {
  public:
   explicit flat_map_node(F f) : f_(std::move(f)) {}
   void on_record(const record<K, V>& r) override {
-    for (auto&& [k, v] : std::invoke(f_, r.key, r.value))
-      this->forward_erased(&refill(out_, std::move(k), std::move(v), r));
+    for (auto&& [k, v] : std::invoke(f_, r.key, r.value)) this->emit(std::move(k), std::move(v), r);
   }
 
  private:
   F f_;
-  record<K2, V2> out_;
 };
 
 template <class K, class V, class V2, class F>
-class flat_map_values_node final : public typed_node<K, V> {
+class flat_map_values_node final : public emitting_node<K, V, K, V2> {
  public:
   explicit flat_map_values_node(F f) : f_(std::move(f)) {}
   void on_record(const record<K, V>& r) override {
-    for (auto&& v : call(r)) this->forward_erased(&refill(out_, r.key, std::move(v), r));
+    for (auto&& v : call(r)) this->emit(r.key, std::move(v), r);
   }
 
  private:
-  record<K, V2> out_;
   decltype(auto) call(const record<K, V>& r) {
     if constexpr (std::is_invocable_v<F&, const K&, const V&>)
       return std::invoke(f_, r.key, r.value);
@@ -255,7 +252,7 @@ class split_node final : public typed_node<K, V> {
 
 /// Folds each record into the aggregate stored under its key and emits the new aggregate.
 template <class K, class V, class A, class Init, class Agg>
-class aggregate_node final : public typed_node<K, V> {
+class aggregate_node final : public emitting_node<K, V, K, A> {
  public:
   aggregate_node(std::string store, Init init, Agg agg)
       : store_name_(std::move(store)), init_(std::move(init)), agg_(std::move(agg)) {}
@@ -267,20 +264,19 @@ class aggregate_node final : public typed_node<K, V> {
     auto current = store_->get(r.key);
     A next = std::invoke(agg_, r.key, r.value, current ? std::move(*current) : std::invoke(init_));
     store_->put(r.key, next);
-    this->forward_erased(&refill(out_, r.key, std::move(next), r));
+    this->emit(r.key, std::move(next), r);
   }
 
  private:
   std::string store_name_;
   Init init_;
   Agg agg_;
-  record<K, A> out_;
   std::optional<key_value_store<K, A>> store_;
 };
 
 /// Combines each value with the stored one per key (the first value starts it).
 template <class K, class V, class F>
-class reduce_node final : public typed_node<K, V> {
+class reduce_node final : public emitting_node<K, V, K, V> {
  public:
   reduce_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
   void init(task_context& task) override {
@@ -291,19 +287,18 @@ class reduce_node final : public typed_node<K, V> {
     auto current = store_->get(r.key);
     V next = current ? std::invoke(f_, *current, r.value) : r.value;
     store_->put(r.key, next);
-    this->forward_erased(&refill(out_, r.key, std::move(next), r));
+    this->emit(r.key, std::move(next), r);
   }
 
  private:
   std::string store_name_;
   F f_;
-  record<K, V> out_;
   std::optional<key_value_store<K, V>> store_;
 };
 
 /// Materializes a table topic into its store; a null value deletes the key.
 template <class K, class V>
-class table_node final : public typed_node<K, std::optional<V>> {
+class table_node final : public emitting_node<K, std::optional<V>, K, V> {
  public:
   explicit table_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
@@ -316,18 +311,17 @@ class table_node final : public typed_node<K, std::optional<V>> {
       return;
     }
     store_->put(r.key, *r.value);
-    this->forward_erased(&refill(out_, r.key, *r.value, r));
+    this->emit(r.key, *r.value, r);
   }
 
  private:
   std::string store_name_;
-  record<K, V> out_;
   std::optional<key_value_store<K, V>> store_;
 };
 
 /// Stream-table join: looks the record's key up in the table's store.
 template <class K, class V, class VT, class VR, class F, bool Left>
-class table_join_node final : public typed_node<K, V> {
+class table_join_node final : public emitting_node<K, V, K, VR> {
  public:
   table_join_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
   void init(task_context& task) override {
@@ -337,23 +331,22 @@ class table_join_node final : public typed_node<K, V> {
   void on_record(const record<K, V>& r) override {
     auto t = store_->get(r.key);
     if constexpr (Left) {
-      this->forward_erased(&refill(out_, r.key, std::invoke(f_, r.value, t), r));
+      this->emit(r.key, std::invoke(f_, r.value, t), r);
     } else {
       if (!t) return;
-      this->forward_erased(&refill(out_, r.key, std::invoke(f_, r.value, *t), r));
+      this->emit(r.key, std::invoke(f_, r.value, *t), r);
     }
   }
 
  private:
   std::string store_name_;
   F f_;
-  record<K, VR> out_;
   std::optional<key_value_store<K, VT>> store_;
 };
 
 /// Stream-global-table join: maps the record to the table's key, looks it up.
 template <class K, class V, class KG, class VG, class VR, class KF, class F, bool Left>
-class global_join_node final : public typed_node<K, V> {
+class global_join_node final : public emitting_node<K, V, K, VR> {
  public:
   global_join_node(std::string store, KF kf, F f) : store_name_(std::move(store)), kf_(std::move(kf)), f_(std::move(f)) {}
   void init(task_context& task) override {
@@ -363,10 +356,10 @@ class global_join_node final : public typed_node<K, V> {
   void on_record(const record<K, V>& r) override {
     auto t = view_->get(std::invoke(kf_, r.key, r.value));
     if constexpr (Left) {
-      this->forward_erased(&refill(out_, r.key, std::invoke(f_, r.value, t), r));
+      this->emit(r.key, std::invoke(f_, r.value, t), r);
     } else {
       if (!t) return;
-      this->forward_erased(&refill(out_, r.key, std::invoke(f_, r.value, *t), r));
+      this->emit(r.key, std::invoke(f_, r.value, *t), r);
     }
   }
 
@@ -374,7 +367,6 @@ class global_join_node final : public typed_node<K, V> {
   std::string store_name_;
   KF kf_;
   F f_;
-  record<K, VR> out_;
   std::optional<global_store_view<KG, VG>> view_;
 };
 
