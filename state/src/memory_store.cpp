@@ -48,7 +48,7 @@ class memory_store final : public kv_store {
     } else if (auto c = committed_.find(key); c != committed_.end()) {
       stored = &c->second;
       auto d = decode_or_throw(*stored, name_);
-      if (!is_live(d.expiry_ms, now_())) {
+      if (!is_live(d.expiry_ms, now_)) {
         committed_.erase(c);  // invisible anyway; reclaim the memory
         return false;
       }
@@ -58,7 +58,7 @@ class memory_store final : public kv_store {
       return false;
     }
     auto d = decode_or_throw(*stored, name_);
-    if (!is_live(d.expiry_ms, now_())) {
+    if (!is_live(d.expiry_ms, now_)) {
       return false;
     }
     out.assign(d.value);
@@ -66,7 +66,7 @@ class memory_store final : public kv_store {
   }
 
   void put(std::string_view key, std::string_view value) override {
-    encode_value(scratch_, value, detail::expiry_for(now_(), ttl_ms_));
+    encode_value(scratch_, value, detail::expiry_now(now_, ttl_ms_));
     pending_bytes_ += key.size() + scratch_.size();
     auto [it, inserted] = pending_.try_emplace(std::string(key));
     it->second = scratch_;

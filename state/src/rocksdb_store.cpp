@@ -1,7 +1,7 @@
 // The RocksDB kv_store: data in the default column family, the changelog offset in
-// "sluice_meta", pending writes in a WriteBatchWithIndex, WAL off, atomic flush. See
-// README.md ("Consistency protocol") for why this combination keeps data and offset in step
-// across crashes.
+// "sluice_meta", pending writes (and a bounded read cache) in a store_cache, WAL off, atomic
+// flush. See README.md ("Consistency protocol") for why this combination keeps data and
+// offset in step across crashes.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -11,13 +11,13 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
-#include <rocksdb/utilities/write_batch_with_index.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
 #include "rocksdb_shared_state.hpp"
 #include "sluice/error.hpp"
 #include "sluice/state/rocksdb_store.hpp"
+#include "store_cache.hpp"
 #include "store_common.hpp"
 
 namespace sluice::state {
@@ -65,7 +65,7 @@ class expiry_compaction_filter final : public rocksdb::CompactionFilter {
               std::string* /*new_value*/, bool* /*value_changed*/) const override {
     auto d = detail::decode_value(view(existing));
     // Unknown formats are kept: a background thread cannot report, and reads will.
-    return d.ok && d.expiry_ms != 0 && !is_live(d.expiry_ms, now_());
+    return d.ok && d.expiry_ms != 0 && !is_live(d.expiry_ms, now_);
   }
 
   const char* Name() const override { return "sluice.expiry"; }
@@ -223,7 +223,7 @@ class rocksdb_store final : public kv_store {
         ttl_ms_(options.ttl.count()),
         now_(detail::resolve_clock(options)),
         filter_(std::make_unique<expiry_compaction_filter>(now_)),
-        pending_(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true) {
+        cache_(options.read_cache_bytes) {
     write_options_.disableWAL = true;  // the changelog is the durability
     open(options);
   }
@@ -241,14 +241,25 @@ class rocksdb_store final : public kv_store {
   }
 
   bool get(std::string_view key, std::string& out) override {
+    if (const auto* e = cache_.find(key)) {
+      if (e->st == detail::store_cache::state::dirty_delete) {
+        return false;
+      }
+      auto d = decode_or_throw(e->stored, name_);
+      if (!is_live(d.expiry_ms, now_)) {
+        return false;
+      }
+      out.assign(d.value);
+      return true;
+    }
     pin_.Reset();
-    auto s = pending_.GetFromBatchAndDB(db_.get(), read_options_, data_cf_, slice(key), &pin_);
+    auto s = db_->Get(read_options_, data_cf_, slice(key), &pin_);
     if (s.IsNotFound()) {
       return false;
     }
     check(s, "read from");
     auto d = decode_or_throw(view(pin_), name_);
-    if (!is_live(d.expiry_ms, now_())) {
+    if (!is_live(d.expiry_ms, now_)) {
       return false;
     }
     out.assign(d.value);
@@ -257,8 +268,8 @@ class rocksdb_store final : public kv_store {
   }
 
   void put(std::string_view key, std::string_view value) override {
-    encode_value(scratch_, value, detail::expiry_for(now_(), ttl_ms_));
-    check(pending_.Put(data_cf_, slice(key), slice(scratch_)), "write to");
+    encode_value(scratch_, value, detail::expiry_now(now_, ttl_ms_));
+    cache_.put(key, scratch_);  // swaps buffers: scratch_ gets the replaced value's
     maybe_write_through();
   }
 
@@ -271,7 +282,7 @@ class rocksdb_store final : public kv_store {
   }
 
   void remove(std::string_view key) override {
-    check(pending_.Delete(data_cf_, slice(key)), "delete from");
+    cache_.remove(key);
     maybe_write_through();
   }
 
@@ -279,9 +290,8 @@ class rocksdb_store final : public kv_store {
     std::uint64_t estimate = 0;
     db_->GetIntProperty(data_cf_, "rocksdb.estimate-num-keys", &estimate);
     std::int64_t n = static_cast<std::int64_t>(estimate);
-    std::unique_ptr<rocksdb::WBWIIterator> it(pending_.NewIterator(data_cf_));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      n += it->Entry().type == rocksdb::kPutRecord ? 1 : -1;
+    for (const auto* s : cache_.dirty()) {
+      n += s->second.st == detail::store_cache::state::dirty_put ? 1 : -1;
     }
     return static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
   }
@@ -290,35 +300,32 @@ class rocksdb_store final : public kv_store {
 
   void commit(std::int64_t next_changelog_offset) override {
     // Data and offset in one WriteBatch: one atomic write, one memtable generation.
-    check(pending_.Put(meta_cf_, slice(offset_key), slice(encode_offset(next_changelog_offset))),
-          "commit");
-    check(db_->Write(write_options_, pending_.GetWriteBatch()), "commit");
-    pending_.Clear();
+    write_pending(next_changelog_offset, "commit");
     offset_ = next_changelog_offset;
   }
 
-  void abort() override { pending_.Clear(); }
+  void abort() override { cache_.drop_dirty(); }
 
   void restore(std::span<const restore_record> batch, std::int64_t next_offset) override {
-    if (pending_.GetWriteBatch()->Count() != 0) {
+    if (!cache_.dirty().empty()) {
       throw sluice::error(errc::state, "restore of state store '" + name_ +
                                            "' with pending writes; commit or abort them first");
     }
-    restore_batch_.Clear();
+    batch_.Clear();
     const std::int64_t now = now_();
     for (const auto& r : batch) {
+      cache_.forget(r.key);
       std::int64_t expiry = detail::expiry_for(r.timestamp_ms.value_or(now), ttl_ms_);
       if (!r.value || !is_live(expiry, now)) {
-        check(restore_batch_.Delete(data_cf_, slice(r.key)), "restore");
+        check(batch_.Delete(data_cf_, slice(r.key)), "restore");
       } else {
         encode_value(scratch_, *r.value, expiry);
-        check(restore_batch_.Put(data_cf_, slice(r.key), slice(scratch_)), "restore");
+        check(batch_.Put(data_cf_, slice(r.key), slice(scratch_)), "restore");
       }
     }
-    check(restore_batch_.Put(meta_cf_, slice(offset_key), slice(encode_offset(next_offset))),
-          "restore");
-    check(db_->Write(write_options_, &restore_batch_), "restore");
-    restore_batch_.Clear();
+    check(batch_.Put(meta_cf_, slice(offset_key), slice(encode_offset(next_offset))), "restore");
+    check(db_->Write(write_options_, &batch_), "restore");
+    batch_.Clear();
     offset_ = next_offset;
   }
 
@@ -329,16 +336,14 @@ class rocksdb_store final : public kv_store {
     check(db_->Flush(fo, {data_cf_, meta_cf_}), "flush");
   }
 
-  std::size_t pending_bytes() const noexcept override {
-    return pending_.GetWriteBatch()->Count() == 0 ? 0 : pending_.GetDataSize();
-  }
+  std::size_t pending_bytes() const noexcept override { return cache_.dirty_bytes(); }
 
   void close() override {
     if (!db_) {
       return;
     }
     require_no_open_iterators("close");
-    pending_.Clear();
+    cache_.clear();
     try {
       flush();
     } catch (const std::exception& e) {
@@ -460,35 +465,42 @@ class rocksdb_store final : public kv_store {
       return wrap_iterator(std::make_unique<detail::vector_iterator>(
           std::vector<std::pair<std::string, std::string>>{}));
     }
-    if (pending_.GetWriteBatch()->Count() != 0) {
-      std::unique_ptr<rocksdb::WBWIIterator> it(pending_.NewIterator(data_cf_));
-      if (b.lo) {
-        it->Seek(slice(*b.lo));
-      } else {
-        it->SeekToFirst();
+    cache_.for_each_dirty_in(b, [&](std::string_view key, const detail::store_cache::entry& e) {
+      merge_iterator::pending_entry copy{std::string(key), std::nullopt};
+      if (e.st == detail::store_cache::state::dirty_put) {
+        copy.stored.emplace(e.stored);
       }
-      for (; it->Valid(); it->Next()) {
-        auto e = it->Entry();
-        if (!b.below_hi(view(e.key))) {
-          break;
-        }
-        merge_iterator::pending_entry copy{std::string(view(e.key)), std::nullopt};
-        if (e.type == rocksdb::kPutRecord) {
-          copy.stored.emplace(view(e.value));
-        }
-        pending.push_back(std::move(copy));
-      }
-    }
+      pending.push_back(std::move(copy));
+    });
     return wrap_iterator(std::make_unique<merge_iterator>(db_.get(), data_cf_, b, dir,
                                                           std::move(pending), now_(), name_));
   }
 
   void maybe_write_through() {
-    if (mode_ == write_mode::write_through && pending_.GetDataSize() > threshold_) {
+    if (mode_ == write_mode::write_through && cache_.dirty_bytes() > threshold_) {
       // Data only: the offset moves at commit, so a crash replays from the older offset.
-      check(db_->Write(write_options_, pending_.GetWriteBatch()), "write to");
-      pending_.Clear();
+      write_pending(std::nullopt, "write to");
     }
+  }
+
+  // One WriteBatch of the dirty entries (each key once) and, if given, the offset; then the
+  // entries are clean. On a failed write nothing changes and the error propagates.
+  void write_pending(std::optional<std::int64_t> next_changelog_offset, const char* what) {
+    batch_.Clear();
+    for (const auto* s : cache_.dirty()) {
+      if (s->second.st == detail::store_cache::state::dirty_put) {
+        check(batch_.Put(data_cf_, slice(s->first), slice(s->second.stored)), what);
+      } else {
+        check(batch_.Delete(data_cf_, slice(s->first)), what);
+      }
+    }
+    if (next_changelog_offset) {
+      check(batch_.Put(meta_cf_, slice(offset_key), slice(encode_offset(*next_changelog_offset))),
+            what);
+    }
+    check(db_->Write(write_options_, &batch_), what);
+    batch_.Clear();
+    cache_.mark_written();
   }
 
   std::shared_ptr<const detail::rocksdb_shared_state> shared_;
@@ -502,8 +514,8 @@ class rocksdb_store final : public kv_store {
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
-  mutable rocksdb::WriteBatchWithIndex pending_;  // mutable: GetWriteBatch() is not const
-  rocksdb::WriteBatch restore_batch_;
+  detail::store_cache cache_;
+  rocksdb::WriteBatch batch_;  // reused by every commit, write-through and restore
   rocksdb::WriteOptions write_options_;
   rocksdb::ReadOptions read_options_;
   rocksdb::PinnableSlice pin_;

@@ -86,6 +86,17 @@ inline bool is_live(std::int64_t expiry_ms, std::int64_t now_ms) noexcept {
   return expiry_ms == 0 || expiry_ms > now_ms;
 }
 
+/// Like is_live, reading the clock only for an entry that expires: stores without TTL never
+/// pay for a clock read (and a std::function call) per get.
+inline bool is_live(std::int64_t expiry_ms, const clock_fn& now) {
+  return expiry_ms == 0 || expiry_ms > now();
+}
+
+/// Expiry of a write made now under `ttl_ms`; reads the clock only when a TTL is set.
+inline std::int64_t expiry_now(const clock_fn& now, std::int64_t ttl_ms) {
+  return ttl_ms > 0 ? now() + ttl_ms : 0;
+}
+
 /// Decodes or throws errc::state naming the store.
 inline decoded_value decode_or_throw(std::string_view stored, const std::string& store) {
   auto d = decode_value(stored);

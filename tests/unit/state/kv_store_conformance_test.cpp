@@ -181,6 +181,23 @@ TEST_P(kv_store_conformance, iterator_is_a_snapshot_unaffected_by_later_writes) 
   EXPECT_EQ(drain(s->all()), (entries{{"b", "changed"}, {"z", "new"}}));
 }
 
+TEST_P(kv_store_conformance, scans_see_pending_writes_made_after_an_earlier_scan) {
+  auto s = open();
+  s->put("b", "2");
+  EXPECT_EQ(drain(s->all()), (entries{{"b", "2"}}));
+  s->put("a", "1");
+  s->put("c", "3");
+  s->remove("b");
+  EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"c", "3"}}));
+  EXPECT_EQ(drain(s->range("b", "c", direction::reverse)), (entries{{"c", "3"}}));
+  s->commit(1);
+  s->put("d", "4");
+  EXPECT_EQ(drain(s->prefix("d")), (entries{{"d", "4"}}));
+  s->abort();
+  s->put("e", "5");
+  EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"c", "3"}, {"e", "5"}}));
+}
+
 TEST_P(kv_store_conformance, approximate_count_counts_committed_and_pending_entries) {
   auto s = open();
   EXPECT_EQ(s->approximate_count(), 0u);
@@ -231,6 +248,34 @@ TEST_P(kv_store_conformance, restore_applies_values_tombstones_and_offset) {
   EXPECT_EQ(drain(s->all()), (entries{{"b", "2"}, {"c", "33"}, {"d", "4"}}));
   s->restore({}, 9);
   EXPECT_EQ(s->committed_offset(), 9);
+}
+
+TEST_P(kv_store_conformance, restore_replaces_values_read_before_it) {
+  auto s = open();
+  put_all(*s, {{"a", "1"}, {"b", "2"}});
+  s->commit(2);
+  EXPECT_EQ(s->get("a"), "1");
+  EXPECT_EQ(s->get("b"), "2");
+  std::vector<restore_record> batch{{"a", "11"}, {"b", std::nullopt}};
+  s->restore(batch, 4);
+  EXPECT_EQ(s->get("a"), "11");
+  EXPECT_EQ(s->get("b"), std::nullopt);
+  EXPECT_EQ(drain(s->all()), (entries{{"a", "11"}}));
+}
+
+TEST_P(kv_store_conformance, committed_deletes_stay_deleted) {
+  auto s = open();
+  s->put("a", "1");
+  s->commit(1);
+  EXPECT_EQ(s->get("a"), "1");
+  s->remove("a");
+  s->commit(2);
+  EXPECT_EQ(s->get("a"), std::nullopt);
+  EXPECT_TRUE(drain(s->all()).empty());
+  s->put("a", "again");
+  s->abort();
+  EXPECT_EQ(s->get("a"), std::nullopt);
+  EXPECT_EQ(s->pending_bytes(), 0u);
 }
 
 TEST_P(kv_store_conformance, restore_with_pending_writes_is_rejected) {

@@ -6,7 +6,11 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sluice/state/rocksdb_store.hpp"
@@ -17,6 +21,14 @@ namespace sluice::state {
 namespace {
 
 using test::temp_dir;
+
+std::vector<std::pair<std::string, std::string>> drain(kv_iterator it) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (; it.valid(); it.next()) {
+    out.emplace_back(std::string(it.key()), std::string(it.value()));
+  }
+  return out;
+}
 
 class rocksdb_store_test : public ::testing::Test {
  protected:
@@ -75,6 +87,96 @@ TEST_F(rocksdb_store_test, write_through_flushes_early_but_records_the_offset_on
   auto s = open(o);
   EXPECT_EQ(s->committed_offset(), 100);
   EXPECT_EQ(s->get("last"), "x");
+}
+
+TEST_F(rocksdb_store_test, overwrites_of_one_key_hold_one_pending_entry) {
+  auto o = options();
+  o.mode = write_mode::write_through;
+  o.write_through_threshold_bytes = 1024;
+  {
+    auto s = open(o);
+    for (int i = 0; i < 10000; ++i) s->put("k", std::to_string(i));
+    EXPECT_LT(s->pending_bytes(), 64u);
+    EXPECT_EQ(s->get("k"), "9999");
+  }  // closed without commit: below the threshold, nothing was written early
+  auto s = open(o);
+  EXPECT_EQ(s->get("k"), std::nullopt);
+}
+
+TEST_F(rocksdb_store_test, hold_until_commit_keeps_overwrites_of_read_keys_out_of_rocksdb) {
+  auto o = options();
+  o.mode = write_mode::hold_until_commit;
+  {
+    auto s = open(o);
+    s->put("a", "1");
+    s->commit(1);
+    EXPECT_EQ(s->get("a"), "1");
+    s->put("a", "2");
+    s->remove("b");
+    s->flush();
+  }  // closed without commit, as after an aborted transaction
+  auto s = open(o);
+  EXPECT_EQ(s->committed_offset(), 1);
+  EXPECT_EQ(s->get("a"), "1");
+}
+
+// Whatever the read cache keeps (nothing, a few entries, everything), reads, scans and the
+// reopened store equal a plain model through puts, deletes, commits and aborts.
+TEST_F(rocksdb_store_test, reads_match_a_model_whatever_the_read_cache_keeps) {
+  for (std::size_t cache : {std::size_t{0}, std::size_t{4096}, std::size_t{1} << 20}) {
+    SCOPED_TRACE("read_cache_bytes " + std::to_string(cache));
+    auto o = options("model-" + std::to_string(cache));
+    o.read_cache_bytes = cache;
+    std::map<std::string, std::string> committed;
+    std::map<std::string, std::optional<std::string>> pending;
+    std::mt19937 rng(7);
+    std::int64_t offset = 0;
+    {
+      auto s = open(o);
+      std::string out;
+      for (int round = 0; round < 40; ++round) {
+        for (int i = 0; i < 300; ++i) {
+          const std::string key = "k" + std::to_string(rng() % 500);
+          const auto op = rng() % 10;
+          if (op < 5) {
+            const std::string value = std::to_string(rng());
+            s->put(key, value);
+            pending[key] = value;
+          } else if (op < 6) {
+            s->remove(key);
+            pending[key] = std::nullopt;
+          } else {
+            std::optional<std::string> want;
+            if (auto p = pending.find(key); p != pending.end()) {
+              want = p->second;
+            } else if (auto c = committed.find(key); c != committed.end()) {
+              want = c->second;
+            }
+            ASSERT_EQ(s->get(key), want) << key;
+          }
+        }
+        if (rng() % 5 == 0) {
+          s->abort();
+        } else {
+          s->commit(++offset);
+          for (auto& [k, v] : pending) {
+            if (v) {
+              committed[k] = *v;
+            } else {
+              committed.erase(k);
+            }
+          }
+        }
+        pending.clear();
+        ASSERT_EQ(drain(s->all()), (std::vector<std::pair<std::string, std::string>>(
+                                       committed.begin(), committed.end())));
+      }
+    }
+    auto s = open(o);
+    EXPECT_EQ(s->committed_offset(), offset);
+    EXPECT_EQ(drain(s->all()),
+              (std::vector<std::pair<std::string, std::string>>(committed.begin(), committed.end())));
+  }
 }
 
 // kill -9 without WAL: everything since the last memtable flush is lost, data and offset

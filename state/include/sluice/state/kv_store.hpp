@@ -72,6 +72,13 @@ struct store_options {
   /// Default: 8 MiB.
   std::size_t write_through_threshold_bytes = std::size_t{8} << 20;
 
+  /// RocksDB only: approximate memory (keys, values and bookkeeping) for entries already
+  /// written to RocksDB that the store keeps in front of it, so that reading a key written
+  /// recently needs no RocksDB lookup. Pending writes are held regardless (one entry per
+  /// key). Least recently used entries go first, roughly. 0 turns the cache off.
+  /// Default: 1 MiB.
+  std::size_t read_cache_bytes = std::size_t{1} << 20;
+
   /// Entries expire this long after their write time (put, or the record timestamp on
   /// restore); reads never return an expired entry. 0 disables expiry.
   /// Default: 0 (entries never expire).
