@@ -64,7 +64,8 @@ std::size_t max_in_window(std::vector<std::int64_t> times, std::int64_t width) {
 TEST(pace, delays_never_drops_and_emits_a_backlog_at_the_rate) {
   int consumed = 0;
   // 100/s, burst 20 ms -> bucket of 2 records.
-  sluice::testing::topology_test_driver d(paced({.records_per_second = 100}, &consumed), {}, at_start());
+  sluice::testing::topology_test_driver d(paced({.records_per_second = 100, .burst = 20ms}, &consumed), {},
+                                          at_start());
   auto in = d.input_topic<std::string, std::string>("in");
   auto out = d.output_topic<std::string, std::string>("out");
   for (int i = 0; i < 1000; ++i) in.pipe("k", std::to_string(i), i);
@@ -79,9 +80,12 @@ TEST(pace, delays_never_drops_and_emits_a_backlog_at_the_rate) {
   }
   EXPECT_LE(max_in_window(emitted, 1000), 100u + 2u);   // rate * 1 s + bucket
   EXPECT_LE(max_in_window(emitted, 100), 10u + 2u);
-  // Not slower than the rate either: record i leaves at start + (i / 2) * 20 ms.
+  // Not slower than the rate either: records 0 and 1 (a full bucket) leave at once, then one
+  // every 10 ms as the bucket is half full again: record i >= 1 at start + (i - 1) * 10 ms.
   EXPECT_EQ(emitted.front(), start_ms);
-  EXPECT_EQ(emitted.back(), start_ms + 499 * 20);
+  EXPECT_EQ(emitted[1], start_ms);
+  EXPECT_EQ(emitted[2], start_ms + 10);
+  EXPECT_EQ(emitted.back(), start_ms + 998 * 10);
 }
 
 TEST(pace, input_is_held_in_kafka_while_the_task_is_over_its_share) {
@@ -153,7 +157,7 @@ TEST(pace, paces_the_passed_output_of_the_throttle_job) {
   auto in = d.input_topic<std::string, std::string>("in");
   auto out = d.output_topic<std::string, std::string>("out");
   for (int i = 0; i < 100; ++i) in.pipe("k", std::to_string(i), 7000 + i);
-  EXPECT_EQ(out.size(), 1u);  // 50/s, burst 20 ms -> a bucket of one record
+  EXPECT_EQ(out.size(), 1u);  // 50/s, default burst of 10 ms -> a bucket of one record
   d.advance_wall_clock(1s);
   EXPECT_EQ(out.size(), 51u);
   d.advance_wall_clock(1s);
@@ -163,16 +167,20 @@ TEST(pace, paces_the_passed_output_of_the_throttle_job) {
   EXPECT_EQ(d.metrics().total("sluice_throttle_passed_total"), 100);
 }
 
-TEST(pace, bucket_sends_bursts_of_its_capacity_then_waits_until_full) {
+TEST(pace, bucket_sends_what_it_holds_from_half_full_and_a_late_wake_up_loses_nothing) {
   sluice::topologies::pace_detail::bucket b(500, 20ms);  // 2 ms per record, 10 records
   EXPECT_EQ(b.capacity(), 10);
   for (int i = 0; i < 9; ++i) EXPECT_EQ(b.take(1000), 0) << i;
-  EXPECT_EQ(b.take(1000), 1020);
-  // Resumed on time: another 10, then wait 20 ms again.
-  for (int i = 0; i < 9; ++i) EXPECT_EQ(b.take(1020), 0);
-  EXPECT_EQ(b.take(1020), 1040);
+  EXPECT_EQ(b.take(1000), 1010);  // half full (5 records) 10 ms later
+  // Resumed on time: the 5 it holds, then wait until half full again.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(b.take(1010), 0) << i;
+  EXPECT_EQ(b.take(1010), 1020);
+  // Resumed 10 ms late: the bucket kept filling meanwhile, so nothing is lost: 10 records
+  // (25 since 1000 in all: B + 30 ms at 500/s, the bound).
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(b.take(1030), 0) << i;
+  EXPECT_EQ(b.take(1030), 1040);
   // A record it had no token for (fan-out) is owed: the pause grows by its interval.
-  EXPECT_EQ(b.take(1020), 1042);
+  EXPECT_EQ(b.take(1030), 1042);
 }
 
 TEST(pace, options_out_of_range_are_rejected) {

@@ -182,11 +182,9 @@ bool consumer::poll_batch(std::vector<message>& out, std::size_t max,
     // Only the first record is waited for (within the one budget); then take what is there.
     int wait = 0;
     if (count == 0) {
+      // Rounded up: a 1 ms budget truncated to 0 would make the caller spin.
       wait = static_cast<int>(std::max<std::int64_t>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                std::chrono::steady_clock::now())
-              .count(),
-          0));
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count(), 0));
     }
     message_ptr m(next(wait));
     if (!m) break;
@@ -194,11 +192,22 @@ bool consumer::poll_batch(std::vector<message>& out, std::size_t max,
       handle_error_message(*m);
       continue;
     }
-    if (count == out.size()) out.emplace_back();
+    if (count == out.size()) {
+      if (spare_.empty()) {
+        out.emplace_back();
+      } else {
+        out.push_back(std::move(spare_.back()));
+        spare_.pop_back();
+      }
+    }
     copy_message(*m, out[count]);
     ++count;
   }
-  out.resize(count);
+  // Shrink without freeing: surplus messages keep their buffers for the next larger batch.
+  while (out.size() > count) {
+    spare_.push_back(std::move(out.back()));
+    out.pop_back();
+  }
   rethrow_pending();
   return count > 0;
 }

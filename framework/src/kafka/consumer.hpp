@@ -133,6 +133,7 @@ class consumer {
   bool has_group_ = false;
   log_throttle throttle_;
   std::string name_;
+  std::vector<message> spare_;  // messages poll_batch shrank off, buffers kept for reuse
   handle_ptr rk_;
 };
 

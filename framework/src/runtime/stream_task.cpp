@@ -11,22 +11,6 @@
 namespace sluice::runtime {
 namespace {
 
-/// Sends a store's writes to its changelog partition.
-class changelog_logger final : public detail::changelog_writer {
- public:
-  changelog_logger(std::string topic, std::int32_t partition, record_sender& sender)
-      : topic_(std::move(topic)), partition_(partition), sender_(sender) {}
-  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
-    sender_.send(topic_, partition_, key, value, timestamp < 0 ? 0 : timestamp, no_headers_);
-  }
-
- private:
-  std::string topic_;
-  std::int32_t partition_;
-  record_sender& sender_;
-  sluice::headers no_headers_;
-};
-
 bool stops_the_job(const std::exception& e) {
   auto* se = dynamic_cast<const sluice::error*>(&e);
   if (!se) return false;
@@ -281,13 +265,17 @@ void stream_task::commit_stores(
     std::optional<std::int64_t> offset;
     if (!s.changelog_topic.empty()) offset = next_offset(s.changelog_topic, partition_);
     if (!offset) offset = s.store->committed_offset();
+    if (s.changelog) s.changelog->reset();
     if (!offset && s.store->pending_bytes() == 0) continue;
     s.store->commit(offset.value_or(0));
   }
 }
 
 void stream_task::abort_stores() {
-  for (auto& s : stores_) s.store->abort();
+  for (auto& s : stores_) {
+    s.store->abort();
+    if (s.changelog) s.changelog->reset();
+  }
 }
 
 void stream_task::checkpoint_stores() {
@@ -303,6 +291,16 @@ bool stream_task::checkpoint_due(double fraction, std::int64_t min_records) cons
     auto position = stores_[i].store->committed_offset().value_or(0);
     auto tail = position - checkpointed_[i];
     if (tail > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position)))) return true;
+  }
+  return false;
+}
+
+bool stream_task::commit_due(double fraction, std::int64_t min_records) const {
+  for (const auto& s : stores_) {
+    if (!s.changelog) continue;
+    auto position = s.store->committed_offset().value_or(0);
+    if (s.changelog->uncommitted() > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position))))
+      return true;
   }
   return false;
 }

@@ -47,13 +47,6 @@ struct task_services {
 };
 
 /// A store of a task and where its changelog goes.
-struct task_store {
-  const detail::store_spec* spec = nullptr;
-  std::unique_ptr<state::kv_store> store;
-  std::string changelog_topic;  ///< empty when not logged
-  std::unique_ptr<detail::changelog_writer> changelog;
-};
-
 /// Sends a task's records somewhere: the thread's record collector, or the test driver.
 class record_sender {
  public:
@@ -61,6 +54,34 @@ class record_sender {
   virtual void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
                     const std::optional<std::string_view>& value, std::int64_t timestamp,
                     const sluice::headers& headers) = 0;
+};
+
+/// Sends a store's writes to its changelog partition, counting them since the last commit.
+class changelog_logger final : public detail::changelog_writer {
+ public:
+  changelog_logger(std::string topic, std::int32_t partition, record_sender& sender)
+      : topic_(std::move(topic)), partition_(partition), sender_(sender) {}
+  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
+    sender_.send(topic_, partition_, key, value, timestamp < 0 ? 0 : timestamp, no_headers_);
+    ++uncommitted_;
+  }
+  /// Writes since the last reset (the last commit or abort).
+  std::int64_t uncommitted() const noexcept { return uncommitted_; }
+  void reset() noexcept { uncommitted_ = 0; }
+
+ private:
+  std::string topic_;
+  std::int32_t partition_;
+  record_sender& sender_;
+  sluice::headers no_headers_;
+  std::int64_t uncommitted_ = 0;
+};
+
+struct task_store {
+  const detail::store_spec* spec = nullptr;
+  std::unique_ptr<state::kv_store> store;
+  std::string changelog_topic;  ///< empty when not logged
+  std::unique_ptr<changelog_logger> changelog;
 };
 
 class stream_task final : public detail::task_context {
@@ -101,6 +122,11 @@ class stream_task final : public detail::task_context {
   /// than max(min_records, fraction * position): a crash now would replay more than that
   /// share of the changelog, which a time-only checkpoint cannot bound at high rates.
   bool checkpoint_due(double fraction, std::int64_t min_records) const;
+  /// True when a logged store's changelog writes since the last commit exceed
+  /// max(min_records, fraction * position). Committing then bounds what a crash replays
+  /// (the unflushed tail plus the open commit) to about twice that share even when one
+  /// commit interval carries many records, as right after a restart with a backlog.
+  bool commit_due(double fraction, std::int64_t min_records) const;
   /// Closes nodes and stores; dirty drops pending writes.
   void close(bool clean);
   std::uint64_t processed() const noexcept { return processed_total_; }

@@ -40,7 +40,29 @@ bool transaction_trouble(const std::exception& e) {
   }
 }
 
+/// The least time a partition stays paused in the consumer. Each resume starts a fetch and
+/// each pause throws away what librdkafka prefetched: a task that takes its held records
+/// much faster than max.poll.records per second would otherwise flap every few
+/// milliseconds.
+constexpr std::int64_t min_consumer_pause_ms = 250;
+
 }  // namespace
+
+void held_queue::push(kafka::message& m) {
+  if (size_ == slots_.size()) {
+    // Full: unroll the ring so the oldest is first, and add a slot at the end.
+    std::rotate(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(head_), slots_.end());
+    head_ = 0;
+    slots_.emplace_back();
+  }
+  std::swap(slots_[(head_ + size_) % slots_.size()], m);
+  ++size_;
+}
+
+void held_queue::pop() noexcept {
+  head_ = (head_ + 1) % slots_.size();
+  --size_;
+}
 
 stream_thread::stream_thread(thread_settings settings, const task_services& services,
                              std::function<void(thread_state)> on_state_change)
@@ -116,30 +138,33 @@ void stream_thread::run() {
 void stream_thread::loop_once() {
   try {
     auto timeout = restoring_.empty() ? settings_.poll_timeout : 0ms;
-    timeout = until_next_resume(services_.wall_clock_ms(), timeout);
+    timeout = until_next_release(services_.wall_clock_ms(), timeout);
     consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
     auto batch_time = services_.wall_clock_ms();
-    for (const auto& m : batch_) {
-      auto it = by_partition_.find({m.topic, m.partition});
+    for (auto& m : batch_) {
+      const partition_ref tp{m.topic, m.partition};
+      auto it = by_partition_.find(tp);
       if (it == by_partition_.end()) continue;
+      auto& input = it->second;
       // After an asynchronous seek back to X, records fetched before the seek may still
       // arrive: drop them until X itself comes (it was delivered once, so it exists).
-      if (auto s = seeking_.find({m.topic, m.partition}); s != seeking_.end()) {
-        if (m.offset != s->second) continue;
-        seeking_.erase(s);
+      if (!seeking_.empty()) {
+        if (auto s = seeking_.find(tp); s != seeking_.end()) {
+          if (m.offset != s->second) continue;
+          seeking_.erase(s);
+        }
       }
       // Not running yet (restoring): leave the record in Kafka; the seek below re-reads it.
-      if (!it->second->running() || unread_.contains({m.topic, m.partition})) {
+      if (!input.task->running() || (!unread_.empty() && unread_.contains(tp))) {
         unread_.try_emplace({m.topic, m.partition}, m.offset);
         continue;
       }
       // Paused by pacing, or records of this partition already wait: keep it, in order.
-      auto held = held_.find({m.topic, m.partition});
-      if (it->second->input_paused(batch_time) || (held != held_.end() && !held->second.empty())) {
-        held_[{m.topic, m.partition}].push_back(m);
+      if (input.task->input_paused(batch_time) || !input.held.records.empty()) {
+        input.held.records.push(m);
         continue;
       }
-      it->second->process(m);
+      input.task->process(m);
     }
     release_held_records();
     if (!restoring_.empty()) restore_step();
@@ -153,8 +178,17 @@ void stream_thread::loop_once() {
     }
     unread_.clear();
     collector_->poll();
-    bool requested = std::any_of(tasks_.begin(), tasks_.end(), [](auto& t) { return t.second->commit_requested(); });
-    if (requested || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
+    // Commit at the interval, on request, or, under exactly-once, early when a store's open
+    // transaction outgrows the checkpoint bound: a crash then replays a tail of the
+    // changelog, whatever the rate. (At-least-once stores are written through and
+    // checkpointed at commits; a crash replays at most one commit interval.)
+    const bool bound_transactions = services_.guarantee == processing_guarantee::exactly_once;
+    bool due = std::any_of(tasks_.begin(), tasks_.end(), [&](auto& t) {
+      return t.second->commit_requested() ||
+             (bound_transactions &&
+              t.second->commit_due(settings_.checkpoint_tail_fraction, settings_.checkpoint_min_records));
+    });
+    if (due || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
   } catch (const std::exception& e) {
     if (services_.guarantee == processing_guarantee::exactly_once && transaction_trouble(e)) {
       recover_from_transaction_failure(e);
@@ -198,7 +232,7 @@ void stream_thread::create_tasks(const std::vector<kafka::topic_partition>& part
       it = tasks_.emplace(id, std::move(task)).first;
       begin_restoration(*it->second);
     }
-    by_partition_[{p.topic, p.partition}] = it->second.get();
+    by_partition_[{p.topic, p.partition}].task = it->second.get();
   }
   set_state(restoring_.empty() ? thread_state::running : thread_state::restoring);
 }
@@ -370,51 +404,59 @@ void stream_thread::update_lag() {
 }
 
 void stream_thread::release_held_records() {
-  // Pacing back-pressure: records a paused task could not take wait here, in order, and go
-  // to the task once its pause ends. A partition holding more than max.poll.records is
-  // paused in the consumer (without a seek: on resume librdkafka fetches from the position
-  // after the last record it delivered, which is the last record held), so memory stays
-  // bounded; it is resumed once its records are released.
+  // Pacing back-pressure. Records a paused task cannot take yet wait here, in order, and go
+  // to the task once its pause ends (the poll returns in time: until_next_release). Short
+  // pauses touch nothing in the consumer: what librdkafka already fetched is kept, not
+  // thrown away and fetched again. A partition holding max.poll.records (H) or more is
+  // paused in the consumer, so at most 2H - 1 records are held per partition (a batch may
+  // land on a queue just under the mark). No seek: on resume librdkafka fetches from the
+  // record after the last one it delivered, i.e. the last one held. It is resumed while
+  // 3H/4 are still held (and min_consumer_pause_ms after the pause): librdkafka 2.0.2 takes
+  // up to about a second to deliver a resumed partition again when its broker thread had
+  // nothing to fetch (measured 0.05 .. 0.95 s), and what is held must last until then.
   auto now = services_.wall_clock_ms();
-  for (auto& [tp, queue] : held_) {
-    auto task = by_partition_.find(tp);
-    if (task == by_partition_.end() || !task->second->running()) {
-      queue.clear();
-      continue;
+  for (auto& [tp, input] : by_partition_) {
+    auto& held = input.held;
+    if ((held.records.empty() && !held.consumer_paused) || !input.task->running()) continue;
+    while (!held.records.empty() && !input.task->input_paused(now)) {
+      input.task->process(held.records.front());
+      held.records.pop();
     }
-    while (!queue.empty() && !task->second->input_paused(now)) {
-      task->second->process(queue.front());
-      queue.pop_front();
-    }
-    bool over = queue.size() >= settings_.max_poll_records;
-    bool paused = consumer_paused_.contains(tp);
-    if (over && !paused) {
+    if (!held.consumer_paused && held.records.size() >= settings_.max_poll_records) {
       consumer_->pause({{tp.first, tp.second}});
-      consumer_paused_.insert(tp);
-    } else if (queue.empty() && paused) {
+      held.consumer_paused = true;
+      held.paused_at_ms = now;
+    } else if (held.consumer_paused && held.records.size() <= settings_.max_poll_records * 3 / 4 &&
+               now - held.paused_at_ms >= min_consumer_pause_ms) {
       consumer_->resume({{tp.first, tp.second}});
-      consumer_paused_.erase(tp);
+      held.consumer_paused = false;
     }
   }
-  std::erase_if(held_, [&](const auto& entry) { return entry.second.empty() && !consumer_paused_.contains(entry.first); });
 }
 
 void stream_thread::drop_held_records() noexcept {
-  for (const auto& tp : consumer_paused_) {
+  for (auto& [tp, input] : by_partition_) {
+    input.held.records.clear();
+    if (!input.held.consumer_paused) continue;
+    input.held.consumer_paused = false;
     try {
       consumer_->resume({{tp.first, tp.second}});
     } catch (const std::exception& e) {
       spdlog::debug("stream thread {}: resume {}-{}: {}", settings_.index, tp.first, tp.second, e.what());
     }
   }
-  consumer_paused_.clear();
-  held_.clear();
 }
 
-std::chrono::milliseconds stream_thread::until_next_resume(std::int64_t now_ms, std::chrono::milliseconds cap) const {
-  for (const auto& [id, task] : tasks_)
-    if (task->running() && task->input_paused(now_ms))
-      cap = std::min(cap, std::chrono::milliseconds(task->input_paused_until() - now_ms));
+std::chrono::milliseconds stream_thread::until_next_release(std::int64_t now_ms, std::chrono::milliseconds cap) const {
+  auto until = [&](std::int64_t due_ms) {
+    cap = std::min(cap, std::chrono::milliseconds(std::max<std::int64_t>(0, due_ms - now_ms)));
+  };
+  for (const auto& [tp, input] : by_partition_) {
+    if (!input.task->running()) continue;
+    if (!input.held.records.empty()) until(input.task->input_paused_until());
+    // All released before the partition may be resumed (a share far above max.poll.records/s).
+    if (input.held.records.empty() && input.held.consumer_paused) until(input.held.paused_at_ms + min_consumer_pause_ms);
+  }
   return cap;
 }
 

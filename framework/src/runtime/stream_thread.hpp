@@ -9,14 +9,13 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
-#include <set>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -39,14 +38,50 @@ struct thread_settings {
   std::chrono::milliseconds poll_timeout{100};
   std::chrono::milliseconds checkpoint_interval{5000};
   /// A task's stores are also checkpointed at a commit once a store's unflushed changelog
-  /// tail exceeds this share of its changelog position (at least checkpoint_min_records):
-  /// a crash then replays a bounded share of the changelog whatever the record rate.
+  /// tail exceeds this share of its changelog position (at least checkpoint_min_records),
+  /// and under exactly-once a commit comes early once a store's uncommitted writes exceed
+  /// the same bound: a crash then replays about twice this share of the changelog whatever
+  /// the record rate.
   double checkpoint_tail_fraction = 0.04;
   std::int64_t checkpoint_min_records = 1000;
   std::chrono::milliseconds restore_log_interval{5000};
   std::size_t max_poll_records = 1000;
   std::vector<std::string> source_topics;          ///< resolved names, all sub-topologies
   std::map<std::string, int> topic_to_subtopology;  ///< resolved source topic -> sub-topology
+};
+
+/// Records of one partition fetched while its task's input was paused by pacing, oldest
+/// first. A ring of message slots that keeps its slots, and their string capacity, after
+/// records leave: push() swaps the record out of the poll batch and hands the batch a used
+/// slot to fill next time, so holding and releasing a steady paced stream allocates nothing
+/// per record. Single-threaded.
+/// Orders (topic, partition) keys and finds them by a partition_ref, so the per-record
+/// lookups build no string.
+struct partition_less {
+  using is_transparent = void;
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const noexcept {
+    const std::string_view at = a.first, bt = b.first;
+    return at < bt || (at == bt && a.second < b.second);
+  }
+};
+using partition_ref = std::pair<std::string_view, std::int32_t>;
+
+class held_queue {
+ public:
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+  /// Appends `m`, which is left holding a used slot's buffers (its content is unspecified).
+  void push(kafka::message& m);
+  kafka::message& front() noexcept { return slots_[head_]; }
+  void pop() noexcept;
+  /// Forgets the records; keeps the slots.
+  void clear() noexcept { head_ = size_ = 0; }
+
+ private:
+  std::vector<kafka::message> slots_;
+  std::size_t head_ = 0;
+  std::size_t size_ = 0;
 };
 
 class stream_thread final : kafka::rebalance_listener, public record_sender {
@@ -76,6 +111,19 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
     bool done = false;
   };
 
+  /// Pacing back-pressure for one partition; see release_held_records().
+  struct held_input {
+    held_queue records;
+    bool consumer_paused = false;   ///< fetching stopped until the held records run low
+    std::int64_t paused_at_ms = 0;  ///< wall clock when fetching stopped
+  };
+
+  /// An assigned source partition: the task it feeds and what is held for it.
+  struct partition_input {
+    stream_task* task = nullptr;
+    held_input held;
+  };
+
   void run();
   void loop_once();
   void set_state(thread_state s);
@@ -99,8 +147,9 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   void release_held_records();
   /// Forgets held records and resumes every partition paused for them (tasks closing, rewind).
   void drop_held_records() noexcept;
-  /// How long the poll may wait before a paused task's input is due to resume.
-  std::chrono::milliseconds until_next_resume(std::int64_t now_ms, std::chrono::milliseconds cap) const;
+  /// `cap`, shortened so that the poll returns when the next held record is due (0 when one
+  /// is due now) or a partition paused in the consumer may be resumed.
+  std::chrono::milliseconds until_next_release(std::int64_t now_ms, std::chrono::milliseconds cap) const;
 
   thread_settings settings_;
   const task_services& services_;
@@ -110,15 +159,13 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   std::unique_ptr<kafka::consumer> consumer_;
   std::unique_ptr<kafka::consumer> restore_consumer_;
   std::map<std::string, std::unique_ptr<stream_task>> tasks_;
-  std::map<std::pair<std::string, std::int32_t>, stream_task*> by_partition_;
+  std::map<std::pair<std::string, std::int32_t>, partition_input, partition_less> by_partition_;
   std::vector<restoring> restoring_;
   std::vector<kafka::topic_partition> assignment_;
   std::vector<kafka::message> batch_;
   std::vector<kafka::message> restore_batch_;
-  std::map<std::pair<std::string, std::int32_t>, std::int64_t> unread_;  // paused: seek back here
-  std::map<std::pair<std::string, std::int32_t>, std::int64_t> seeking_;  // sought back: next offset expected
-  std::map<std::pair<std::string, std::int32_t>, std::deque<kafka::message>> held_;  // paused by pacing, in order
-  std::set<std::pair<std::string, std::int32_t>> consumer_paused_;                   // paused in the consumer
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t, partition_less> unread_;  // not taken: seek back here
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t, partition_less> seeking_;  // sought back: offset expected
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_, last_restore_log_, restore_started_;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};

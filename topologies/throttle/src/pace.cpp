@@ -23,7 +23,8 @@ namespace pace_detail {
 bucket::bucket(double records_per_second, std::chrono::milliseconds burst)
     : interval_ms_(1000.0 / records_per_second),
       capacity_(std::max(1.0, std::floor(records_per_second * static_cast<double>(burst.count()) / 1000.0))),
-      tolerance_ms_((capacity_ - 1) * interval_ms_) {}
+      tolerance_ms_((capacity_ - 1) * interval_ms_),
+      half_full_ms_(std::floor(capacity_ / 2) * interval_ms_) {}
 
 std::int64_t bucket::take(std::int64_t now_ms) noexcept {
   auto now = static_cast<double>(now_ms);
@@ -33,9 +34,12 @@ std::int64_t bucket::take(std::int64_t now_ms) noexcept {
   theoretical_ += interval_ms_;
   // The next record would fit once theoretical_ - tolerance_ms_ <= now.
   if (theoretical_ - tolerance_ms_ <= now) return 0;
-  // Out of tokens: wait until the bucket is full again, then send up to B at once. Waiting
-  // for a full bucket rather than one token makes one pause/resume per B records.
-  return static_cast<std::int64_t>(std::ceil(theoretical_));
+  // Out of tokens: wait until the bucket is half full again (ceil(B / 2) records), then send
+  // what it holds. Not one token: one wake-up per record would cost a loop of the stream
+  // thread each. Not a full bucket: a full bucket stops filling, so every millisecond the
+  // wake-up comes late (timer granularity, a commit in progress) would be lost for good;
+  // from half full, a wake-up up to B / 2 tokens late loses nothing.
+  return static_cast<std::int64_t>(std::ceil(theoretical_ - half_full_ms_));
 }
 
 }  // namespace pace_detail

@@ -15,15 +15,18 @@
 // How: a token bucket per task on the wall clock (GCRA form), holding up to `burst` worth
 // of records (at least one). A record that reaches the processor is forwarded at once,
 // unchanged (key, value, headers and timestamp). When the bucket is empty the processor
-// pauses the task's input (processor_context::pause_input_until) until the bucket is full
-// again; the following records stay in Kafka meanwhile, so nothing piles up in memory and
-// no record is held by the processor: its offset is committed only after it was forwarded,
-// as for any record, and at-least-once and exactly-once hold unchanged. Upstream
-// processors of the same task (e.g. the throttle) are paused with it.
+// pauses the task's input (processor_context::pause_input_until) until the bucket is half
+// full again, so a wake-up that comes a little late loses no tokens. Meanwhile the task is
+// fed nothing: the stream thread keeps what its consumer already fetched for the task (a
+// bounded queue per partition, beyond which it stops fetching the partition) and the rest
+// stays in Kafka, so nothing piles up in memory and no record is held by the processor:
+// its offset is committed only after it was forwarded, as for any record, and
+// at-least-once and exactly-once hold unchanged. Upstream processors of the same task
+// (e.g. the throttle) are paused with it.
 //
 // The bound: for any interval of length W, a task forwards at most share * W + B records,
 // B = max(1, floor(share * burst)); the job at most rate * W + sum of B (for W = 1 s and the
-// default burst of 20 ms: rate * 1.02, plus one record per task at low rates). A record that
+// default burst of 10 ms: rate * 1.01, plus one record per task at low rates). A record that
 // does not fit (only when one input record makes several records reach the pace processor,
 // e.g. a flat_map before it, or a punctuator forwards) is forwarded anyway and its tokens
 // are owed: the pause lasts until they are repaid, so the average stays at the rate.
@@ -46,12 +49,13 @@ struct pace_options {
   /// Default: 0 (invalid; set it).
   double records_per_second = 0;
 
-  /// How much sending a task may bunch: its bucket holds max(1, share * burst) records.
-  /// Larger bursts mean fewer pause/resume cycles of the consumer (each one a fetch round
-  /// trip, hence the default) and a looser bound over short windows. Must be within
-  /// [0, 10 s].
-  /// Default: 20 ms.
-  std::chrono::milliseconds burst{20};
+  /// How much sending a task may bunch: its bucket holds B = max(1, share * burst) records
+  /// and a paused task wakes up when it holds ceil(B / 2). Larger bursts mean fewer wake-ups
+  /// of the stream thread (one per B / 2 records), more tolerance for a late wake-up before
+  /// the rate suffers, and a looser bound over short windows. Must be within [0, 10 s].
+  /// Default: 10 ms (at most rate * 1.01 over any second, leaving room for the jitter a
+  /// broker adds downstream).
+  std::chrono::milliseconds burst{10};
 };
 
 /// Throws sluice::error(errc::invalid_config) naming the bad value and its allowed range.
@@ -67,8 +71,8 @@ class bucket {
   bucket(double records_per_second, std::chrono::milliseconds burst);
 
   /// Takes a token for one record forwarded at `now_ms`. Returns the wall-clock time until
-  /// which input should pause (the bucket is full again then), or 0 when the next record
-  /// may pass now.
+  /// which input should pause (the bucket holds ceil(B / 2) records again then), or 0 when
+  /// the next record may pass now.
   std::int64_t take(std::int64_t now_ms) noexcept;
 
   /// Records the bucket holds when full (B).
@@ -78,6 +82,7 @@ class bucket {
   double interval_ms_;   // 1000 / share: one token's worth of time
   double capacity_;      // B
   double tolerance_ms_;  // (B - 1) * interval: how far ahead of now `theoretical` may be
+  double half_full_ms_;  // floor(B / 2) * interval: the bucket holds ceil(B / 2) this long before full
   double theoretical_ = 0;
   bool started_ = false;
 };
