@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
 #include "sluice/topologies/pace.hpp"
@@ -185,13 +186,8 @@ TEST(pace, bucket_sends_what_it_holds_from_half_full_and_a_late_wake_up_loses_no
 
 TEST(pace, options_out_of_range_are_rejected) {
   auto rejects = [](pace_options o, const std::string& needle) {
-    try {
-      sluice::topologies::validate(o);
-      ADD_FAILURE() << "accepted " << needle;
-    } catch (const sluice::error& e) {
-      EXPECT_EQ(e.code(), sluice::errc::invalid_config);
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    auto msg = sluice::test::error_of([&] { sluice::topologies::validate(o); }, sluice::errc::invalid_config);
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
   };
   rejects({.records_per_second = 0}, "records_per_second must be a positive number");
   rejects({.records_per_second = -5}, "records_per_second");

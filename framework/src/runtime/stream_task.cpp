@@ -240,12 +240,6 @@ std::int32_t stream_task::partition_count() const {
   return it == services_.subtopology_partitions.end() ? 1 : it->second;
 }
 
-std::optional<std::int64_t> stream_task::next_offset(const kafka::topic_partition& tp) const {
-  for (std::size_t i = 0; i < inputs_.size(); ++i)
-    if (inputs_[i] == tp) return next_offsets_[i] < 0 ? std::nullopt : std::optional(next_offsets_[i]);
-  return std::nullopt;
-}
-
 std::vector<kafka::topic_partition_offset> stream_task::offsets_to_commit() const {
   std::vector<kafka::topic_partition_offset> out;
   if (!dirty_offsets_) return out;

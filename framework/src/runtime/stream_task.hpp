@@ -133,8 +133,6 @@ class stream_task final : public detail::task_context {
   /// True while a processor's pause_input_until() holds back this task's input at `now`.
   bool input_paused(std::int64_t now_ms) const noexcept { return input_paused_until_ > now_ms; }
   std::int64_t input_paused_until() const noexcept { return input_paused_until_; }
-  /// The next offset of `tp` this task has not processed, if it processed any record of it.
-  std::optional<std::int64_t> next_offset(const kafka::topic_partition& tp) const;
 
   // task_context
   const record_metadata& metadata() const override { return metadata_; }

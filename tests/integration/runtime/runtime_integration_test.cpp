@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "broker_env.hpp"
+#include "error_of.hpp"
 #include "pipeline/topology.hpp"
 #include "sluice/sluice.hpp"
 #include "word_count/topology.hpp"
@@ -138,22 +139,6 @@ TEST(runtime, word_count_exactly_once_survives_a_restart_with_correct_counts) {
   }
 }
 
-namespace {
-
-/// What app.start() threw; fails the test when it did not throw `expected`.
-std::string start_error(sluice::app& app, sluice::errc expected) {
-  try {
-    app.start();
-  } catch (const sluice::error& e) {
-    EXPECT_EQ(e.code(), expected) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "start() should have thrown";
-  return {};
-}
-
-}  // namespace
-
 TEST(runtime, co_partitioned_sources_with_different_partition_counts_fail_at_startup) {
   SLUICE_REQUIRE_BROKER();
   auto a = sluice::test::unique_name("copart-a"), t = sluice::test::unique_name("copart-t");
@@ -167,7 +152,7 @@ TEST(runtime, co_partitioned_sources_with_different_partition_counts_fail_at_sta
       .join(table, [](const std::string& v, const std::string& tv) { return v + tv; })
       .to(a);
   sluice::app app(b.build(), cfg);
-  auto msg = start_error(app, sluice::errc::invalid_topology);
+  auto msg = sluice::test::error_of([&] { app.start(); }, sluice::errc::invalid_topology);
   EXPECT_NE(msg.find(a), std::string::npos) << msg;
   EXPECT_NE(msg.find(t), std::string::npos) << msg;
   // Both counts appear, whichever topic the check met first.
@@ -194,7 +179,7 @@ TEST(runtime, an_existing_repartition_topic_with_another_partition_count_fails_a
       .to_stream()
       .to(out);
   sluice::app app(b.build(), cfg);
-  auto msg = start_error(app, sluice::errc::invalid_topology);
+  auto msg = sluice::test::error_of([&] { app.start(); }, sluice::errc::invalid_topology);
   EXPECT_NE(msg.find("repartition topic '" + app_id + "-per-word-repartition' has 2 partitions but its sources have 4"),
             std::string::npos)
       << msg;

@@ -3,26 +3,14 @@
 
 #include <fstream>
 
+#include "error_of.hpp"
+
 #include "sluice/app.hpp"
 #include "sluice/builder.hpp"
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
 
-namespace {
-
-template <class F>
-std::string error_of(F f, sluice::errc expected) {
-  try {
-    f();
-  } catch (const sluice::error& e) {
-    EXPECT_EQ(e.code(), expected) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected sluice::error";
-  return {};
-}
-
-}  // namespace
+using sluice::test::error_of;
 
 TEST(config, parses_properties_with_comments_separators_and_continuations) {
   auto c = sluice::config::from_string(
