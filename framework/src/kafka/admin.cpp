@@ -1,6 +1,8 @@
 // Topic administration over librdkafka's Admin API (or the mock cluster directly).
 #include "kafka/admin.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "kafka/error.hpp"
@@ -95,16 +97,34 @@ void admin::create_topics(const std::vector<new_topic>& topics,
                        {}, reason ? reason : "");
     }
   }
-  // The controller answered; wait until brokers' metadata shows the topics too.
+  // The controller answered. Wait until every partition takes writes: metadata can name a
+  // leader before that broker has applied the creation, and an idempotent producer's first
+  // batch refused then (NOT_LEADER_OR_FOLLOWER) can be lost when a later batch is appended
+  // first (KAFKA-15591, brokers before the fix). ListOffsets is refused until the leader's
+  // replica exists, like Produce, so one answered query per partition is the signal.
   for (const auto& t : topics) {
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (partition_count(t.name, std::max(left, std::chrono::milliseconds(1000)))) break;
-      if (left.count() <= 0)
-        throw sluice::error(errc::timeout, "topic '" + t.name +
-                                               "' was created but does not show in metadata");
+    const auto left = [&] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    };
+    std::optional<int> count;
+    while (!(count = partition_count(t.name, std::max(left(), std::chrono::milliseconds(1000))))) {
+      if (left().count() <= 0)
+        throw sluice::error(errc::timeout, "topic '" + t.name + "' was created but does not show in metadata");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (mock_) continue;  // the mock creates partitions synchronously
+    for (int p = 0; p < *count; ++p) {
+      for (;;) {
+        std::int64_t low = 0, high = 0;
+        const auto err = rd_kafka_query_watermark_offsets(
+            rk_.get(), t.name.c_str(), p, &low, &high,
+            static_cast<int>(std::clamp<std::int64_t>(left().count(), 1000, 5000)));
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
+        if (left().count() <= 0)
+          throw make_error(err, "topic '" + t.name + "' partition " + std::to_string(p) +
+                                    " was created but its leader does not answer");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     }
   }
 }

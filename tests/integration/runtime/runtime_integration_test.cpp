@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <random>
 #include <set>
@@ -283,6 +284,11 @@ TEST(runtime, poison_records_including_a_2mb_value_are_dead_lettered_skipped_or_
     auto deadline = std::chrono::steady_clock::now() + 30s;
     while (app.metrics().total("sluice_records_skipped_total") < 4 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(50ms);
+    if (outputs.size() != 2u) {
+      for (auto& o : outputs) std::cerr << "output key " << o.key.value_or("<null>") << " @" << o.partition << "\n";
+      for (auto& m : app.metrics().snapshot()) std::cerr << m.name << "{" << m.labels << "} " << m.value << "\n";
+      std::cerr << "state " << static_cast<int>(app.state()) << " " << app.error_message() << "\n";
+    }
     app.close();
     ASSERT_EQ(outputs.size(), 2u);
     EXPECT_EQ(*outputs[0].key == "good-1" ? *outputs[1].key : *outputs[0].key, "good-2");
