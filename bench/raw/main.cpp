@@ -141,6 +141,10 @@ int main(int argc, char** argv) {
   set(cc, "bootstrap.servers", bootstrap);
   set(cc, "group.id", group);
   set(cc, "auto.offset.reset", "earliest");
+  // The prefetch bounds sluice's consumers use (docs/configuration.md): with librdkafka's
+  // defaults the loop waits on fetches that stopped at 100,000 queued records.
+  set(cc, "queued.min.messages", "1000000");
+  set(cc, "queued.max.messages.kbytes", "32768");
   rd_kafka_t* consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cc, err, sizeof err);
   if (!consumer) { std::fprintf(stderr, "sluice-bench-raw: %s\n", err); return 1; }
   rd_kafka_poll_set_consumer(consumer);
