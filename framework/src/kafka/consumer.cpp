@@ -230,6 +230,18 @@ void consumer::assign(const std::vector<topic_partition_offset>& parts) {
 
 void consumer::unassign() { throw_if(rd_kafka_assign(rk_.get(), nullptr), "unassign"); }
 
+void consumer::assign_more(const std::vector<topic_partition_offset>& parts) {
+  if (parts.empty()) return;
+  auto list = to_list(parts);
+  throw_if(rd_kafka_incremental_assign(rk_.get(), list.get()), "incremental_assign");
+}
+
+void consumer::unassign_some(const std::vector<topic_partition>& parts) {
+  if (parts.empty()) return;
+  auto list = to_list(parts);
+  throw_if(rd_kafka_incremental_unassign(rk_.get(), list.get()), "incremental_unassign");
+}
+
 std::vector<topic_partition> consumer::assignment() const {
   rd_kafka_topic_partition_list_t* raw = nullptr;
   throw_if(rd_kafka_assignment(rk_.get(), &raw), "assignment");

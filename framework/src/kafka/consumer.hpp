@@ -69,6 +69,10 @@ class consumer {
   /// Manual assignment; offsets may be logical (offset_beginning, offset_end, offset_stored).
   void assign(const std::vector<topic_partition_offset>& parts);
   void unassign();
+  /// Assign-only consumers: add or remove partitions while the others keep what librdkafka
+  /// already fetched for them (assign() replaces the assignment and drops it).
+  void assign_more(const std::vector<topic_partition_offset>& parts);
+  void unassign_some(const std::vector<topic_partition>& parts);
   std::vector<topic_partition> assignment() const;
 
   void pause(const std::vector<topic_partition>& parts);
