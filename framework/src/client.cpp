@@ -92,10 +92,6 @@ topic_reader::topic_reader(const config& c, const std::vector<std::string>& topi
   props.erase("group.instance.id");
   props["enable.partition.eof"] = "true";
   props["isolation.level"] = read_committed ? "read_committed" : "read_uncommitted";
-  // The stream threads' prefetch bounds (app.cpp): with librdkafka's, a reader stalls behind
-  // the topic it reads (bench/run's checker took 11 s for what was committed in 5 s).
-  props.try_emplace("queued.min.messages", "1000000");
-  props.try_emplace("queued.max.messages.kbytes", "32768");
   impl_ = std::make_unique<impl>(props);
   kafka::admin admin(client_map(c, "admin"));
   std::vector<kafka::topic_partition_offset> assign;

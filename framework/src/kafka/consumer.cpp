@@ -15,6 +15,14 @@ consumer::consumer(const config_map& config) {
   effective.try_emplace("enable.auto.commit", "false");
   effective.try_emplace("enable.auto.offset.store", "false");
   effective.try_emplace("partition.assignment.strategy", "range");
+  // librdkafka 2.0.2 stops fetching a partition once its local queue passes
+  // queued.min.messages (100,000) or queued.max.messages.kbytes (64 MiB), and is slow to
+  // start again: a backlog, a restore or a reader then waits on fetches. Count-bound by a
+  // million, byte-bound by 32 MiB per consumer (bench/README.md, "Consumer prefetch":
+  // 2,000,000 records passthrough 12.3 -> 4.5 s wall at 184 MB peak RSS; restore 131,000 ->
+  // 595,000 records/s).
+  effective.try_emplace("queued.min.messages", "1000000");
+  effective.try_emplace("queued.max.messages.kbytes", "32768");
   const auto* group = find(effective, "group.id");
   has_group_ = group && !group->empty();
   // librdkafka's assign() needs a group handle even when nothing is ever committed; an

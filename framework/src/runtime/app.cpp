@@ -184,14 +184,6 @@ void app::start() {
     (*props)["bootstrap.servers"] = cfg.bootstrap_servers();
     kafka::apply_embedded(*props);
   }
-  // librdkafka 2.0.2 stops fetching a partition once its local queue passes
-  // queued.min.messages (100,000) or queued.max.messages.kbytes (64 MiB), and is slow to
-  // start again: a backlog or a restore then runs at a fraction of what the broker and the
-  // store take. Count-bound by a million, byte-bound by 32 MiB per consumer (bench/README.md,
-  // "Consumer prefetch": 2,000,000 records passthrough 12.3 -> 4.5 s wall, peak RSS 184 MB;
-  // restore 131,000 -> 595,000 records/s). Either can be set with the consumer. prefix.
-  consumer_props.try_emplace("queued.min.messages", "1000000");
-  consumer_props.try_emplace("queued.max.messages.kbytes", "32768");
   d.bootstrap = admin_props["bootstrap.servers"];
   if (embedded) spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
 
