@@ -12,6 +12,22 @@
 
 using sluice::test::error_of;
 
+namespace {
+
+/// An app over a one-step topology ("in" -> "out") with `c`.
+sluice::app app_with(const sluice::config& c) {
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("in").to("out");
+  return sluice::app(b.build(), c);
+}
+
+/// The message of the invalid_config error that making such an app with `c` throws.
+std::string refusal_of(const sluice::config& c) {
+  return error_of([&] { app_with(c); }, sluice::errc::invalid_config);
+}
+
+}  // namespace
+
 TEST(config, parses_properties_with_comments_separators_and_continuations) {
   auto c = sluice::config::from_string(
       "# a comment\n! another\napplication.id = orders\nbootstrap.servers: b1:9092\n"
@@ -101,29 +117,23 @@ TEST(config, declared_job_keys_have_defaults_and_stay_out_of_librdkafka) {
 }
 
 TEST(config, unknown_librdkafka_key_is_rejected_when_the_app_is_made) {
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>("in").to("out");
   sluice::config c;
   c.set("application.id", "a").set("consumer.no.such.setting", "1");
-  auto msg = error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
+  auto msg = refusal_of(c);
   EXPECT_NE(msg.find("no.such.setting"), std::string::npos) << msg;
 }
 
 TEST(config, dead_letter_is_not_a_production_policy) {
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>("in").to("out");
   sluice::config c;
   c.set("application.id", "a").set("production.error.handler", "dead_letter");
-  error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
+  refusal_of(c);
 }
 
 TEST(config, consumer_settings_the_runtime_owns_are_refused_with_what_to_do) {
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>("in").to("out");
   auto refused = [&](const char* key, const char* value) {
     sluice::config c;
     c.set("application.id", "orders").set(key, value);
-    auto msg = error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
+    auto msg = refusal_of(c);
     std::string bare = key;
     if (bare.starts_with("consumer.")) bare = bare.substr(9);
     EXPECT_NE(msg.find("'" + bare + "'"), std::string::npos) << msg;
@@ -138,35 +148,31 @@ TEST(config, consumer_settings_the_runtime_owns_are_refused_with_what_to_do) {
   // What the runtime would set anyway is accepted.
   sluice::config same;
   same.set("application.id", "orders").set("group.id", "orders").set("enable.auto.commit", "false");
-  EXPECT_NO_THROW(sluice::app(b.build(), same));
+  EXPECT_NO_THROW(app_with(same));
 
   sluice::config eos;
   eos.set("application.id", "orders").set("processing.guarantee", "exactly_once").set("isolation.level", "read_uncommitted");
-  error_of([&] { sluice::app app(b.build(), eos); }, sluice::errc::invalid_config);
+  refusal_of(eos);
 }
 
 TEST(config, a_state_memory_budget_too_small_for_rocksdb_is_refused_before_start) {
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>("in").to("out");
   sluice::config c;
   c.set("application.id", "a").set("state.memory.budget.bytes", "1048576");
-  auto msg = error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
+  auto msg = refusal_of(c);
   EXPECT_NE(msg.find("state.memory.budget.bytes"), std::string::npos) << msg;
   EXPECT_NE(msg.find("8388608"), std::string::npos) << msg;
 }
 
 TEST(config, replication_factor_of_internal_topics_is_the_broker_default_or_positive) {
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>("in").to("out");
   for (const char* bad : {"0", "-2", "three"}) {
     sluice::config c;
     c.set("application.id", "a").set("replication.factor", bad);
-    auto msg = error_of([&] { sluice::app app(b.build(), c); }, sluice::errc::invalid_config);
+    auto msg = refusal_of(c);
     EXPECT_NE(msg.find("replication.factor"), std::string::npos) << msg;
   }
   for (const char* ok : {"-1", "1", "3"}) {
     sluice::config c;
     c.set("application.id", "a").set("replication.factor", ok);
-    EXPECT_NO_THROW(sluice::app(b.build(), c));
+    EXPECT_NO_THROW(app_with(c));
   }
 }
