@@ -411,7 +411,7 @@ class rocksdb_store final : public kv_store {
       o.periodic_compaction_seconds = std::clamp<std::uint64_t>(ttl_s, 86400, 30 * 86400);
     }
     if (options.configure_rocksdb) {
-      options.configure_rocksdb(&o);
+      options.configure_rocksdb(o);
     }
     o.atomic_flush = true;  // the consistency protocol depends on it
     o.create_if_missing = true;

@@ -40,7 +40,11 @@ struct materialized {
   detail::store_backend backend = detail::store_backend::rocksdb;  ///< Default: rocksdb
   bool logged = true;                                           ///< Default: a changelog topic
   std::chrono::milliseconds ttl{0};                             ///< Default: 0, never expire
-  std::function<void(void*)> rocksdb_options;                   ///< Default: none (expert hook)
+  state::rocksdb_config_setter rocksdb_options;                 ///< Default: none (expert hook)
+  /// The store's kind, built over its key-value storage (see detail::store_factory); a
+  /// topology's own kinds (ranked index, queue) come with a function that fills this in.
+  /// Default: empty, a key-value store.
+  detail::store_factory make_store{};
 };
 
 namespace detail {
@@ -521,7 +525,7 @@ class streams_builder {
   /// Adds a store for processors to use (Processor API); name it in process(..., "name").
   void add_state_store(materialized store) {
     g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
-                   .rocksdb_options = store.rocksdb_options});
+                   .rocksdb_options = store.rocksdb_options, .make_store = store.make_store});
   }
 
   /// Freezes the graph. Throws sluice::error(errc::invalid_topology) when it cannot run

@@ -51,6 +51,15 @@ class processor_context {
     return key_value_store<K, V, KS, VS>(task_->store(name), task_);
   }
 
+  /// A store this processor declared, through the typed handle H of its kind (a ranked
+  /// index, a queue, ...): H is constructible from (detail::store_binding,
+  /// detail::task_context*) and throws sluice::error(errc::invalid_topology) when the store
+  /// is of another kind. key_value_store is one such handle.
+  template <class H>
+  H state_store(std::string_view name) {
+    return H(task_->store(name), task_);
+  }
+
   /// A global store (global_table), read-only, typed with the table topic's serdes.
   template <class K, class V, class KS = default_serde<K>, class VS = default_serde<V>>
   global_store_view<K, V, KS, VS> global_store(std::string_view name) {

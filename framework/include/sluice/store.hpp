@@ -39,38 +39,40 @@ class key_value_store {
  public:
   using range_type = kv_range<K, V, KS, VS>;
 
+  /// Throws sluice::error(errc::invalid_topology) when the bound store is of another kind
+  /// (a ranked index or a queue asked for as a key-value store).
   key_value_store(detail::store_binding binding, detail::task_context* context)
-      : binding_(binding), context_(context) {}
+      : store_(detail::kv_store_of(binding)), changelog_(binding.changelog), context_(context) {}
 
   std::optional<V> get(const K& key) {
     KS::serialize(key, key_buf_);
-    if (!binding_.store->get(key_buf_, value_buf_)) return std::nullopt;
+    if (!store_->get(key_buf_, value_buf_)) return std::nullopt;
     return VS::deserialize(value_buf_);
   }
 
   void put(const K& key, const V& value) {
     KS::serialize(key, key_buf_);
     VS::serialize(value, value_buf_);
-    binding_.store->put(key_buf_, value_buf_);
-    if (binding_.changelog)
-      binding_.changelog->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
+    store_->put(key_buf_, value_buf_);
+    if (changelog_)
+      changelog_->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
   }
 
   /// Writes only when the key is absent; returns whether it wrote.
   bool put_if_absent(const K& key, const V& value) {
     KS::serialize(key, key_buf_);
-    if (binding_.store->get(key_buf_, value_buf_)) return false;
+    if (store_->get(key_buf_, value_buf_)) return false;
     VS::serialize(value, value_buf_);
-    binding_.store->put(key_buf_, value_buf_);
-    if (binding_.changelog)
-      binding_.changelog->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
+    store_->put(key_buf_, value_buf_);
+    if (changelog_)
+      changelog_->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
     return true;
   }
 
   void remove(const K& key) {
     KS::serialize(key, key_buf_);
-    binding_.store->remove(key_buf_);
-    if (binding_.changelog) binding_.changelog->log(key_buf_, std::nullopt, context_->stream_time());
+    store_->remove(key_buf_);
+    if (changelog_) changelog_->log(key_buf_, std::nullopt, context_->stream_time());
   }
 
   /// Entries with from <= key <= to (serialized order), forward or reverse.
@@ -78,24 +80,25 @@ class key_value_store {
     std::string f, t;
     KS::serialize(from, f);
     KS::serialize(to, t);
-    return range_type(binding_.store->range(f, t, dir));
+    return range_type(store_->range(f, t, dir));
   }
 
   /// Entries whose serialized key starts with `prefix`'s serialized form.
   range_type prefix(const K& prefix, state::direction dir = state::direction::forward) {
     std::string p;
     KS::serialize(prefix, p);
-    return range_type(binding_.store->prefix(p, dir));
+    return range_type(store_->prefix(p, dir));
   }
 
   range_type all(state::direction dir = state::direction::forward) {
-    return range_type(binding_.store->all(dir));
+    return range_type(store_->all(dir));
   }
 
-  std::uint64_t approximate_count() { return binding_.store->approximate_count(); }
+  std::uint64_t approximate_count() { return store_->approximate_count(); }
 
  private:
-  detail::store_binding binding_;
+  state::kv_store* store_;
+  detail::changelog_writer* changelog_;
   detail::task_context* context_;
   std::string key_buf_, value_buf_;
 };

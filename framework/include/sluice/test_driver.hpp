@@ -140,6 +140,14 @@ class topology_test_driver {
     return key_value_store<K, V, KS, VS>(binding, context);
   }
 
+  /// The store `name` of the task on `partition` through the typed handle H of its kind
+  /// (see processor_context::state_store), e.g. a ranked index's query view.
+  template <class H>
+  H state_store(const std::string& name, std::int32_t partition = 0) {
+    auto [binding, context] = store_binding(name, partition);
+    return H(binding, context);
+  }
+
   /// Bytes-level access, for tests of serdes and dead letters.
   void pipe_raw(const std::string& topic, const std::optional<std::string_view>& key,
                 const std::optional<std::string_view>& value, std::int64_t timestamp,

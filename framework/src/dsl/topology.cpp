@@ -20,6 +20,14 @@ void node::throw_unknown_child(std::string_view to) const {
               "forward to child '" + std::string(to) + "': no such child; this node's children are [" + known + "]");
 }
 
+state::kv_store* kv_store_of(const store_binding& binding) { return store_of_kind<state::kv_store>(binding, "key-value"); }
+
+void throw_wrong_store_kind(const state::state_store* store, std::string_view kind) {
+  const std::string name = store ? store->name() : std::string("(none)");
+  throw error(errc::invalid_topology, "store '" + name + "' is not a " + std::string(kind) +
+                                          " store; ask for it with the handle of the kind it was declared as");
+}
+
 void graph_builder::add_store(store_spec spec) {
   for (const auto& s : stores)
     if (s.name == spec.name)

@@ -84,22 +84,32 @@ void stream_task::open_stores() {
     options.configure_rocksdb = spec->rocksdb_options;
     task_store ts;
     ts.spec = spec;
+    std::unique_ptr<state::kv_store> storage;
     if (spec->backend == detail::store_backend::memory || services_.memory_stores_only) {
-      ts.store = state::open_memory_store(options);
+      storage = state::open_memory_store(options);
     } else {
       options.directory = directory_->path();
       try {
-        ts.store = state::open_rocksdb_store(options, *services_.rocksdb);
+        storage = state::open_rocksdb_store(options, *services_.rocksdb);
       } catch (const sluice::error& e) {
         spdlog::warn("task {}: store '{}' cannot be opened ({}); wiping it and restoring from its changelog", id_,
                      name, e.what());
         directory_->wipe_store(name);
-        ts.store = state::open_rocksdb_store(options, *services_.rocksdb);
+        storage = state::open_rocksdb_store(options, *services_.rocksdb);
       }
     }
     if (spec->logged) {
       ts.changelog_topic = services_.application_id + "-" + name + "-changelog";
       ts.changelog = std::make_unique<changelog_logger>(ts.changelog_topic, partition_, sender_);
+    }
+    // A store kind of its own is built over the storage; a plain key-value store is the storage.
+    if (spec->make_store) {
+      ts.store = spec->make_store(std::move(storage), ts.changelog.get());
+      if (!ts.store || ts.store->name() != name)
+        throw error(errc::invalid_topology, "store '" + name + "': its store factory must return a store named '" +
+                                                name + "' (built over the storage it was given)");
+    } else {
+      ts.store = std::move(storage);
     }
     checkpointed_.push_back(ts.store->committed_offset().value_or(0));
     stores_.push_back(std::move(ts));

@@ -248,8 +248,8 @@ TEST_F(rocksdb_store_test, two_stores_share_one_environment) {
 TEST_F(rocksdb_store_test, expert_hook_receives_rocksdb_options_but_cannot_disable_atomic_flush) {
   bool called = false;
   auto o = options();
-  o.configure_rocksdb = [&](void* raw) {
-    auto* ro = static_cast<rocksdb::Options*>(raw);
+  o.configure_rocksdb = [&](rocksdb::Options& options) {
+    auto* ro = &options;
     EXPECT_TRUE(ro->atomic_flush);
     EXPECT_NE(ro->write_buffer_manager, nullptr);
     ro->atomic_flush = false;

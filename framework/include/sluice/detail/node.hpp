@@ -14,10 +14,8 @@
 #include <vector>
 
 #include "sluice/record.hpp"
-
-namespace sluice::state {
-class kv_store;
-}
+#include "sluice/state/kv_store.hpp"
+#include "sluice/state/state_store.hpp"
 
 namespace sluice {
 
@@ -52,12 +50,7 @@ struct raw_record {
 };
 
 /// Receives changelog writes of a logged store; implemented by the runtime.
-class changelog_writer {
- public:
-  virtual ~changelog_writer() = default;
-  virtual void log(std::string_view key, const std::optional<std::string_view>& value,
-                   std::int64_t timestamp) = 0;
-};
+using changelog_writer = state::changelog_sink;
 
 /// A global store as processors see it: read-only and safe to read from any thread while
 /// the instance's global thread applies updates from the table's topic.
@@ -68,12 +61,28 @@ class global_view {
   virtual bool get(std::string_view key, std::string& out) const = 0;
 };
 
-/// A store as a task hands it to a processor: the byte store plus its changelog (null
-/// when logging is off for the store).
+/// A store as a task hands it to a processor: the store (of whatever kind its spec's
+/// factory made) plus its changelog (null when logging is off for the store). Typed handles
+/// (key_value_store, a topology's own kinds) check the kind once, when they are made.
 struct store_binding {
-  state::kv_store* store = nullptr;
+  state::state_store* store = nullptr;
   changelog_writer* changelog = nullptr;
 };
+
+/// The key-value store behind `binding`; throws sluice::error(errc::invalid_topology) naming
+/// the store when it is of another kind.
+state::kv_store* kv_store_of(const store_binding& binding);
+
+[[noreturn]] void throw_wrong_store_kind(const state::state_store* store, std::string_view kind);
+
+/// The store behind `binding` as kind S (a state_store subclass); throws
+/// sluice::error(errc::invalid_topology) naming the store and `kind` when it is another kind.
+/// For typed handles of store kinds.
+template <class S>
+S* store_of_kind(const store_binding& binding, std::string_view kind) {
+  if (auto* s = dynamic_cast<S*>(binding.store)) return s;
+  throw_wrong_store_kind(binding.store, kind);
+}
 
 /// What a task offers the nodes it runs. Implemented by the runtime's stream task and by
 /// the test driver; one instance per task, used by the task's thread only.
@@ -170,6 +179,14 @@ struct node_spec {
 
 enum class store_backend { rocksdb, memory };
 
+/// Builds a store kind over the key-value storage the runtime opened for it (RocksDB or
+/// in-memory, per the store's backend). `changelog` is where the kind logs its writes (null
+/// when the store is not logged); its changelog records are ordinary key/value records of
+/// `storage`'s keys, so commit, abort, restore and tail-only replay work for every kind.
+/// The runtime calls it once per task and store, on the task's thread.
+using store_factory = std::function<std::unique_ptr<state::state_store>(std::unique_ptr<state::kv_store> storage,
+                                                                         state::changelog_sink* changelog)>;
+
 /// A state store as declared on the topology.
 struct store_spec {
   std::string name;
@@ -178,7 +195,8 @@ struct store_spec {
   std::chrono::milliseconds ttl{0};            ///< 0 = entries never expire
   bool global = false;                         ///< read in full by every instance
   std::string source_topic;                    ///< global stores: the topic they follow
-  std::function<void(void*)> rocksdb_options;  ///< expert hook; receives rocksdb::Options*
+  state::rocksdb_config_setter rocksdb_options;  ///< expert hook (store_options::configure_rocksdb)
+  store_factory make_store;                      ///< empty: the key-value store itself
 };
 
 }  // namespace sluice::detail

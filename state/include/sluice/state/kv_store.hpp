@@ -22,7 +22,16 @@
 #include <string_view>
 #include <utility>
 
+#include "sluice/state/state_store.hpp"
+
+namespace rocksdb {
+struct Options;
+}
+
 namespace sluice::state {
+
+/// Adjusts a RocksDB store's options before it opens (store_options::configure_rocksdb).
+using rocksdb_config_setter = std::function<void(rocksdb::Options& options)>;
 
 /// Order in which an iterator visits keys (bytewise, unsigned).
 enum class direction {
@@ -38,16 +47,6 @@ enum class write_mode {
   /// store_options::write_through_threshold_bytes; the changelog offset is still written only
   /// by commit(). abort() drops only what was not applied yet.
   write_through,
-};
-
-/// One changelog record to restore: a value, or a tombstone (nullopt) that deletes the key.
-struct restore_record {
-  std::string_view key{};
-  std::optional<std::string_view> value{};
-  /// The changelog record's timestamp, used as the write time for TTL so a restored entry
-  /// expires when the original would have (an already expired entry is not restored).
-  /// Default: nullopt, meaning "now" on the store's clock.
-  std::optional<std::int64_t> timestamp_ms{};
 };
 
 /// How to open a store. Both implementations take the same options; fields that only one
@@ -89,12 +88,13 @@ struct store_options {
   /// Default: empty, meaning std::chrono::system_clock.
   std::function<std::int64_t()> now_ms{};
 
-  /// Expert hook, RocksDB only: called with a `rocksdb::Options*` for the data column family
-  /// after sluice has filled it in, before the database opens. Whatever it sets wins, except
-  /// `atomic_flush` and `create_if_missing`, which the consistency protocol needs and sluice
-  /// sets again afterwards. Typed as void* to keep RocksDB out of this header.
+  /// Expert hook, RocksDB only: called with the `rocksdb::Options` of the data column family
+  /// after sluice has filled them in, before the database opens (include
+  /// <rocksdb/options.h> where you define it). Whatever it sets wins, except `atomic_flush`
+  /// and `create_if_missing`, which the consistency protocol needs and sluice sets again
+  /// afterwards.
   /// Default: empty (no changes).
-  std::function<void(void* rocksdb_options)> configure_rocksdb{};
+  rocksdb_config_setter configure_rocksdb{};
 };
 
 namespace detail {
@@ -145,7 +145,8 @@ class kv_iterator {
   std::size_t* open_count_ = nullptr;
 };
 
-/// A byte-level key-value store with a pending batch and a recorded changelog offset.
+/// A byte-level key-value store: the state_store every typed store and every composed store
+/// kind is built on.
 ///
 /// Reads (get, iterators) see the pending batch over the committed data (read-your-writes).
 /// Writes go to the pending batch; commit(offset) applies it and the offset atomically;
@@ -154,16 +155,15 @@ class kv_iterator {
 ///
 /// Errors: storage failures (I/O, corruption) throw sluice::error(errc::state). Calling a
 /// store after close() is a programming error (undefined).
-class kv_store {
+///
+/// Lifecycle members (name, committed_offset, commit, abort, restore, flush, pending_bytes,
+/// close) are state_store's; for the RocksDB store, flush() is an atomic memtable flush of
+/// data and offset (see README.md), and the abort of write_mode::write_through keeps writes
+/// already applied early (at-least-once replays the input anyway). close() calls
+/// std::terminate if iterators are still open (see kv_iterator). The in-memory store's
+/// flush() does nothing.
+class kv_store : public state_store {
  public:
-  kv_store() = default;
-  kv_store(const kv_store&) = delete;
-  kv_store& operator=(const kv_store&) = delete;
-  virtual ~kv_store() = default;
-
-  /// The store's name (store_options::name).
-  virtual const std::string& name() const noexcept = 0;
-
   /// The value of `key`, or nullopt if absent or expired.
   virtual std::optional<std::string> get(std::string_view key) = 0;
   /// Like get(key), writing into `out` (reusing its capacity): true if found; `out` is
@@ -193,34 +193,8 @@ class kv_store {
   /// drops them). For the in-memory store, exact except for expired entries not yet read.
   virtual std::uint64_t approximate_count() = 0;
 
-  /// The next changelog offset to restore from, as recorded by the last commit() or
-  /// restore() that reached storage; nullopt for a new (or wiped) store.
-  virtual std::optional<std::int64_t> committed_offset() const noexcept = 0;
-
-  /// Applies the pending batch and `next_changelog_offset` in one atomic write.
-  virtual void commit(std::int64_t next_changelog_offset) = 0;
-  /// Drops the pending batch. Under write_mode::write_through, writes already applied early
-  /// stay (at-least-once replays the input anyway).
-  virtual void abort() = 0;
-  /// Applies changelog records and `next_offset` in one atomic write, bypassing the pending
-  /// batch. Precondition: no pending writes (throws sluice::error(errc::state) otherwise).
-  virtual void restore(std::span<const restore_record> batch, std::int64_t next_offset) = 0;
-
-  /// Makes everything committed so far durable (RocksDB: an atomic memtable flush of data and
-  /// offset), so a crash after it replays no changelog records before the current offset.
-  /// Expensive (writes files): call it on clean shutdown and periodically, not per commit.
-  /// No-op for the in-memory store.
-  virtual void flush() = 0;
-
-  /// Bytes in the pending batch (what commit() would write; abort() would drop).
-  virtual std::size_t pending_bytes() const noexcept = 0;
   /// Iterators created by this store and not destroyed yet.
   std::size_t open_iterators() const noexcept { return open_iterators_; }
-
-  /// Drops pending writes (as abort()), flushes committed data (as flush()) and releases the
-  /// store's resources. Idempotent; the destructor calls it. Calls std::terminate if
-  /// iterators are still open (see kv_iterator).
-  virtual void close() = 0;
 
  protected:
   virtual kv_iterator make_range(std::string_view from, std::string_view to, direction dir) = 0;

@@ -1,0 +1,140 @@
+// Store kinds: a topology's own kind of store plugs in through materialized::make_store,
+// built over the key-value storage the runtime opens, logging its own writes.
+#include <gtest/gtest.h>
+
+#include "sluice/sluice.hpp"
+#include "sluice/test_driver.hpp"
+#include "error_of.hpp"
+
+using sluice::testing::topology_test_driver;
+
+namespace {
+
+/// A minimal store kind: per-key tallies kept as decimal text in the storage. It forwards the
+/// lifecycle to the storage and counts what the runtime asked of it.
+class tally_store final : public sluice::state::state_store {
+ public:
+  tally_store(std::unique_ptr<sluice::state::kv_store> storage, sluice::state::changelog_sink* changelog)
+      : storage_(std::move(storage)), changelog_(changelog) {}
+
+  void add(std::string_view key, std::int64_t n, std::int64_t timestamp) {
+    std::string text;
+    std::int64_t total = storage_->get(key, text) ? std::stoll(text) + n : n;
+    text = std::to_string(total);
+    storage_->put(key, text);
+    if (changelog_) changelog_->log(key, std::string_view(text), timestamp);
+  }
+  std::int64_t get(std::string_view key) {
+    std::string text;
+    return storage_->get(key, text) ? std::stoll(text) : 0;
+  }
+  bool logged() const noexcept { return changelog_ != nullptr; }
+
+  const std::string& name() const noexcept override { return storage_->name(); }
+  std::optional<std::int64_t> committed_offset() const noexcept override { return storage_->committed_offset(); }
+  void commit(std::int64_t next) override {
+    ++commits;
+    storage_->commit(next);
+  }
+  void abort() override { storage_->abort(); }
+  void restore(std::span<const sluice::state::restore_record> batch, std::int64_t next) override {
+    storage_->restore(batch, next);
+  }
+  void flush() override { storage_->flush(); }
+  std::size_t pending_bytes() const noexcept override { return storage_->pending_bytes(); }
+  void close() override { storage_->close(); }
+
+  int commits = 0;
+
+ private:
+  std::unique_ptr<sluice::state::kv_store> storage_;
+  sluice::state::changelog_sink* changelog_;
+};
+
+/// The typed handle processors and tests use.
+class tally_handle {
+ public:
+  tally_handle(sluice::detail::store_binding binding, sluice::detail::task_context* task)
+      : store_(sluice::detail::store_of_kind<tally_store>(binding, "tally")), task_(task) {}
+  void add(std::string_view key, std::int64_t n) { store_->add(key, n, task_->stream_time()); }
+  std::int64_t get(std::string_view key) { return store_->get(key); }
+  tally_store& store() { return *store_; }
+
+ private:
+  tally_store* store_;
+  sluice::detail::task_context* task_;
+};
+
+sluice::materialized tallies(std::string name, bool logged = true) {
+  return {.name = std::move(name),
+          .logged = logged,
+          .make_store = [](std::unique_ptr<sluice::state::kv_store> storage, sluice::state::changelog_sink* changelog) {
+            return std::make_unique<tally_store>(std::move(storage), changelog);
+          }};
+}
+
+class tallying : public sluice::processor<std::string, std::string, std::string, std::int64_t> {
+ public:
+  void init(context_type& ctx) override {
+    processor::init(ctx);
+    tallies_.emplace(ctx.state_store<tally_handle>("tallies"));
+  }
+  void process(const sluice::record<std::string, std::string>& r) override {
+    tallies_->add(r.key, 1);
+    context().forward({r.key, tallies_->get(r.key), r.timestamp, {}});
+  }
+
+ private:
+  std::optional<tally_handle> tallies_;
+};
+
+sluice::topology tally_topology(bool logged = true) {
+  sluice::streams_builder b;
+  b.add_state_store(tallies("tallies", logged));
+  b.stream<std::string, std::string>("words")
+      .process([] { return std::make_unique<tallying>(); }, "tallies")
+      .to("tallied");
+  return b.build();
+}
+
+}  // namespace
+
+TEST(store_kind, a_processor_uses_its_own_store_kind_and_the_kind_logs_its_writes) {
+  topology_test_driver d(tally_topology());
+  auto in = d.input_topic<std::string, std::string>("words");
+  auto out = d.output_topic<std::string, std::int64_t>("tallied");
+  in.pipe("a", "x", 1);
+  in.pipe("a", "y", 2);
+  in.pipe("b", "z", 3);
+  auto results = out.read_all();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[1].value, 2);
+  EXPECT_EQ(d.state_store<tally_handle>("tallies").get("a"), 2);
+  EXPECT_GT(d.state_store<tally_handle>("tallies").store().commits, 0);
+  auto& changelog = d.records(d.application_id() + "-tallies-changelog");
+  ASSERT_EQ(changelog.size(), 3u);
+  EXPECT_EQ(changelog.back().key, "b");
+  EXPECT_EQ(changelog.back().value, "1");
+}
+
+TEST(store_kind, an_unlogged_kind_gets_no_changelog) {
+  topology_test_driver d(tally_topology(/*logged=*/false));
+  d.input_topic<std::string, std::string>("words").pipe("a", "x", 1);
+  EXPECT_FALSE(d.state_store<tally_handle>("tallies").store().logged());
+  EXPECT_EQ(d.state_store<tally_handle>("tallies").get("a"), 1);
+}
+
+TEST(store_kind, asking_for_a_store_as_another_kind_names_the_store) {
+  topology_test_driver d(tally_topology());
+  auto wrong = sluice::test::error_of([&] { d.store<std::string, std::int64_t>("tallies"); },
+                                      sluice::errc::invalid_topology);
+  EXPECT_NE(wrong.find("store 'tallies' is not a key-value store"), std::string::npos) << wrong;
+}
+
+TEST(store_kind, a_key_value_store_asked_for_as_another_kind_names_the_store) {
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("words").group_by_key().count("counts");
+  topology_test_driver d(b.build());
+  auto wrong = sluice::test::error_of([&] { d.state_store<tally_handle>("counts"); }, sluice::errc::invalid_topology);
+  EXPECT_NE(wrong.find("store 'counts' is not a tally store"), std::string::npos) << wrong;
+}
