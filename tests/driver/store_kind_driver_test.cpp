@@ -138,3 +138,46 @@ TEST(store_kind, a_key_value_store_asked_for_as_another_kind_names_the_store) {
   auto wrong = sluice::test::error_of([&] { d.state_store<tally_handle>("counts"); }, sluice::errc::invalid_topology);
   EXPECT_NE(wrong.find("store 'counts' is not a tally store"), std::string::npos) << wrong;
 }
+
+namespace {
+
+/// Remembers each key's last value in a TTL store and emits what the store still holds for
+/// the key named in the record's value.
+class remembering : public sluice::processor<std::string, std::string, std::string, std::string> {
+ public:
+  void init(context_type& ctx) override {
+    processor::init(ctx);
+    seen_.emplace(ctx.store<std::string, std::string>("seen"));
+  }
+  void process(const sluice::record<std::string, std::string>& r) override {
+    context().forward({r.value, seen_->get(r.value).value_or("(expired)"), r.timestamp, {}});
+    seen_->put(r.key, r.value);
+  }
+
+ private:
+  std::optional<sluice::key_value_store<std::string, std::string>> seen_;
+};
+
+}  // namespace
+
+TEST(store_ttl, entries_expire_on_stream_time_not_on_the_wall_clock) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  b.add_state_store({.name = "seen", .ttl = 1s});
+  b.stream<std::string, std::string>("in").process([] { return std::make_unique<remembering>(); }, "seen").to("out");
+  // Two-year-old timestamps, as in a backfill: what counts is how far the records advance.
+  const std::int64_t t0 = 1'600'000'000'000;
+  topology_test_driver d(b.build(), {}, {.start_wall_clock_ms = t0 + 2LL * 365 * 24 * 3600 * 1000});
+  auto in = d.input_topic<std::string, std::string>("in");
+  auto out = d.output_topic<std::string, std::string>("out");
+  in.pipe("a", "x", t0);
+  in.pipe("b", "a", t0 + 999);   // stream time moved 999 ms: a is still there
+  in.pipe("c", "a", t0 + 1000);  // 1 s of stream time after a was written: a expired
+  d.advance_wall_clock(24h);     // the wall clock expires nothing
+  in.pipe("d", "c", t0 + 1001);
+  auto results = out.read_all();
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[1].value, "x");
+  EXPECT_EQ(results[2].value, "(expired)");
+  EXPECT_EQ(results[3].value, "a");
+}

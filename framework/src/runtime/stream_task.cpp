@@ -81,6 +81,10 @@ void stream_task::open_stores() {
     options.mode = services_.guarantee == processing_guarantee::exactly_once ? state::write_mode::hold_until_commit
                                                                               : state::write_mode::write_through;
     options.ttl = spec->ttl;
+    // TTL runs on the task's stream time, for live writes and restored entries alike (the
+    // changelog carries each write's stream time), so a restart changes no expiry: on the
+    // wall clock, replaying old input after a crash forgot every restored entry.
+    options.now_ms = [clock = stream_clock_] { return clock->load(std::memory_order_relaxed); };
     options.configure_rocksdb = spec->rocksdb_options;
     task_store ts;
     ts.spec = spec;
@@ -191,7 +195,10 @@ void stream_task::process(const kafka::message& m) {
   if (m.value) raw.value = std::string_view(*m.value);
   raw.timestamp = m.timestamp;
   raw.headers = &m.headers;
-  if (m.timestamp > stream_time_) stream_time_ = m.timestamp;
+  if (m.timestamp > stream_time_) {
+    stream_time_ = m.timestamp;
+    stream_clock_->store(stream_time_, std::memory_order_relaxed);
+  }
   try {
     sources_[input]->process_raw(raw);
   } catch (const detail::deserialization_failure& e) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -188,6 +189,8 @@ class stream_task final : public detail::task_context {
   std::vector<punctuator> punctuators_;
   record_metadata metadata_;
   std::int64_t stream_time_ = -1;
+  /// stream_time_ for the stores' TTL clock, which RocksDB's compaction threads also read.
+  std::shared_ptr<std::atomic<std::int64_t>> stream_clock_ = std::make_shared<std::atomic<std::int64_t>>(-1);
   bool started_ = false;
   bool commit_requested_ = false;
   bool dirty_offsets_ = false;

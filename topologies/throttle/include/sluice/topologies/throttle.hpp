@@ -87,9 +87,9 @@ struct throttle_options {
   /// Default: 31 days.
   std::chrono::milliseconds max_rule_window = max_throttle_window;
 
-  /// How far (wall clock) record processing may lag behind record timestamps while decisions
-  /// stay exact: the store keeps an entry for window + grace of wall-clock time (its TTL),
-  /// see the README's "Exactness and TTL". Must be within [0, 31 days].
+  /// How far a record may arrive behind the task's stream time (out of order) while decisions
+  /// stay exact: the store keeps an entry for window + grace of stream time (its TTL), see the
+  /// README's "Exactness and TTL". Must be within [0, 31 days].
   /// Default: 24 hours.
   std::chrono::milliseconds retention_grace{24LL * 3600 * 1000};
 
