@@ -13,7 +13,8 @@
 // Types are checked here, at compile time; build() erases them into a graph of nodes.
 // A user function with the wrong signature fails with a static_assert that says what
 // was expected. Key-changing operations (map, select_key, flat_map, group_by) followed by
-// a stateful one insert a repartition topic "<application.id>-<store>-repartition".
+// a stateful one insert a repartition topic, "<application.id>-<store>-repartition"
+// (detail::repartition_topic).
 //
 // Thread-safety: build on one thread; the built topology is immutable and shareable.
 #pragma once
@@ -417,7 +418,8 @@ class kstream {
   kstream repartitioned(const std::string& name) const {
     if (!repartition_) return *this;
     auto& g = *g_;
-    std::string topic = name + "-repartition";
+    // The graph keeps the name; topology::resolve_topic() makes it the topic.
+    const std::string& topic = name;
     g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
            .factory = detail::factory_of(
                detail::sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>(topic, true)),

@@ -38,9 +38,11 @@ class topology {
   const std::vector<subtopology>& subtopologies() const noexcept { return subtopologies_; }
   /// The store named `name`, or nullptr.
   const detail::store_spec* find_store(std::string_view name) const;
-  /// Repartition topics as named in the graph (without the application.id prefix).
+  /// The names given to repartitioned(): each is the topic
+  /// detail::repartition_topic(application.id, name).
   std::vector<std::string> repartition_topics() const;
-  /// Resolves a topic name as the runtime sees it: internal topics get "<app>-".
+  /// Resolves a topic name as the runtime sees it: a repartition node's name becomes
+  /// detail::repartition_topic(application_id, name); other topics are unchanged.
   static std::string resolve_topic(const detail::node_spec& node, const std::string& topic,
                                    const std::string& application_id);
 

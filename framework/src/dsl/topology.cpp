@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sluice/builder.hpp"
+#include "sluice/detail/internal_topics.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {
@@ -130,8 +131,21 @@ std::vector<std::string> topology::repartition_topics() const {
 
 std::string topology::resolve_topic(const detail::node_spec& node, const std::string& topic,
                                     const std::string& application_id) {
-  return node.internal_topic ? application_id + "-" + topic : topic;
+  return node.internal_topic ? detail::repartition_topic(application_id, topic) : topic;
 }
+
+namespace {
+
+/// describe() and to_dot() show internal topics as they are named at run time.
+constexpr std::string_view shown_application_id = "<application.id>";
+
+std::vector<std::string> shown_topics(const detail::node_spec& n) {
+  std::vector<std::string> out;
+  for (const auto& t : n.topics) out.push_back(topology::resolve_topic(n, t, std::string(shown_application_id)));
+  return out;
+}
+
+}  // namespace
 
 std::string topology::describe() const {
   std::ostringstream out;
@@ -144,8 +158,8 @@ std::string topology::describe() const {
     for (auto i : sub.nodes) {
       const auto& n = nodes_[i];
       out << "    " << kind_word(n.kind) << ": " << n.name;
-      if (n.kind == detail::node_kind::source) out << " (topics: " << list(n.topics) << ")";
-      else if (n.kind == detail::node_kind::sink) out << " (topic: " << n.topics.at(0) << ")";
+      if (n.kind == detail::node_kind::source) out << " (topics: " << list(shown_topics(n)) << ")";
+      else if (n.kind == detail::node_kind::sink) out << " (topic: " << shown_topics(n).at(0) << ")";
       else out << " (stores: " << list(n.stores) << ")";
       out << "\n";
       if (!children[i].empty()) {
@@ -173,9 +187,9 @@ std::string topology::describe() const {
       out << "    GlobalStore: " << s.name << " (topic: " << s.source_topic << ")\n";
     }
   std::vector<std::string> internal;
-  for (const auto& t : repartition_topics()) internal.push_back("<application.id>-" + t);
+  for (const auto& t : repartition_topics()) internal.push_back(detail::repartition_topic(shown_application_id, t));
   for (const auto& s : stores_)
-    if (s.logged && !s.global) internal.push_back("<application.id>-" + s.name + "-changelog");
+    if (s.logged && !s.global) internal.push_back(detail::changelog_topic(shown_application_id, s.name));
   if (!internal.empty()) {
     out << "Internal topics:\n";
     for (const auto& t : internal) out << "    " << t << "\n";
@@ -200,7 +214,7 @@ std::string topology::to_dot() const {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const auto& n = nodes_[i];
     for (auto p : n.parents) out << "  " << id(p) << " -> " << id(i) << ";\n";
-    for (const auto& t : n.topics) {
+    for (const auto& t : shown_topics(n)) {
       std::string tid = "\"topic:" + t + "\"";
       if (topics.insert(t).second)
         out << "  " << tid << " [label=\"" << t << "\", shape=cds, style=filled, fillcolor=\"#e8f0fe\"];\n";

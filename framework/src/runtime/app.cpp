@@ -16,6 +16,7 @@
 #include "kafka/mock_cluster.hpp"
 #include "runtime/global_tables.hpp"
 #include "runtime/stream_thread.hpp"
+#include "sluice/detail/internal_topics.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {
@@ -251,11 +252,12 @@ void app::start() {
     internal.push_back({.name = std::move(name), .partitions = count, .replication_factor = replication,
                         .configs = std::move(configs)});
   };
-  for (const auto& [t, count] : internal_counts) add_internal(app_id + "-" + t, count, {}, "repartition");
+  for (const auto& [t, count] : internal_counts)
+    add_internal(detail::repartition_topic(app_id, t), count, {}, "repartition");
   for (const auto& sub : topo.subtopologies())
     for (const auto& s : sub.stores)
       if (topo.find_store(s)->logged)
-        add_internal(app_id + "-" + s + "-changelog", sub_partitions[sub.id], {{"cleanup.policy", "compact"}},
+        add_internal(detail::changelog_topic(app_id, s), sub_partitions[sub.id], {{"cleanup.policy", "compact"}},
                      "changelog");
   bool dead_letters = cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
                       cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter;

@@ -19,14 +19,24 @@
 
 namespace sluice::runtime {
 
-class record_collector {
+/// Sends a task's records somewhere: the thread's record collector, or the test driver.
+class record_sender {
+ public:
+  virtual ~record_sender() = default;
+  virtual void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+                    const std::optional<std::string_view>& value, std::int64_t timestamp,
+                    const sluice::headers& headers) = 0;
+};
+
+class record_collector final : public record_sender {
  public:
   record_collector(kafka::config_map producer_config, processing_guarantee guarantee, std::string transactional_id,
                    error_policy on_production_error, metrics_registry& metrics, std::string thread_label);
 
   /// Sends one record; under exactly-once begins the transaction first if none is open.
   void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
-            const std::optional<std::string_view>& value, std::int64_t timestamp, const sluice::headers& headers);
+            const std::optional<std::string_view>& value, std::int64_t timestamp,
+            const sluice::headers& headers) override;
 
   /// Exactly-once: begins a transaction if none is open.
   void ensure_transaction();

@@ -37,6 +37,7 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
       id_(std::to_string(subtopology) + "_" + std::to_string(partition)),
       services_(services),
       sender_(sender),
+      stores_(id_, subtopology, partition, services, sender, stream_clock_),
       label_(thread_label + ",task=\"" + id_ + "\""),
       processed_(services.metrics->get_counter("sluice_records_processed_total", label_)),
       skipped_(services.metrics->get_counter("sluice_records_skipped_total", label_)),
@@ -44,7 +45,6 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
       e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", label_)) {
   const auto& topo = *services_.topo;
   const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology));
-  open_stores();
 
   std::map<std::size_t, detail::node*> instance;
   for (auto i : sub.nodes) {
@@ -64,60 +64,7 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
 }
 
 stream_task::~stream_task() {
-  if (!stores_.empty()) close(false);
-}
-
-void stream_task::open_stores() {
-  const auto& topo = *services_.topo;
-  const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology_));
-  bool persistent = std::any_of(sub.stores.begin(), sub.stores.end(), [&](const std::string& s) {
-    return topo.find_store(s)->backend == detail::store_backend::rocksdb;
-  }) && !services_.memory_stores_only;
-  if (persistent) directory_.emplace(services_.state_dir, services_.application_id, id_);
-  for (const auto& name : sub.stores) {
-    const auto* spec = topo.find_store(name);
-    state::store_options options;
-    options.name = name;
-    options.mode = services_.guarantee == processing_guarantee::exactly_once ? state::write_mode::hold_until_commit
-                                                                              : state::write_mode::write_through;
-    options.ttl = spec->ttl;
-    // TTL runs on the task's stream time, for live writes and restored entries alike (the
-    // changelog carries each write's stream time), so a restart changes no expiry: on the
-    // wall clock, replaying old input after a crash forgot every restored entry.
-    options.now_ms = [clock = stream_clock_] { return clock->load(std::memory_order_relaxed); };
-    options.configure_rocksdb = spec->rocksdb_options;
-    task_store ts;
-    ts.spec = spec;
-    std::unique_ptr<state::kv_store> storage;
-    if (spec->backend == detail::store_backend::memory || services_.memory_stores_only) {
-      storage = state::open_memory_store(options);
-    } else {
-      options.directory = directory_->path();
-      try {
-        storage = state::open_rocksdb_store(options, *services_.rocksdb);
-      } catch (const sluice::error& e) {
-        spdlog::warn("task {}: store '{}' cannot be opened ({}); wiping it and restoring from its changelog", id_,
-                     name, e.what());
-        directory_->wipe_store(name);
-        storage = state::open_rocksdb_store(options, *services_.rocksdb);
-      }
-    }
-    if (spec->logged) {
-      ts.changelog_topic = services_.application_id + "-" + name + "-changelog";
-      ts.changelog = std::make_unique<changelog_logger>(ts.changelog_topic, partition_, sender_);
-    }
-    // A store kind of its own is built over the storage; a plain key-value store is the storage.
-    if (spec->make_store) {
-      ts.store = spec->make_store(std::move(storage), ts.changelog.get());
-      if (!ts.store || ts.store->name() != name)
-        throw error(errc::invalid_topology, "store '" + name + "': its store factory must return a store named '" +
-                                                name + "' (built over the storage it was given)");
-    } else {
-      ts.store = std::move(storage);
-    }
-    checkpointed_.push_back(ts.store->committed_offset().value_or(0));
-    stores_.push_back(std::move(ts));
-  }
+  if (!closed_) close(close_mode::dirty);
 }
 
 void stream_task::start() {
@@ -127,8 +74,7 @@ void stream_task::start() {
 }
 
 detail::store_binding stream_task::store(std::string_view name) {
-  for (auto& s : stores_)
-    if (s.spec->name == name) return {s.store.get(), s.changelog.get()};
+  if (auto* s = stores_.find(name)) return {s->store.get(), s->changelog.get()};
   throw error(errc::invalid_topology, "task " + id_ + ": no store named '" + std::string(name) +
                                           "'; declare it with add_state_store() and name it in process()");
 }
@@ -270,53 +216,7 @@ void stream_task::mark_committed() {
   commit_requested_ = false;
 }
 
-void stream_task::commit_stores(
-    const std::function<std::optional<std::int64_t>(const std::string&, std::int32_t)>& next_offset) {
-  for (auto& s : stores_) {
-    std::optional<std::int64_t> offset;
-    if (!s.changelog_topic.empty()) offset = next_offset(s.changelog_topic, partition_);
-    if (!offset) offset = s.store->committed_offset();
-    if (s.changelog) s.changelog->reset();
-    if (!offset && s.store->pending_bytes() == 0) continue;
-    s.store->commit(offset.value_or(0));
-  }
-}
-
-void stream_task::abort_stores() {
-  for (auto& s : stores_) {
-    s.store->abort();
-    if (s.changelog) s.changelog->reset();
-  }
-}
-
-void stream_task::checkpoint_stores() {
-  for (std::size_t i = 0; i < stores_.size(); ++i) {
-    stores_[i].store->flush();
-    checkpointed_[i] = stores_[i].store->committed_offset().value_or(0);
-  }
-}
-
-bool stream_task::checkpoint_due(double fraction, std::int64_t min_records) const {
-  for (std::size_t i = 0; i < stores_.size(); ++i) {
-    if (stores_[i].changelog_topic.empty()) continue;
-    auto position = stores_[i].store->committed_offset().value_or(0);
-    auto tail = position - checkpointed_[i];
-    if (tail > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position)))) return true;
-  }
-  return false;
-}
-
-bool stream_task::commit_due(double fraction, std::int64_t min_records) const {
-  for (const auto& s : stores_) {
-    if (!s.changelog) continue;
-    auto position = s.store->committed_offset().value_or(0);
-    if (s.changelog->uncommitted() > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position))))
-      return true;
-  }
-  return false;
-}
-
-void stream_task::close(bool clean) {
+void stream_task::close(close_mode mode) {
   if (started_) {
     for (auto& n : nodes_) {
       try {
@@ -327,18 +227,9 @@ void stream_task::close(bool clean) {
     }
     started_ = false;
   }
-  for (auto& s : stores_) {
-    try {
-      if (!clean) s.store->abort();
-      s.store->close();
-    } catch (const std::exception& e) {
-      spdlog::warn("task {}: closing store '{}' failed: {}", id_, s.spec->name, e.what());
-    }
-  }
-  stores_.clear();
-  checkpointed_.clear();
+  stores_.close(mode);
   nodes_.clear();
-  directory_.reset();
+  closed_ = true;
 }
 
 }  // namespace sluice::runtime

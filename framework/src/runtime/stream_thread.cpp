@@ -48,22 +48,6 @@ constexpr std::int64_t min_consumer_pause_ms = 250;
 
 }  // namespace
 
-void held_queue::push(kafka::message& m) {
-  if (size_ == slots_.size()) {
-    // Full: unroll the ring so the oldest is first, and add a slot at the end.
-    std::rotate(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(head_), slots_.end());
-    head_ = 0;
-    slots_.emplace_back();
-  }
-  std::swap(slots_[(head_ + size_) % slots_.size()], m);
-  ++size_;
-}
-
-void held_queue::pop() noexcept {
-  head_ = (head_ + 1) % slots_.size();
-  --size_;
-}
-
 stream_thread::stream_thread(thread_settings settings, const task_services& services,
                              std::function<void(thread_state)> on_state_change)
     : settings_(std::move(settings)),
@@ -94,31 +78,22 @@ void stream_thread::set_state(thread_state s) {
   if (on_state_change_) on_state_change_(s);
 }
 
-void stream_thread::send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
-                         const std::optional<std::string_view>& value, std::int64_t timestamp,
-                         const sluice::headers& headers) {
-  collector_->send(topic, partition, key, value, timestamp, headers);
-}
-
 void stream_thread::run() {
   try {
     collector_ = std::make_unique<record_collector>(settings_.producer, services_.guarantee, settings_.transactional_id,
                                                     settings_.on_production_error, *services_.metrics, label_);
-    restore_consumer_ = std::make_unique<kafka::consumer>(settings_.restore_consumer);
-    // The end is noted here and applied by restore_step() after the batch: this callback runs
-    // inside poll_batch(), before the batch's records of the same partition are written.
-    restore_consumer_->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
-      for (auto& r : restoring_)
-        if (!r.done && r.topic == topic && r.partition == partition) r.eof = std::max(r.eof, offset);
-    });
+    reader_ = std::make_unique<changelog_reader>(settings_.restore_consumer, settings_.restore_log_interval,
+                                                 restored_records_, restore_remaining_);
     consumer_ = std::make_unique<kafka::consumer>(settings_.consumer);
+    tasks_ = std::make_unique<task_manager>(services_, settings_.topic_to_subtopology, *collector_, *reader_,
+                                            *consumer_, label_);
     consumer_->subscribe(settings_.source_topics, this);
     set_state(thread_state::rebalancing);
-    last_commit_ = last_checkpoint_ = last_restore_log_ = clock_type::now();
+    last_commit_ = last_checkpoint_ = clock_type::now();
     while (!stop_.load()) loop_once();
     set_state(thread_state::pending_shutdown);
     commit_all();
-    close_tasks(true);
+    close_tasks(close_mode::clean);
     consumer_->close();
     set_state(thread_state::dead);
   } catch (const std::exception& e) {
@@ -126,7 +101,7 @@ void stream_thread::run() {
     spdlog::error("stream thread {} stops: {}", settings_.index, failure_);
     try {
       if (collector_) collector_->abort_transaction();
-      close_tasks(false);
+      close_tasks(close_mode::dirty);
       if (consumer_) consumer_->close();
     } catch (const std::exception& inner) {
       spdlog::warn("stream thread {}: cleanup after failure also failed: {}", settings_.index, inner.what());
@@ -137,56 +112,40 @@ void stream_thread::run() {
 
 void stream_thread::loop_once() {
   try {
-    auto timeout = restoring_.empty() ? settings_.poll_timeout : 0ms;
+    auto timeout = tasks_->restoring() ? 0ms : settings_.poll_timeout;
     timeout = until_next_release(services_.wall_clock_ms(), timeout);
     consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
+    tasks_->pause_restoring_inputs();
     auto batch_time = services_.wall_clock_ms();
     for (auto& m : batch_) {
-      const partition_ref tp{m.topic, m.partition};
-      auto it = by_partition_.find(tp);
-      if (it == by_partition_.end()) continue;
-      auto& input = it->second;
-      // After an asynchronous seek back to X, records fetched before the seek may still
-      // arrive: drop them until X itself comes (it was delivered once, so it exists).
-      if (!seeking_.empty()) {
-        if (auto s = seeking_.find(tp); s != seeking_.end()) {
-          if (m.offset != s->second) continue;
-          seeking_.erase(s);
-        }
-      }
-      // Not running yet (restoring): leave the record in Kafka; the seek below re-reads it.
-      if (!input.task->running() || (!unread_.empty() && unread_.contains(tp))) {
-        unread_.try_emplace({m.topic, m.partition}, m.offset);
+      auto* input = tasks_->find({m.topic, m.partition});
+      if (!input) continue;
+      // Its task still restoring (fetched before the pause took effect), paused by pacing,
+      // or records of this partition already wait: keep it, in order.
+      if (!input->task->running() || input->task->input_paused(batch_time) || !input->held.records.empty()) {
+        input->held.records.push(m);
         continue;
       }
-      // Paused by pacing, or records of this partition already wait: keep it, in order.
-      if (input.task->input_paused(batch_time) || !input.held.records.empty()) {
-        input.held.records.push(m);
-        continue;
-      }
-      input.task->process(m);
+      input->task->process(m);
     }
     release_held_records();
-    if (!restoring_.empty()) restore_step();
-    auto now = services_.wall_clock_ms();
-    for (auto& [id, task] : tasks_) task->punctuate_wall_clock(now);
-    // Asynchronous: librdkafka 2.0.2's waiting seek times out when repeated on a busy
-    // partition (seen under pacing); seeking_ filters what was fetched before it.
-    for (const auto& [tp, offset] : unread_) {
-      consumer_->seek({tp.first, tp.second, offset}, 0ms);
-      seeking_[tp] = offset;
+    if (tasks_->restoring()) {
+      tasks_->restore();
+      if (!tasks_->restoring()) set_state(thread_state::running);
     }
-    unread_.clear();
+    auto now = services_.wall_clock_ms();
+    for (auto& [id, task] : tasks_->tasks()) task->punctuate_wall_clock(now);
     collector_->poll();
     // Commit at the interval, on request, or, under exactly-once, early when a store's open
     // transaction outgrows the checkpoint bound: a crash then replays a tail of the
     // changelog, whatever the rate. (At-least-once stores are written through and
     // checkpointed at commits; a crash replays at most one commit interval.)
     const bool bound_transactions = services_.guarantee == processing_guarantee::exactly_once;
-    bool due = std::any_of(tasks_.begin(), tasks_.end(), [&](auto& t) {
+    const auto& tasks = tasks_->tasks();
+    bool due = std::any_of(tasks.begin(), tasks.end(), [&](auto& t) {
       return t.second->commit_requested() ||
              (bound_transactions &&
-              t.second->commit_due(settings_.checkpoint_tail_fraction, settings_.checkpoint_min_records));
+              t.second->stores().commit_due(settings_.checkpoint_tail_fraction, settings_.checkpoint_min_records));
     });
     if (due || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
   } catch (const std::exception& e) {
@@ -202,167 +161,41 @@ void stream_thread::on_assigned(const std::vector<kafka::topic_partition>& parts
   spdlog::info("stream thread {}: assigned {}", settings_.index, parts_text(parts));
   set_state(thread_state::rebalancing);
   assignment_ = parts;
-  seeking_.clear();
-  create_tasks(parts);
+  // Inside the rebalance callback: the pauses of restoring inputs wait for the next poll.
+  tasks_->assign(parts);
+  set_state_from_tasks();
 }
 
 void stream_thread::on_revoked(const std::vector<kafka::topic_partition>& parts) {
   spdlog::info("stream thread {}: revoked {}", settings_.index, parts_text(parts));
   try {
     commit_all();
-    close_tasks(true);
+    close_tasks(close_mode::clean);
   } catch (const std::exception& e) {
     spdlog::warn("stream thread {}: commit on revocation failed ({}); closing tasks without it", settings_.index,
                  e.what());
     if (collector_) collector_->abort_transaction();
-    close_tasks(false);
+    close_tasks(close_mode::dirty);
     if (services_.guarantee == processing_guarantee::exactly_once) collector_->recreate();
   }
   assignment_.clear();
 }
 
 void stream_thread::create_tasks(const std::vector<kafka::topic_partition>& parts) {
-  for (const auto& p : parts) {
-    auto sub = settings_.topic_to_subtopology.find(p.topic);
-    if (sub == settings_.topic_to_subtopology.end()) continue;
-    std::string id = std::to_string(sub->second) + "_" + std::to_string(p.partition);
-    auto it = tasks_.find(id);
-    if (it == tasks_.end()) {
-      auto task = std::make_unique<stream_task>(sub->second, p.partition, services_, *this, label_);
-      it = tasks_.emplace(id, std::move(task)).first;
-      begin_restoration(*it->second);
-    }
-    by_partition_[{p.topic, p.partition}].task = it->second.get();
-  }
-  set_state(restoring_.empty() ? thread_state::running : thread_state::restoring);
+  tasks_->assign(parts);
+  tasks_->pause_restoring_inputs();
+  set_state_from_tasks();
 }
 
-void stream_thread::begin_restoration(stream_task& task) {
-  bool any = false;
-  for (auto& s : task.stores()) {
-    if (s.changelog_topic.empty()) continue;
-    auto [low, high] = restore_consumer_->watermarks(s.changelog_topic, task.partition(), 30s);
-    auto from = s.store->committed_offset().value_or(low);
-    if (from < low) from = low;  // compaction or retention removed the head: start at what exists
-    if (from >= high) continue;
-    restoring_.push_back({&task, &s, s.changelog_topic, task.partition(), from, high, from});
-    any = true;
-  }
-  if (!any) {
-    task.start();
-    return;
-  }
-  spdlog::info("task {}: restoring {} store partition(s) before processing", task.id(),
-               std::count_if(restoring_.begin(), restoring_.end(), [&](auto& r) { return r.task == &task; }));
-  if (restore_started_ == clock_type::time_point{}) restore_started_ = clock_type::now();
-  // Only this task's changelogs: the partitions already restoring keep what was prefetched.
-  std::vector<kafka::topic_partition_offset> assign;
-  for (auto& r : restoring_)
-    if (r.task == &task && !r.done) assign.push_back({r.topic, r.partition, r.next});
-  restore_consumer_->assign_more(assign);
-}
-
-void stream_thread::restore_step() {
-  restore_consumer_->poll_batch(restore_batch_, 10000, 10ms);
-  // Apply contiguous runs of one partition as one write batch.
-  std::vector<state::restore_record> run;
-  std::size_t i = 0;
-  while (i < restore_batch_.size()) {
-    const auto& first = restore_batch_[i];
-    auto r = std::find_if(restoring_.begin(), restoring_.end(), [&](auto& x) {
-      return !x.done && x.topic == first.topic && x.partition == first.partition;
-    });
-    std::size_t j = i;
-    run.clear();
-    while (j < restore_batch_.size() && restore_batch_[j].topic == first.topic &&
-           restore_batch_[j].partition == first.partition) {
-      const auto& m = restore_batch_[j];
-      if (m.key) {
-        state::restore_record rec;
-        rec.key = *m.key;
-        if (m.value) rec.value = std::string_view(*m.value);
-        rec.timestamp_ms = m.timestamp;
-        run.push_back(rec);
-      }
-      ++j;
-    }
-    if (r != restoring_.end()) {
-      auto next = restore_batch_[j - 1].offset + 1;
-      r->store->store->restore(run, next);
-      r->restored += j - i;
-      r->next = next;
-      restored_records_.add(j - i);
-      if (r->next >= r->end) r->done = true;
-    }
-    i = j;
-  }
-  for (auto& r : restoring_) {
-    if (r.done || r.eof < 0) continue;
-    if (r.eof > r.next) r.store->store->restore({}, r.eof);  // past aborted records and markers
-    r.next = std::max(r.next, r.eof);
-    r.done = true;
-  }
-  std::int64_t remaining = 0;
-  for (auto& r : restoring_)
-    if (!r.done) remaining += std::max<std::int64_t>(0, r.end - r.next);
-  restore_remaining_.set(remaining);
-  log_restore_progress(false);
-
-  // Tasks whose stores are all done start processing.
-  std::vector<stream_task*> finished;
-  for (auto& r : restoring_) {
-    bool all = std::all_of(restoring_.begin(), restoring_.end(), [&](auto& x) { return x.task != r.task || x.done; });
-    if (all && std::find(finished.begin(), finished.end(), r.task) == finished.end()) finished.push_back(r.task);
-  }
-  // Finished changelogs leave the restore consumer one by one; the others keep their
-  // prefetched records (a full reassignment dropped them and stalled about 0.5 s each time).
-  std::vector<kafka::topic_partition> finished_changelogs;
-  for (auto& r : restoring_)
-    if (std::find(finished.begin(), finished.end(), r.task) != finished.end())
-      finished_changelogs.push_back({r.topic, r.partition});
-  for (auto* t : finished) finish_restoration(*t);
-  if (restoring_.empty())
-    restore_consumer_->unassign();
-  else
-    restore_consumer_->unassign_some(finished_changelogs);
-  if (restoring_.empty()) {
-    restore_started_ = {};
-    set_state(thread_state::running);
-  }
-}
-
-void stream_thread::finish_restoration(stream_task& task) {
-  for (auto& r : restoring_) {
-    if (r.task != &task) continue;
-    spdlog::info("restored store '{}' partition {} of task {}: {} records (offsets {}..{})", r.store->spec->name,
-                 r.partition, task.id(), r.restored, r.start, r.next);
-  }
-  std::erase_if(restoring_, [&](auto& r) { return r.task == &task; });
-  // Make the restored tail durable: a crash soon after must not replay it again.
-  task.checkpoint_stores();
-  task.start();
-}
-
-void stream_thread::log_restore_progress(bool force) {
-  auto now = clock_type::now();
-  if (!force && now - last_restore_log_ < settings_.restore_log_interval) return;
-  last_restore_log_ = now;
-  double seconds = std::chrono::duration<double>(now - restore_started_).count();
-  for (auto& r : restoring_) {
-    if (r.done) continue;
-    auto total = r.end - r.start;
-    auto done = r.next - r.start;
-    double rate = seconds > 0 ? static_cast<double>(r.restored) / seconds : 0;
-    double eta = rate > 0 ? static_cast<double>(r.end - r.next) / rate : 0;
-    spdlog::info("restoring store '{}' partition {}: {}/{} records, {:.0f} records/s, ETA {:.0f} s",
-                 r.store->spec->name, r.partition, done, total, rate, std::ceil(eta));
-  }
+void stream_thread::set_state_from_tasks() {
+  set_state(tasks_->restoring() ? thread_state::restoring : thread_state::running);
 }
 
 void stream_thread::commit_all() {
   last_commit_ = clock_type::now();
   std::vector<kafka::topic_partition_offset> offsets;
-  for (auto& [id, task] : tasks_) {
+  auto& tasks = tasks_->tasks();
+  for (auto& [id, task] : tasks) {
     if (!task->running()) continue;
     auto o = task->offsets_to_commit();
     offsets.insert(offsets.end(), o.begin(), o.end());
@@ -379,19 +212,19 @@ void stream_thread::commit_all() {
     if (!offsets.empty()) consumer_->commit(offsets);
   }
   commit_latency_.record(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started).count());
-  for (auto& [id, task] : tasks_) {
+  for (auto& [id, task] : tasks) {
     if (!task->running()) continue;
-    task->commit_stores(next_offset);
+    task->stores().commit(next_offset);
     task->mark_committed();
   }
   collector_->reset_changelog_offsets();
   update_lag();
   bool interval_passed = clock_type::now() - last_checkpoint_ >= settings_.checkpoint_interval;
   if (interval_passed) last_checkpoint_ = clock_type::now();
-  for (auto& [id, task] : tasks_)
-    if (task->running() &&
-        (interval_passed || task->checkpoint_due(settings_.checkpoint_tail_fraction, settings_.checkpoint_min_records)))
-      task->checkpoint_stores();
+  for (auto& [id, task] : tasks)
+    if (task->running() && (interval_passed || task->stores().checkpoint_due(settings_.checkpoint_tail_fraction,
+                                                                             settings_.checkpoint_min_records)))
+      task->stores().checkpoint();
 }
 
 void stream_thread::update_lag() {
@@ -417,7 +250,7 @@ void stream_thread::release_held_records() {
   // up to about a second to deliver a resumed partition again when its broker thread had
   // nothing to fetch (measured 0.05 .. 0.95 s), and what is held must last until then.
   auto now = services_.wall_clock_ms();
-  for (auto& [tp, input] : by_partition_) {
+  for (auto& [tp, input] : tasks_->partitions()) {
     auto& held = input.held;
     if ((held.records.empty() && !held.consumer_paused) || !input.task->running()) continue;
     while (!held.records.empty() && !input.task->input_paused(now)) {
@@ -437,7 +270,8 @@ void stream_thread::release_held_records() {
 }
 
 void stream_thread::drop_held_records() noexcept {
-  for (auto& [tp, input] : by_partition_) {
+  if (!tasks_) return;
+  for (auto& [tp, input] : tasks_->partitions()) {
     input.held.records.clear();
     if (!input.held.consumer_paused) continue;
     input.held.consumer_paused = false;
@@ -453,7 +287,7 @@ std::chrono::milliseconds stream_thread::until_next_release(std::int64_t now_ms,
   auto until = [&](std::int64_t due_ms) {
     cap = std::min(cap, std::chrono::milliseconds(std::max<std::int64_t>(0, due_ms - now_ms)));
   };
-  for (const auto& [tp, input] : by_partition_) {
+  for (const auto& [tp, input] : tasks_->partitions()) {
     if (!input.task->running()) continue;
     if (!input.held.records.empty()) until(input.task->input_paused_until());
     // All released before the partition may be resumed (a share far above max.poll.records/s).
@@ -462,18 +296,11 @@ std::chrono::milliseconds stream_thread::until_next_release(std::int64_t now_ms,
   return cap;
 }
 
-void stream_thread::close_tasks(bool clean) {
+void stream_thread::close_tasks(close_mode mode) {
   // Held records were never processed: their offsets are not committed, the next owner
   // (or the rewind) reads them again.
   if (consumer_) drop_held_records();
-  for (auto& [id, task] : tasks_) {
-    if (clean && task->running()) task->checkpoint_stores();
-    task->close(clean);
-  }
-  tasks_.clear();
-  by_partition_.clear();
-  restoring_.clear();
-  if (restore_consumer_) restore_consumer_->unassign();
+  if (tasks_) tasks_->close_all(mode);
 }
 
 void stream_thread::recover_from_transaction_failure(const std::exception& e) {
@@ -482,14 +309,13 @@ void stream_thread::recover_from_transaction_failure(const std::exception& e) {
                settings_.index, e.what());
   services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
   collector_->abort_transaction();
-  close_tasks(false);
+  close_tasks(close_mode::dirty);
   collector_->recreate();
   create_tasks(assignment_);
   rewind_to_committed();
 }
 
 void stream_thread::rewind_to_committed() {
-  seeking_.clear();
   drop_held_records();
   if (assignment_.empty()) return;
   for (const auto& c : consumer_->committed(assignment_, 30s)) {

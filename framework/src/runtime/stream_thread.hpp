@@ -1,8 +1,13 @@
-// stream_thread: one consumer, one producer (record collector), the tasks of the
-// partitions assigned to it, and the loop that feeds them: poll, restore, process,
-// punctuate, commit. Under exactly-once it owns one transaction at a time and, when the
-// outcome of one is unknown, aborts, recreates its producer and resumes from the last
+// stream_thread: one consumer, one producer (record collector), and the loop that feeds
+// the thread's tasks: poll, restore, process, punctuate, commit. Its task_manager owns
+// the tasks, its changelog_reader restores their stores; both report back, and only the
+// thread sets its state. Under exactly-once it owns one transaction at a time and, when
+// the outcome of one is unknown, aborts, recreates its producer and resumes from the last
 // committed offsets.
+//
+// Lifecycle: created -> start() (starting) -> rebalancing -> restoring / running, back to
+// rebalancing on every assignment -> request_stop() -> pending_shutdown -> dead; failed
+// when an error stops it (failure() says why).
 //
 // Threading: everything here runs on the thread's own std::thread except request_stop()
 // and state(), which are safe from any thread.
@@ -20,8 +25,10 @@
 #include <vector>
 
 #include "kafka/consumer.hpp"
+#include "runtime/changelog_reader.hpp"
 #include "runtime/record_collector.hpp"
 #include "runtime/stream_task.hpp"
+#include "runtime/task_manager.hpp"
 
 namespace sluice::runtime {
 
@@ -50,41 +57,7 @@ struct thread_settings {
   std::map<std::string, int> topic_to_subtopology;  ///< resolved source topic -> sub-topology
 };
 
-/// Records of one partition fetched while its task's input was paused by pacing, oldest
-/// first. A ring of message slots that keeps its slots, and their string capacity, after
-/// records leave: push() swaps the record out of the poll batch and hands the batch a used
-/// slot to fill next time, so holding and releasing a steady paced stream allocates nothing
-/// per record. Single-threaded.
-/// Orders (topic, partition) keys and finds them by a partition_ref, so the per-record
-/// lookups build no string.
-struct partition_less {
-  using is_transparent = void;
-  template <class A, class B>
-  bool operator()(const A& a, const B& b) const noexcept {
-    const std::string_view at = a.first, bt = b.first;
-    return at < bt || (at == bt && a.second < b.second);
-  }
-};
-using partition_ref = std::pair<std::string_view, std::int32_t>;
-
-class held_queue {
- public:
-  bool empty() const noexcept { return size_ == 0; }
-  std::size_t size() const noexcept { return size_; }
-  /// Appends `m`, which is left holding a used slot's buffers (its content is unspecified).
-  void push(kafka::message& m);
-  kafka::message& front() noexcept { return slots_[head_]; }
-  void pop() noexcept;
-  /// Forgets the records; keeps the slots.
-  void clear() noexcept { head_ = size_ = 0; }
-
- private:
-  std::vector<kafka::message> slots_;
-  std::size_t head_ = 0;
-  std::size_t size_ = 0;
-};
-
-class stream_thread final : kafka::rebalance_listener, public record_sender {
+class stream_thread final : kafka::rebalance_listener {
  public:
   stream_thread(thread_settings settings, const task_services& services,
                 std::function<void(thread_state)> on_state_change);
@@ -98,48 +71,21 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   const std::string& failure() const noexcept { return failure_; }
 
  private:
-  struct restoring {
-    stream_task* task;
-    task_store* store;
-    std::string topic;
-    std::int32_t partition;
-    std::int64_t next;
-    std::int64_t end;
-    std::int64_t start;
-    std::uint64_t restored = 0;
-    std::int64_t eof = -1;  ///< end of partition reported by the consumer, applied after the batch
-    bool done = false;
-  };
-
-  /// Pacing back-pressure for one partition; see release_held_records().
-  struct held_input {
-    held_queue records;
-    bool consumer_paused = false;   ///< fetching stopped until the held records run low
-    std::int64_t paused_at_ms = 0;  ///< wall clock when fetching stopped
-  };
-
-  /// An assigned source partition: the task it feeds and what is held for it.
-  struct partition_input {
-    stream_task* task = nullptr;
-    held_input held;
-  };
-
   void run();
   void loop_once();
   void set_state(thread_state s);
   void on_assigned(const std::vector<kafka::topic_partition>& parts) override;
   void on_revoked(const std::vector<kafka::topic_partition>& parts) override;
-  void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
-            const std::optional<std::string_view>& value, std::int64_t timestamp,
-            const sluice::headers& headers) override;
 
+  /// Re-creates the tasks of `parts` outside a rebalance (after a transaction failure):
+  /// their restoring inputs are paused at once, before any seek.
   void create_tasks(const std::vector<kafka::topic_partition>& parts);
-  void begin_restoration(stream_task& task);
-  void restore_step();
-  void finish_restoration(stream_task& task);
-  void log_restore_progress(bool force);
+  /// The thread's state once tasks exist: restoring while a store is behind.
+  void set_state_from_tasks();
   void commit_all();
-  void close_tasks(bool clean);
+  /// Drops held records (never processed: the next owner or the rewind reads them again)
+  /// and closes every task.
+  void close_tasks(close_mode mode);
   void recover_from_transaction_failure(const std::exception& e);
   void rewind_to_committed();
   /// Feeds records held for paused tasks once their pause ends; pauses/resumes partitions
@@ -155,18 +101,15 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   const task_services& services_;
   std::function<void(thread_state)> on_state_change_;
   std::string label_;
+  // Declared in dependency order: the task manager goes first, its tasks send through the
+  // collector and restore through the reader.
   std::unique_ptr<record_collector> collector_;
   std::unique_ptr<kafka::consumer> consumer_;
-  std::unique_ptr<kafka::consumer> restore_consumer_;
-  std::map<std::string, std::unique_ptr<stream_task>> tasks_;
-  std::map<std::pair<std::string, std::int32_t>, partition_input, partition_less> by_partition_;
-  std::vector<restoring> restoring_;
+  std::unique_ptr<changelog_reader> reader_;
+  std::unique_ptr<task_manager> tasks_;
   std::vector<kafka::topic_partition> assignment_;
   std::vector<kafka::message> batch_;
-  std::vector<kafka::message> restore_batch_;
-  std::map<std::pair<std::string, std::int32_t>, std::int64_t, partition_less> unread_;  // not taken: seek back here
-  std::map<std::pair<std::string, std::int32_t>, std::int64_t, partition_less> seeking_;  // sought back: offset expected
-  std::chrono::steady_clock::time_point last_commit_, last_checkpoint_, last_restore_log_, restore_started_;
+  std::chrono::steady_clock::time_point last_commit_, last_checkpoint_;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};
   std::string failure_;

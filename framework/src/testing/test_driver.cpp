@@ -163,7 +163,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
       return it->second;
     };
     for (auto& [id, task] : tasks) {
-      task->commit_stores(offsets);
+      task->stores().commit(offsets);
       task->mark_committed();
     }
   }
@@ -219,7 +219,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
 }
 
 topology_test_driver::~topology_test_driver() {
-  for (auto& [id, task] : impl_->tasks) task->close(true);
+  for (auto& [id, task] : impl_->tasks) task->close(runtime::close_mode::clean);
   impl_->tasks.clear();
   if (!impl_->state_dir.empty()) {
     std::error_code ec;
@@ -282,8 +282,7 @@ std::pair<detail::store_binding, detail::task_context*> topology_test_driver::st
                                                                                          std::int32_t partition) {
   for (auto& [id, task] : impl_->tasks) {
     if (id.second != partition) continue;
-    for (auto& s : task->stores())
-      if (s.spec->name == name) return {task->store(name), task.get()};
+    if (task->stores().find(name)) return {task->store(name), task.get()};
   }
   throw error(errc::invalid_topology, "no store named '" + name + "' on partition " + std::to_string(partition));
 }

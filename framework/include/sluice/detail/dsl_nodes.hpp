@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/detail/internal_topics.hpp"
 #include "sluice/detail/node.hpp"
 #include "sluice/record.hpp"
 #include "sluice/serde/serde.hpp"
@@ -124,7 +125,7 @@ class sink_node final : public typed_node<K, V> {
   sink_node(std::string topic, bool internal) : topic_(std::move(topic)), internal_(internal) {}
   void init(task_context& task) override {
     node::init(task);
-    if (internal_) topic_ = std::string(task.application_id()) + "-" + topic_;
+    if (internal_) topic_ = repartition_topic(task.application_id(), topic_);
   }
   void on_record(const record<K, V>& r) override {
     auto k = encode_field<KS, K>(r.key, key_buf_);

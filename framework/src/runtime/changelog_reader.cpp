@@ -1,0 +1,178 @@
+// Restoration of a thread's stores from their changelogs.
+#include "runtime/changelog_reader.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/stream_task.hpp"
+
+namespace sluice::runtime {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
+                                   counter& restored_records, gauge& remaining_records)
+    : consumer_(std::make_unique<kafka::consumer>(restore_consumer)),
+      log_interval_(log_interval),
+      last_log_(clock_type::now()),
+      restored_records_(restored_records),
+      remaining_records_(remaining_records) {
+  // The end is noted here and applied by restore() after the batch: this callback runs
+  // inside poll_batch(), before the batch's records of the same partition are written.
+  consumer_->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
+    for (auto& e : entries_)
+      if (!e.done && e.topic == topic && e.partition == partition) e.eof = std::max(e.eof, offset);
+  });
+}
+
+bool changelog_reader::add(stream_task& task) {
+  bool any = false;
+  for (auto& s : task.stores().all()) {
+    if (s.changelog_topic.empty()) continue;
+    auto [low, high] = consumer_->watermarks(s.changelog_topic, task.partition(), 30s);
+    auto from = s.store->committed_offset().value_or(low);
+    if (from < low) from = low;  // compaction or retention removed the head: start at what exists
+    if (from >= high) continue;
+    entries_.push_back({&task, &s, s.changelog_topic, task.partition(), from, high, from});
+    any = true;
+  }
+  if (!any) return false;
+  spdlog::info("task {}: restoring {} store partition(s) before processing", task.id(),
+               std::count_if(entries_.begin(), entries_.end(), [&](auto& e) { return e.task == &task; }));
+  if (started_ == clock_type::time_point{}) started_ = clock_type::now();
+  // Only this task's changelogs: the partitions already restoring keep what was prefetched.
+  std::vector<kafka::topic_partition_offset> assign;
+  for (auto& e : entries_)
+    if (e.task == &task && !e.done) assign.push_back({e.topic, e.partition, e.next});
+  consumer_->assign_more(assign);
+  return true;
+}
+
+void changelog_reader::restore(std::vector<stream_task*>& restored) {
+  consumer_->poll_batch(batch_, 10000, 10ms);
+  // Apply contiguous runs of one partition as one write batch.
+  std::vector<state::restore_record> run;
+  std::size_t i = 0;
+  while (i < batch_.size()) {
+    const auto& first = batch_[i];
+    auto r = std::find_if(entries_.begin(), entries_.end(), [&](auto& x) {
+      return !x.done && x.topic == first.topic && x.partition == first.partition;
+    });
+    std::size_t j = i;
+    run.clear();
+    while (j < batch_.size() && batch_[j].topic == first.topic && batch_[j].partition == first.partition) {
+      const auto& m = batch_[j];
+      if (m.key) {
+        state::restore_record rec;
+        rec.key = *m.key;
+        if (m.value) rec.value = std::string_view(*m.value);
+        rec.timestamp_ms = m.timestamp;
+        run.push_back(rec);
+      }
+      ++j;
+    }
+    if (r != entries_.end()) {
+      auto next = batch_[j - 1].offset + 1;
+      r->store->store->restore(run, next);
+      r->restored += j - i;
+      r->next = next;
+      restored_records_.add(j - i);
+      if (r->next >= r->end) r->done = true;
+    }
+    i = j;
+  }
+  for (auto& e : entries_) {
+    if (e.done || e.eof < 0) continue;
+    if (e.eof > e.next) e.store->store->restore({}, e.eof);  // past aborted records and markers
+    e.next = std::max(e.next, e.eof);
+    e.done = true;
+  }
+  std::int64_t remaining = 0;
+  for (auto& e : entries_)
+    if (!e.done) remaining += std::max<std::int64_t>(0, e.end - e.next);
+  remaining_records_.set(remaining);
+  if (clock_type::now() - last_log_ >= log_interval_) log_progress();
+
+  // Tasks whose stores are all done leave the reader.
+  const auto first_new = restored.size();
+  for (auto& e : entries_) {
+    bool all = std::all_of(entries_.begin(), entries_.end(), [&](auto& x) { return x.task != e.task || x.done; });
+    if (all && std::find(restored.begin() + static_cast<std::ptrdiff_t>(first_new), restored.end(), e.task) ==
+                   restored.end())
+      restored.push_back(e.task);
+  }
+  if (restored.size() == first_new) return;
+  // Finished changelogs leave the restore consumer one by one; the others keep their
+  // prefetched records (a full reassignment dropped them and stalled about 0.5 s each time).
+  std::vector<kafka::topic_partition> finished;
+  for (auto t = restored.begin() + static_cast<std::ptrdiff_t>(first_new); t != restored.end(); ++t) {
+    for (auto& e : entries_) {
+      if (e.task != *t) continue;
+      spdlog::info("restored store '{}' partition {} of task {}: {} records (offsets {}..{})", e.store->spec->name,
+                   e.partition, e.task->id(), e.restored, e.start, e.next);
+      finished.push_back({e.topic, e.partition});
+    }
+    std::erase_if(entries_, [&](auto& e) { return e.task == *t; });
+  }
+  if (entries_.empty()) {
+    consumer_->unassign();
+    started_ = {};
+  } else {
+    consumer_->unassign_some(finished);
+  }
+}
+
+void changelog_reader::remove(const stream_task& task) {
+  std::vector<kafka::topic_partition> leaving;
+  for (auto& e : entries_)
+    if (e.task == &task) leaving.push_back({e.topic, e.partition});
+  if (leaving.empty()) return;
+  std::erase_if(entries_, [&](auto& e) { return e.task == &task; });
+  if (entries_.empty()) {
+    consumer_->unassign();
+    started_ = {};
+  } else {
+    consumer_->unassign_some(leaving);
+  }
+}
+
+void changelog_reader::clear() {
+  entries_.clear();
+  started_ = {};
+  consumer_->unassign();
+}
+
+restore_progress changelog_reader::progress() const {
+  restore_progress p;
+  std::uint64_t restored = 0;
+  for (const auto& e : entries_) {
+    p.total += e.end - e.start;
+    p.done += e.next - e.start;
+    restored += e.restored;
+  }
+  double seconds =
+      started_ == clock_type::time_point{} ? 0 : std::chrono::duration<double>(clock_type::now() - started_).count();
+  p.records_per_second = seconds > 0 ? static_cast<double>(restored) / seconds : 0;
+  p.eta_seconds = p.records_per_second > 0 ? static_cast<double>(p.total - p.done) / p.records_per_second : 0;
+  return p;
+}
+
+void changelog_reader::log_progress() {
+  auto now = clock_type::now();
+  last_log_ = now;
+  double seconds = std::chrono::duration<double>(now - started_).count();
+  for (auto& e : entries_) {
+    if (e.done) continue;
+    auto total = e.end - e.start;
+    auto done = e.next - e.start;
+    double rate = seconds > 0 ? static_cast<double>(e.restored) / seconds : 0;
+    double eta = rate > 0 ? static_cast<double>(e.end - e.next) / rate : 0;
+    spdlog::info("restoring store '{}' partition {}: {}/{} records, {:.0f} records/s, ETA {:.0f} s",
+                 e.store->spec->name, e.partition, done, total, rate, std::ceil(eta));
+  }
+}
+
+}  // namespace sluice::runtime

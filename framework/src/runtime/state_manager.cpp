@@ -1,0 +1,148 @@
+// One task's stores: open, commit with offsets, abort, checkpoint, close.
+#include "runtime/state_manager.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "runtime/stream_task.hpp"
+#include "sluice/detail/internal_topics.hpp"
+#include "sluice/error.hpp"
+#include "sluice/state/rocksdb_store.hpp"
+
+namespace sluice::runtime {
+
+state_manager::state_manager(std::string task_id, int subtopology, std::int32_t partition,
+                             const task_services& services, record_sender& sender,
+                             std::shared_ptr<std::atomic<std::int64_t>> stream_clock)
+    : task_id_(std::move(task_id)),
+      partition_(partition),
+      services_(services),
+      sender_(sender),
+      stream_clock_(std::move(stream_clock)) {
+  const auto& topo = *services_.topo;
+  const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology));
+  bool persistent = std::any_of(sub.stores.begin(), sub.stores.end(), [&](const std::string& s) {
+    return topo.find_store(s)->backend == detail::store_backend::rocksdb;
+  }) && !services_.memory_stores_only;
+  if (persistent) directory_.emplace(services_.state_dir, services_.application_id, task_id_);
+  for (const auto& name : sub.stores) {
+    auto ts = open_store(*topo.find_store(name));
+    checkpointed_.push_back(ts.store->committed_offset().value_or(0));
+    stores_.push_back(std::move(ts));
+  }
+}
+
+state_manager::~state_manager() {
+  if (!stores_.empty()) close(close_mode::dirty);
+}
+
+task_store state_manager::open_store(const detail::store_spec& spec) {
+  state::store_options options;
+  options.name = spec.name;
+  options.mode = services_.guarantee == processing_guarantee::exactly_once ? state::write_mode::hold_until_commit
+                                                                            : state::write_mode::write_through;
+  options.ttl = spec.ttl;
+  // TTL runs on the task's stream time, for live writes and restored entries alike (the
+  // changelog carries each write's stream time), so a restart changes no expiry: on the
+  // wall clock, replaying old input after a crash forgot every restored entry.
+  options.now_ms = [clock = stream_clock_] { return clock->load(std::memory_order_relaxed); };
+  options.configure_rocksdb = spec.rocksdb_options;
+  task_store ts;
+  ts.spec = &spec;
+  std::unique_ptr<state::kv_store> storage;
+  if (spec.backend == detail::store_backend::memory || services_.memory_stores_only) {
+    storage = state::open_memory_store(options);
+  } else {
+    options.directory = directory_->path();
+    try {
+      storage = state::open_rocksdb_store(options, *services_.rocksdb);
+    } catch (const sluice::error& e) {
+      spdlog::warn("task {}: store '{}' cannot be opened ({}); wiping it and restoring from its changelog", task_id_,
+                   spec.name, e.what());
+      directory_->wipe_store(spec.name);
+      storage = state::open_rocksdb_store(options, *services_.rocksdb);
+    }
+  }
+  if (spec.logged) {
+    ts.changelog_topic = detail::changelog_topic(services_.application_id, spec.name);
+    ts.changelog = std::make_unique<changelog_logger>(ts.changelog_topic, partition_, sender_);
+  }
+  // A store kind of its own is built over the storage; a plain key-value store is the storage.
+  if (spec.make_store) {
+    ts.store = spec.make_store(std::move(storage), ts.changelog.get());
+    if (!ts.store || ts.store->name() != spec.name)
+      throw error(errc::invalid_topology, "store '" + spec.name + "': its store factory must return a store named '" +
+                                              spec.name + "' (built over the storage it was given)");
+  } else {
+    ts.store = std::move(storage);
+  }
+  return ts;
+}
+
+task_store* state_manager::find(std::string_view name) noexcept {
+  for (auto& s : stores_)
+    if (s.spec->name == name) return &s;
+  return nullptr;
+}
+
+void state_manager::commit(const changelog_offsets& next_offset) {
+  for (auto& s : stores_) {
+    std::optional<std::int64_t> offset;
+    if (!s.changelog_topic.empty()) offset = next_offset(s.changelog_topic, partition_);
+    if (!offset) offset = s.store->committed_offset();
+    if (s.changelog) s.changelog->reset();
+    if (!offset && s.store->pending_bytes() == 0) continue;
+    s.store->commit(offset.value_or(0));
+  }
+}
+
+void state_manager::abort() {
+  for (auto& s : stores_) {
+    s.store->abort();
+    if (s.changelog) s.changelog->reset();
+  }
+}
+
+void state_manager::checkpoint() {
+  for (std::size_t i = 0; i < stores_.size(); ++i) {
+    stores_[i].store->flush();
+    checkpointed_[i] = stores_[i].store->committed_offset().value_or(0);
+  }
+}
+
+bool state_manager::checkpoint_due(double fraction, std::int64_t min_records) const {
+  for (std::size_t i = 0; i < stores_.size(); ++i) {
+    if (stores_[i].changelog_topic.empty()) continue;
+    auto position = stores_[i].store->committed_offset().value_or(0);
+    auto tail = position - checkpointed_[i];
+    if (tail > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position)))) return true;
+  }
+  return false;
+}
+
+bool state_manager::commit_due(double fraction, std::int64_t min_records) const {
+  for (const auto& s : stores_) {
+    if (!s.changelog) continue;
+    auto position = s.store->committed_offset().value_or(0);
+    if (s.changelog->uncommitted() > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position))))
+      return true;
+  }
+  return false;
+}
+
+void state_manager::close(close_mode mode) noexcept {
+  for (auto& s : stores_) {
+    try {
+      if (mode == close_mode::dirty) s.store->abort();
+      s.store->close();
+    } catch (const std::exception& e) {
+      spdlog::warn("task {}: closing store '{}' failed: {}", task_id_, s.spec->name, e.what());
+    }
+  }
+  stores_.clear();
+  checkpointed_.clear();
+  directory_.reset();
+}
+
+}  // namespace sluice::runtime
