@@ -57,6 +57,7 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
     if (spec.kind == detail::node_kind::source)
       for (const auto& t : spec.topics) {
         inputs_.push_back({topology::resolve_topic(spec, t, services_.application_id), partition_});
+        queued_.add_partition(inputs_.back());
         sources_.push_back(instance[i]);
         next_offsets_.push_back(-1);
       }
@@ -161,6 +162,13 @@ void stream_task::process(const kafka::message& m) {
   // per-record path and still fills the histogram at any useful rate.
   if (processed_total_ % 64 == 1 && m.timestamp > 0) e2e_latency_.record(services_.wall_clock_ms() - m.timestamp);
   run_punctuators(punctuation_type::stream_time, stream_time_);
+}
+
+void stream_task::process_queued(std::int64_t now_ms) {
+  while (!queued_.empty() && !input_paused(now_ms)) {
+    process(queued_.next());
+    queued_.pop_next();
+  }
 }
 
 void stream_task::handle_failure(const kafka::message& m, error_policy policy, std::string_view kind,

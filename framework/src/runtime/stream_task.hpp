@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kafka/types.hpp"
+#include "runtime/partition_group.hpp"
 #include "runtime/record_collector.hpp"
 #include "runtime/state_manager.hpp"
 #include "sluice/config.hpp"
@@ -74,6 +75,11 @@ class stream_task final : public detail::task_context {
   /// Processes one record of one of inputs(). Per-record failures go to the handlers;
   /// throws sluice::error only to stop the job (a `fail` policy or a Kafka error).
   void process(const kafka::message& m);
+  /// Records of inputs() waiting for this task, one queue per input (same order).
+  partition_group& queued() noexcept { return queued_; }
+  /// Processes queued records, lowest timestamp first, until none is left or a processor
+  /// pauses the input at `now_ms`.
+  void process_queued(std::int64_t now_ms);
   /// Runs wall-clock punctuators that are due.
   void punctuate_wall_clock(std::int64_t now_ms);
 
@@ -140,6 +146,7 @@ class stream_task final : public detail::task_context {
   std::vector<detail::node*> sources_;
   std::vector<std::int64_t> next_offsets_;
   std::size_t last_input_ = 0;  // index the previous record came from: usually the next one's
+  partition_group queued_;
   std::vector<punctuator> punctuators_;
   record_metadata metadata_;
   std::int64_t stream_time_ = -1;

@@ -40,12 +40,6 @@ bool transaction_trouble(const std::exception& e) {
   }
 }
 
-/// The least time a partition stays paused in the consumer. Each resume starts a fetch and
-/// each pause throws away what librdkafka prefetched: a task that takes its held records
-/// much faster than max.poll.records per second would otherwise flap every few
-/// milliseconds.
-constexpr std::int64_t min_consumer_pause_ms = 250;
-
 }  // namespace
 
 stream_thread::stream_thread(thread_settings settings, const task_services& services,
@@ -120,13 +114,16 @@ void stream_thread::loop_once() {
     for (auto& m : batch_) {
       auto* input = tasks_->find({m.topic, m.partition});
       if (!input) continue;
-      // Its task still restoring (fetched before the pause took effect), paused by pacing,
-      // or records of this partition already wait: keep it, in order.
-      if (!input->task->running() || input->task->input_paused(batch_time) || !input->held.records.empty()) {
-        input->held.records.push(m);
+      auto& task = *input->task;
+      auto& queued = task.queued();
+      // Straight to the task when it reads one partition and nothing of it waits. Else it
+      // queues: the task is still restoring (fetched before the pause took effect), paused
+      // by pacing, has older records waiting, or picks by timestamp across its partitions.
+      if (queued.empty() && queued.partitions() == 1 && task.running() && !task.input_paused(batch_time)) {
+        task.process(m);
         continue;
       }
-      input->task->process(m);
+      queued.push(input->index, m);
     }
     release_held_records();
     if (tasks_->restoring()) {
@@ -239,47 +236,37 @@ void stream_thread::update_lag() {
 }
 
 void stream_thread::release_held_records() {
-  // Pacing back-pressure. Records a paused task cannot take yet wait here, in order, and go
-  // to the task once its pause ends (the poll returns in time: until_next_release). Short
-  // pauses touch nothing in the consumer: what librdkafka already fetched is kept, not
-  // thrown away and fetched again. A partition holding max.poll.records (H) or more is
-  // paused in the consumer, so at most 2H - 1 records are held per partition (a batch may
-  // land on a queue just under the mark). No seek: on resume librdkafka fetches from the
-  // record after the last one it delivered, i.e. the last one held. It is resumed while
-  // 3H/4 are still held (and min_consumer_pause_ms after the pause): librdkafka 2.0.2 takes
-  // up to about a second to deliver a resumed partition again when its broker thread had
-  // nothing to fetch (measured 0.05 .. 0.95 s), and what is held must last until then.
+  // Queued records go to their task, lowest timestamp first, until a processor pauses its
+  // input (the poll returns in time for the pause's end: until_next_release). Short pauses
+  // touch nothing in the consumer: what librdkafka already fetched is kept, not thrown away
+  // and fetched again; a partition holding max.poll.records is paused in the consumer
+  // (partition_group::update_fetch). No seek: on resume librdkafka fetches from the record
+  // after the last one it delivered, i.e. the last one queued.
   auto now = services_.wall_clock_ms();
-  for (auto& [tp, input] : tasks_->partitions()) {
-    auto& held = input.held;
-    if ((held.records.empty() && !held.consumer_paused) || !input.task->running()) continue;
-    while (!held.records.empty() && !input.task->input_paused(now)) {
-      input.task->process(held.records.front());
-      held.records.pop();
-    }
-    if (!held.consumer_paused && held.records.size() >= settings_.max_poll_records) {
-      consumer_->pause({{tp.first, tp.second}});
-      held.consumer_paused = true;
-      held.paused_at_ms = now;
-    } else if (held.consumer_paused && held.records.size() <= settings_.max_poll_records * 3 / 4 &&
-               now - held.paused_at_ms >= min_consumer_pause_ms) {
-      consumer_->resume({{tp.first, tp.second}});
-      held.consumer_paused = false;
-    }
+  for (auto& [id, task] : tasks_->tasks()) {
+    auto& queued = task->queued();
+    if ((queued.empty() && !queued.fetch_paused()) || !task->running()) continue;
+    task->process_queued(now);
+    queued.update_fetch(now, settings_.max_poll_records, fetch_changes_);
   }
+  apply_fetch_changes();
+}
+
+void stream_thread::apply_fetch_changes() {
+  if (fetch_changes_.empty()) return;
+  if (!fetch_changes_.pause.empty()) consumer_->pause(fetch_changes_.pause);
+  if (!fetch_changes_.resume.empty()) consumer_->resume(fetch_changes_.resume);
+  fetch_changes_.clear();
 }
 
 void stream_thread::drop_held_records() noexcept {
   if (!tasks_) return;
-  for (auto& [tp, input] : tasks_->partitions()) {
-    input.held.records.clear();
-    if (!input.held.consumer_paused) continue;
-    input.held.consumer_paused = false;
-    try {
-      consumer_->resume({{tp.first, tp.second}});
-    } catch (const std::exception& e) {
-      spdlog::debug("stream thread {}: resume {}-{}: {}", settings_.index, tp.first, tp.second, e.what());
-    }
+  try {
+    for (auto& [id, task] : tasks_->tasks()) task->queued().clear(fetch_changes_);
+    apply_fetch_changes();
+  } catch (const std::exception& e) {
+    fetch_changes_.clear();
+    spdlog::debug("stream thread {}: resuming partitions paused for queued records: {}", settings_.index, e.what());
   }
 }
 
@@ -287,11 +274,13 @@ std::chrono::milliseconds stream_thread::until_next_release(std::int64_t now_ms,
   auto until = [&](std::int64_t due_ms) {
     cap = std::min(cap, std::chrono::milliseconds(std::max<std::int64_t>(0, due_ms - now_ms)));
   };
-  for (const auto& [tp, input] : tasks_->partitions()) {
-    if (!input.task->running()) continue;
-    if (!input.held.records.empty()) until(input.task->input_paused_until());
+  for (const auto& [id, task] : tasks_->tasks()) {
+    if (!task->running()) continue;
+    auto& queued = task->queued();
+    if (!queued.empty()) until(task->input_paused_until());
     // All released before the partition may be resumed (a share far above max.poll.records/s).
-    if (input.held.records.empty() && input.held.consumer_paused) until(input.held.paused_at_ms + min_consumer_pause_ms);
+    if (queued.fetch_paused())
+      if (auto due = queued.resume_due_ms()) until(*due);
   }
   return cap;
 }

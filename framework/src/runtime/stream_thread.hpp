@@ -88,10 +88,12 @@ class stream_thread final : kafka::rebalance_listener {
   void close_tasks(close_mode mode);
   void recover_from_transaction_failure(const std::exception& e);
   void rewind_to_committed();
-  /// Feeds records held for paused tasks once their pause ends; pauses/resumes partitions
-  /// in the consumer to bound what is held (see the .cpp).
+  /// Feeds queued records to their tasks (lowest timestamp first, until a processor pauses
+  /// the input); pauses/resumes partitions in the consumer to bound what is queued.
   void release_held_records();
-  /// Forgets held records and resumes every partition paused for them (tasks closing, rewind).
+  /// Applies and forgets fetch_changes_.
+  void apply_fetch_changes();
+  /// Forgets queued records and resumes every partition paused for them (tasks closing, rewind).
   void drop_held_records() noexcept;
   /// `cap`, shortened so that the poll returns when the next held record is due (0 when one
   /// is due now) or a partition paused in the consumer may be resumed.
@@ -109,6 +111,7 @@ class stream_thread final : kafka::rebalance_listener {
   std::unique_ptr<task_manager> tasks_;
   std::vector<kafka::topic_partition> assignment_;
   std::vector<kafka::message> batch_;
+  fetch_changes fetch_changes_;  // reused: filled by the tasks' partition groups
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};

@@ -7,22 +7,6 @@
 
 namespace sluice::runtime {
 
-void held_queue::push(kafka::message& m) {
-  if (size_ == slots_.size()) {
-    // Full: unroll the ring so the oldest is first, and add a slot at the end.
-    std::rotate(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(head_), slots_.end());
-    head_ = 0;
-    slots_.emplace_back();
-  }
-  std::swap(slots_[(head_ + size_) % slots_.size()], m);
-  ++size_;
-}
-
-void held_queue::pop() noexcept {
-  head_ = (head_ + 1) % slots_.size();
-  --size_;
-}
-
 task_manager::task_manager(const task_services& services, const std::map<std::string, int>& topic_to_subtopology,
                            record_collector& collector, changelog_reader& reader, kafka::consumer& consumer,
                            std::string thread_label)
@@ -55,7 +39,13 @@ void task_manager::assign(const std::vector<kafka::topic_partition>& parts) {
       else
         it->second->start();
     }
-    by_partition_[{p.topic, p.partition}].task = it->second.get();
+    auto& task = *it->second;
+    const auto& inputs = task.inputs();
+    auto index = static_cast<std::size_t>(
+        std::find_if(inputs.begin(), inputs.end(), [&](const auto& in) { return in.topic == p.topic; }) -
+        inputs.begin());
+    if (index == inputs.size()) continue;  // not read by the sub-topology at this partition
+    by_partition_[{p.topic, p.partition}] = {&task, index};
   }
 }
 

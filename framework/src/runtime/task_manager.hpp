@@ -43,39 +43,11 @@ struct partition_less {
 };
 using partition_ref = std::pair<std::string_view, std::int32_t>;
 
-/// Records of one partition fetched while its task could not take them (pacing, or its
-/// stores still restoring), oldest first. A ring of message slots that keeps its slots, and
-/// their string capacity, after records leave: push() swaps the record out of the poll
-/// batch and hands the batch a used slot to fill next time, so holding and releasing a
-/// steady paced stream allocates nothing per record. Single-threaded.
-class held_queue {
- public:
-  bool empty() const noexcept { return size_ == 0; }
-  std::size_t size() const noexcept { return size_; }
-  /// Appends `m`, which is left holding a used slot's buffers (its content is unspecified).
-  void push(kafka::message& m);
-  kafka::message& front() noexcept { return slots_[head_]; }
-  void pop() noexcept;
-  /// Forgets the records; keeps the slots.
-  void clear() noexcept { head_ = size_ = 0; }
-
- private:
-  std::vector<kafka::message> slots_;
-  std::size_t head_ = 0;
-  std::size_t size_ = 0;
-};
-
-/// Pacing back-pressure for one partition; see stream_thread::release_held_records().
-struct held_input {
-  held_queue records;
-  bool consumer_paused = false;   ///< fetching stopped until the held records run low
-  std::int64_t paused_at_ms = 0;  ///< wall clock when fetching stopped
-};
-
-/// An assigned source partition: the task it feeds and what is held for it.
+/// An assigned source partition: the task it feeds and its index among the task's
+/// inputs (and partition_group queues).
 struct partition_input {
   stream_task* task = nullptr;
-  held_input held;
+  std::size_t index = 0;
 };
 
 class task_manager {
@@ -106,8 +78,8 @@ class task_manager {
   /// True while a task's stores are behind their changelogs.
   bool restoring() const noexcept { return reader_.restoring(); }
   /// Closes every task (clean: stores checkpointed first) and forgets the partitions;
-  /// resumes the partitions paused for restoration. Held records are not dropped here:
-  /// the caller does that first (they were never processed).
+  /// resumes the partitions paused for restoration. Queued records are not dropped here:
+  /// the caller does that first, resuming what pacing paused.
   void close_all(close_mode mode);
 
   task_map& tasks() noexcept { return tasks_; }

@@ -67,9 +67,6 @@ struct topology_test_driver::impl final : runtime::record_sender {
     raw_message message;
   };
   std::deque<pending> queue;
-  // Records of a task whose input is paused (pause_input_until), oldest first: what Kafka
-  // would keep unread. Released by advance_wall_clock() once the pause is over.
-  std::map<std::pair<int, std::int32_t>, std::deque<pending>> held;
   std::int64_t wall = 0;
   std::int64_t last_ts = 0;
   kafka::message scratch;
@@ -102,30 +99,38 @@ struct topology_test_driver::impl final : runtime::record_sender {
     topics[name].push_back(std::move(m));
   }
 
+  /// Hands queued records to their tasks in order. A task whose input is paused
+  /// (pause_input_until) keeps them in its partition_group, as the stream thread does:
+  /// what Kafka would keep unread, released by advance_wall_clock() once the pause is over.
   void drain() {
     while (!queue.empty()) {
       auto item = std::move(queue.front());
       queue.pop_front();
       auto sub = topic_to_sub.find(item.topic);
       if (sub == topic_to_sub.end()) continue;
-      std::pair<int, std::int32_t> key{sub->second, item.partition};
-      auto& waiting = held[key];
-      if (!waiting.empty() || tasks.at(key)->input_paused(wall)) {
-        waiting.push_back(std::move(item));
+      auto& task = *tasks.at({sub->second, item.partition});
+      auto& queued = task.queued();
+      fill(scratch, item);
+      if (queued.empty() && !task.input_paused(wall)) {
+        process(task, scratch);
         continue;
       }
-      process(key, item);
+      std::size_t input = 0;
+      while (input < queued.partitions() && queued.partition(input).topic != item.topic) ++input;
+      queued.push(input, scratch);
     }
   }
 
-  /// Feeds held records to tasks whose pause is over, until they pause again.
+  /// Feeds queued records, lowest timestamp first, to tasks whose pause is over, until they
+  /// pause again.
   void release_held() {
-    for (auto& [key, waiting] : held) {
-      auto& task = tasks.at(key);
-      while (!waiting.empty() && !task->input_paused(wall)) {
-        auto item = std::move(waiting.front());
-        waiting.pop_front();
-        process(key, item);
+    for (auto& [key, task] : tasks) {
+      auto& queued = task->queued();
+      while (!queued.empty() && !task->input_paused(wall)) {
+        auto& m = queued.next();
+        std::swap(scratch, m);
+        queued.pop_next();
+        process(*task, scratch);
         drain();
       }
     }
@@ -135,24 +140,26 @@ struct topology_test_driver::impl final : runtime::record_sender {
   /// `limit` (strictly after now, so advance_wall_clock's loop always moves the clock).
   std::optional<std::int64_t> next_release(std::int64_t limit) const {
     std::optional<std::int64_t> out;
-    for (const auto& [key, waiting] : held) {
-      if (waiting.empty()) continue;
-      auto until = tasks.at(key)->input_paused_until();
+    for (const auto& [key, task] : tasks) {
+      if (task->queued().empty()) continue;
+      auto until = task->input_paused_until();
       if (until > wall && until <= limit && (!out || until < *out)) out = until;
     }
     return out;
   }
 
-  void process(const std::pair<int, std::int32_t>& key, const pending& item) {
-    auto& task = tasks.at(key);
-    scratch.topic = item.topic;
-    scratch.partition = item.partition;
-    scratch.offset = item.message.offset;
-    scratch.timestamp = item.message.timestamp;
-    scratch.key = item.message.key;
-    scratch.value = item.message.value;
-    scratch.headers = item.message.headers;
-    task->process(scratch);
+  static void fill(kafka::message& out, const pending& item) {
+    out.topic = item.topic;
+    out.partition = item.partition;
+    out.offset = item.message.offset;
+    out.timestamp = item.message.timestamp;
+    out.key = item.message.key;
+    out.value = item.message.value;
+    out.headers = item.message.headers;
+  }
+
+  void process(runtime::stream_task& task, const kafka::message& m) {
+    task.process(m);
     commit();
   }
 

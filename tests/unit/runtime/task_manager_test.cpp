@@ -1,0 +1,213 @@
+// changelog_reader and task_manager on their own, against librdkafka's in-process mock
+// cluster: restoring a store to its changelog's end, a task waiting (input paused) until
+// its stores are current while a task with nothing to restore starts at once, and a
+// revocation while a task restores.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "kafka/mock_cluster.hpp"
+#include "kafka/producer.hpp"
+#include "runtime/changelog_reader.hpp"
+#include "runtime/record_collector.hpp"
+#include "runtime/stream_task.hpp"
+#include "runtime/task_manager.hpp"
+#include "sluice/builder.hpp"
+#include "sluice/detail/internal_topics.hpp"
+
+namespace sluice::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* app_id = "tm";
+
+/// One sub-topology reading "in" into a count store "s" (logged), memory stores only.
+struct fixture {
+  kafka::mock_cluster cluster;
+  topology topo;
+  metrics_registry metrics;
+  task_services services;
+  std::string changelog = detail::changelog_topic(app_id, "s");
+
+  fixture() {
+    streams_builder b;
+    b.stream<std::string, std::string>("in").group_by_key().count("s").to_stream().to("out");
+    topo = b.build();
+    services.topo = &topo;
+    services.application_id = app_id;
+    services.metrics = &metrics;
+    services.memory_stores_only = true;
+    services.wall_clock_ms = [] { return std::int64_t{0}; };
+    services.subtopology_partitions[0] = 2;
+    cluster.create_topic("in", 2);
+    cluster.create_topic("out", 2);
+    cluster.create_topic(changelog, 2);
+  }
+
+  kafka::config_map client() const { return {{"bootstrap.servers", cluster.bootstrap_servers()}}; }
+  kafka::config_map restore_consumer() const {
+    auto c = client();
+    c["isolation.level"] = "read_committed";
+    c["enable.partition.eof"] = "true";
+    return c;
+  }
+
+  /// Writes `n` changelog records to `partition`: keys k0..k9, values v<i>.
+  void fill_changelog(std::int32_t partition, int n) {
+    kafka::producer p(client());
+    for (int i = 0; i < n; ++i) {
+      auto key = "k" + std::to_string(i % 10), value = "v" + std::to_string(i);
+      p.produce(changelog, partition, std::string_view(key), std::string_view(value), 0, {});
+    }
+    p.flush(30s);
+  }
+
+  changelog_reader reader() {
+    return changelog_reader(restore_consumer(), 60s, metrics.get_counter("restored"), metrics.get_gauge("remaining"));
+  }
+};
+
+/// The value of `key` in `task`'s key-value store "s".
+std::optional<std::string> value_in(stream_task& task, const std::string& key) {
+  auto* s = task.stores().find("s");
+  if (!s) return std::nullopt;
+  return dynamic_cast<state::kv_store&>(*s->store).get(key);
+}
+
+/// Sends nowhere; the restore tests process no records.
+struct null_sender final : record_sender {
+  void send(std::string_view, std::int32_t, const std::optional<std::string_view>&,
+            const std::optional<std::string_view>&, std::int64_t, const sluice::headers&) override {}
+};
+
+/// Calls `step` until `done()` or `max_steps` calls (each polls for up to 10 ms); the
+/// caller asserts done() afterwards.
+template <class Step, class Done>
+void step_until(Step step, Done done, int max_steps = 3000) {
+  for (int i = 0; i < max_steps && !done(); ++i) step();
+}
+
+TEST(changelog_reader, restores_a_store_to_the_changelog_end_with_the_last_value_per_key) {
+  fixture f;
+  f.fill_changelog(0, 100);
+  null_sender sender;
+  stream_task task(0, 0, f.services, sender, "thread=\"0\"");
+  auto reader = f.reader();
+  ASSERT_TRUE(reader.add(task));
+  EXPECT_TRUE(reader.restoring());
+  EXPECT_EQ(reader.progress().total, 100);
+
+  std::vector<stream_task*> restored;
+  step_until([&] { reader.restore(restored); }, [&] { return !restored.empty(); });
+  ASSERT_EQ(restored.size(), 1u);
+  EXPECT_EQ(restored[0], &task);
+  EXPECT_FALSE(reader.restoring());
+  auto* store = task.stores().find("s");
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->store->committed_offset(), 100);
+  for (int k = 0; k < 10; ++k)
+    EXPECT_EQ(value_in(task, "k" + std::to_string(k)), "v" + std::to_string(90 + k)) << "key k" << k;
+  EXPECT_EQ(f.metrics.get_counter("restored").value(), 100u);
+}
+
+TEST(changelog_reader, a_task_whose_changelog_is_empty_has_nothing_to_restore) {
+  fixture f;
+  null_sender sender;
+  stream_task task(0, 1, f.services, sender, "thread=\"0\"");
+  auto reader = f.reader();
+  EXPECT_FALSE(reader.add(task));
+  EXPECT_FALSE(reader.restoring());
+}
+
+TEST(changelog_reader, progress_counts_done_and_total_over_the_store_partitions) {
+  fixture f;
+  f.fill_changelog(0, 40);
+  f.fill_changelog(1, 60);
+  null_sender sender;
+  stream_task t0(0, 0, f.services, sender, "thread=\"0\"");
+  stream_task t1(0, 1, f.services, sender, "thread=\"0\"");
+  auto reader = f.reader();
+  ASSERT_TRUE(reader.add(t0));
+  ASSERT_TRUE(reader.add(t1));
+  auto before = reader.progress();
+  EXPECT_EQ(before.total, 100);
+  EXPECT_EQ(before.done, 0);
+  std::vector<stream_task*> restored;
+  step_until([&] { reader.restore(restored); }, [&] { return restored.size() == 2; });
+  EXPECT_EQ(restored.size(), 2u);
+  EXPECT_EQ(reader.progress().total, 0) << "restored tasks leave the reader";
+}
+
+struct manager_fixture : fixture {
+  kafka::consumer consumer{[this] {
+    auto c = client();
+    c["group.id"] = app_id;
+    c["auto.offset.reset"] = "earliest";
+    return c;
+  }()};
+  record_collector collector{client(), processing_guarantee::at_least_once, "", error_policy::fail, metrics,
+                             "thread=\"0\""};
+  changelog_reader changelogs = reader();
+  std::map<std::string, int> topic_to_sub{{"in", 0}};
+  task_manager tasks{services, topic_to_sub, collector, changelogs, consumer, "thread=\"0\""};
+
+  void assign_both() {
+    std::vector<kafka::topic_partition> parts{{"in", 0}, {"in", 1}};
+    consumer.assign({{"in", 0, kafka::offset_beginning}, {"in", 1, kafka::offset_beginning}});
+    tasks.assign(parts);
+    tasks.pause_restoring_inputs();
+  }
+};
+
+TEST(task_manager, a_task_with_a_changelog_to_restore_waits_while_the_other_starts_at_once) {
+  manager_fixture f;
+  f.fill_changelog(0, 50);
+  f.assign_both();
+  ASSERT_EQ(f.tasks.tasks().size(), 2u);
+  auto* p0 = f.tasks.find({"in", 0});
+  auto* p1 = f.tasks.find({"in", 1});
+  ASSERT_TRUE(p0 && p1);
+  EXPECT_FALSE(p0->task->running()) << "its store is 50 records behind";
+  EXPECT_TRUE(p1->task->running()) << "nothing to restore";
+  EXPECT_TRUE(f.tasks.restoring());
+
+  step_until([&] { f.tasks.restore(); }, [&] { return !f.tasks.restoring(); });
+  EXPECT_FALSE(f.tasks.restoring());
+  EXPECT_TRUE(p0->task->running());
+  EXPECT_EQ(value_in(*p0->task, "k7"), "v47");
+}
+
+TEST(task_manager, partitions_map_to_their_task_and_input) {
+  manager_fixture f;
+  f.assign_both();
+  auto* p1 = f.tasks.find({"in", 1});
+  ASSERT_NE(p1, nullptr);
+  EXPECT_EQ(p1->task->id(), "0_1");
+  EXPECT_EQ(p1->index, 0u);
+  EXPECT_EQ(f.tasks.find({"other", 0}), nullptr);
+}
+
+TEST(task_manager, closing_while_a_task_restores_forgets_every_task_and_the_restoration) {
+  manager_fixture f;
+  f.fill_changelog(0, 50);
+  f.assign_both();
+  ASSERT_TRUE(f.tasks.restoring());
+  f.tasks.close_all(close_mode::clean);
+  EXPECT_TRUE(f.tasks.tasks().empty());
+  EXPECT_EQ(f.tasks.find({"in", 0}), nullptr);
+  EXPECT_FALSE(f.tasks.restoring());
+  EXPECT_EQ(f.changelogs.progress().total, 0);
+
+  // Assigned again (as after a rebalance): the task restores from scratch and completes.
+  f.assign_both();
+  ASSERT_TRUE(f.tasks.restoring());
+  step_until([&] { f.tasks.restore(); }, [&] { return !f.tasks.restoring(); });
+  ASSERT_FALSE(f.tasks.restoring());
+  EXPECT_EQ(f.tasks.find({"in", 0})->task->stores().find("s")->store->committed_offset(), 50);
+}
+
+}  // namespace
+}  // namespace sluice::runtime
