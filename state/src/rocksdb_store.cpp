@@ -377,8 +377,20 @@ class rocksdb_store final : public kv_store {
   void check(const rocksdb::Status& s, const char* what) const {
     if (!s.ok()) {
       throw sluice::error(errc::state, std::string("cannot ") + what + " state store '" + name_ +
-                                           "' at '" + path_.string() + "': " + s.ToString());
+                                           "' at '" + path_.string() + "': " + s.ToString() +
+                                           out_of_space_hint(s));
     }
+  }
+
+  // RocksDB reports a full disk as an I/O error with the NoSpace subcode; after one failed
+  // background flush, later writes report that error again until space is free.
+  std::string out_of_space_hint(const rocksdb::Status& s) const {
+    if (!s.IsNoSpace() && s.ToString().find("No space left on device") == std::string::npos) {
+      return {};
+    }
+    return ". The filesystem of '" + path_.parent_path().string() +
+           "' is full: free space on it (or move state.dir to a larger volume) and restart; "
+           "the store keeps its last durable commit and replays its changelog from there";
   }
 
   void open(const store_options& options) {
@@ -399,8 +411,12 @@ class rocksdb_store final : public kv_store {
     o.max_write_buffer_number = 3;
     o.max_open_files = env.max_open_files_per_store;
     o.max_background_jobs = env.background_jobs;
-    o.keep_log_file_num = 3;
-    o.max_log_file_size = std::size_t{8} << 20;
+    // The info log goes to spdlog, not to a LOG file: RocksDB's file logger aborts the
+    // process on a full disk (see make_info_logger).
+    o.info_log = detail::make_info_logger(path_.string());
+    // RocksDB preallocates 4 MiB for each MANIFEST by default, which alone fills a small
+    // volume with a few stores; a MANIFEST grows by a few hundred bytes per flush.
+    o.manifest_preallocation_size = std::size_t{64} << 10;
     o.level_compaction_dynamic_level_bytes = true;
     o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(shared_->table_options));
     o.compaction_filter = filter_.get();  // always: values written with a TTL may exist
@@ -431,8 +447,11 @@ class rocksdb_store final : public kv_store {
       throw sluice::error(
           errc::state, "cannot open state store '" + name_ + "' at '" + path_.string() +
                            "': " + s.ToString() +
-                           ". If another process uses it, stop that process; if it is corrupt, "
-                           "wipe the directory and the store is rebuilt from its changelog");
+                           (out_of_space_hint(s).empty()
+                                ? ". If another process uses it, stop that process; if it is "
+                                  "corrupt, wipe the directory and the store is rebuilt from its "
+                                  "changelog"
+                                : out_of_space_hint(s)));
     }
     db_.reset(raw);
     data_cf_ = handles.at(0);
