@@ -3,6 +3,7 @@
 // flush. See README.md ("Consistency protocol") for why this combination keeps data and
 // offset in step across crashes.
 #include <algorithm>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ using detail::is_live;
 using detail::key_bounds;
 
 constexpr const char* meta_column_family = "sluice_meta";
+/// Left in a store's directory when RocksDB reported corruption; open refuses the store.
+constexpr const char* corrupt_marker = "SLUICE_CORRUPT";
 constexpr std::string_view offset_key = "changelog_offset";
 
 std::string_view view(const rocksdb::Slice& s) noexcept { return {s.data(), s.size()}; }
@@ -378,8 +381,22 @@ class rocksdb_store final : public kv_store {
     if (!s.ok()) {
       throw sluice::error(errc::state, std::string("cannot ") + what + " state store '" + name_ +
                                            "' at '" + path_.string() + "': " + s.ToString() +
-                                           out_of_space_hint(s));
+                                           out_of_space_hint(s) + corruption_hint(s));
     }
+  }
+
+  // A file damaged where opening does not look (a data block of an SST) shows up as a
+  // Corruption status on the read that meets it. The store leaves a marker file so the next
+  // open refuses it, and the runtime wipes it and restores it from its changelog instead of
+  // failing on the same block at every start.
+  std::string corruption_hint(const rocksdb::Status& s) const {
+    if (!s.IsCorruption()) {
+      return {};
+    }
+    std::ofstream marker(path_ / corrupt_marker, std::ios::trunc);
+    marker << s.ToString() << "\n";
+    return ". The store is marked corrupt: the next start wipes it and restores it from its "
+           "changelog; restart the job";
   }
 
   // RocksDB reports a full disk as an I/O error with the NoSpace subcode; after one failed
@@ -399,6 +416,14 @@ class rocksdb_store final : public kv_store {
     if (ec) {
       throw sluice::error(errc::state, "cannot create the directory of state store '" + name_ +
                                            "' at '" + path_.string() + "': " + ec.message());
+    }
+    if (std::ifstream marker(path_ / corrupt_marker); marker) {
+      std::string reason;
+      std::getline(marker, reason);
+      throw sluice::error(errc::state, "state store '" + name_ + "' at '" + path_.string() +
+                                           "' was found corrupt while running (" + reason +
+                                           "); wipe the directory and the store is rebuilt from "
+                                           "its changelog");
     }
     const auto& env = shared_->options;
     rocksdb::Options o;
