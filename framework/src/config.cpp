@@ -262,8 +262,9 @@ std::map<std::string, std::string> config::client_properties(std::string_view cl
   // Bare keys first, so a client-prefixed key overrides them.
   for (const auto& [k, v] : values_) {
     if (is_sluice_key(k)) continue;
+    const std::string_view key = k;  // clang 14 (the fuzz build) cannot capture a binding
     bool prefixed = std::any_of(std::begin(clients), std::end(clients),
-                                [&](std::string_view p) { return std::string_view(k).starts_with(p); });
+                                [&](std::string_view p) { return key.starts_with(p); });
     if (!prefixed) out[k] = v;
   }
   std::string prefix = std::string(client) + ".";

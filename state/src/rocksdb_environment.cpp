@@ -1,5 +1,7 @@
 // rocksdb_environment: one block cache and one write-buffer budget for every store.
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <string>
 
 #include <rocksdb/env.h>
@@ -11,6 +13,50 @@
 #include "sluice/state/rocksdb_store.hpp"
 
 namespace sluice::state {
+namespace detail {
+namespace {
+
+/// Forwards RocksDB's warnings and errors to spdlog, naming the store; drops the rest
+/// (RocksDB's info level is a per-flush and per-compaction diary).
+class spdlog_info_logger final : public rocksdb::Logger {
+ public:
+  explicit spdlog_info_logger(std::string store_path)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), store_path_(std::move(store_path)) {}
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL) {
+      return;
+    }
+    char buffer[1024];
+    const int n = std::vsnprintf(buffer, sizeof buffer, format, ap);
+    if (n < 0) {
+      return;
+    }
+    const std::string_view text(buffer, std::min<std::size_t>(static_cast<std::size_t>(n),
+                                                               sizeof buffer - 1));
+    if (level == rocksdb::InfoLogLevel::WARN_LEVEL) {
+      spdlog::warn("state: RocksDB at '{}': {}", store_path_, text);
+    } else {
+      spdlog::error("state: RocksDB at '{}': {}", store_path_, text);
+    }
+  }
+
+ private:
+  std::string store_path_;
+};
+
+}  // namespace
+
+std::shared_ptr<rocksdb::Logger> make_info_logger(std::string store_path) {
+  return std::make_shared<spdlog_info_logger>(std::move(store_path));
+}
+
+}  // namespace detail
 
 rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& options) {
   if (options.memory_budget_bytes < (std::size_t{8} << 20)) {

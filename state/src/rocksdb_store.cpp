@@ -3,6 +3,7 @@
 // flush. See README.md ("Consistency protocol") for why this combination keeps data and
 // offset in step across crashes.
 #include <algorithm>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ using detail::is_live;
 using detail::key_bounds;
 
 constexpr const char* meta_column_family = "sluice_meta";
+/// Left in a store's directory when RocksDB reported corruption; open refuses the store.
+constexpr const char* corrupt_marker = "SLUICE_CORRUPT";
 constexpr std::string_view offset_key = "changelog_offset";
 
 std::string_view view(const rocksdb::Slice& s) noexcept { return {s.data(), s.size()}; }
@@ -377,8 +380,34 @@ class rocksdb_store final : public kv_store {
   void check(const rocksdb::Status& s, const char* what) const {
     if (!s.ok()) {
       throw sluice::error(errc::state, std::string("cannot ") + what + " state store '" + name_ +
-                                           "' at '" + path_.string() + "': " + s.ToString());
+                                           "' at '" + path_.string() + "': " + s.ToString() +
+                                           out_of_space_hint(s) + corruption_hint(s));
     }
+  }
+
+  // A file damaged where opening does not look (a data block of an SST) shows up as a
+  // Corruption status on the read that meets it. The store leaves a marker file so the next
+  // open refuses it, and the runtime wipes it and restores it from its changelog instead of
+  // failing on the same block at every start.
+  std::string corruption_hint(const rocksdb::Status& s) const {
+    if (!s.IsCorruption()) {
+      return {};
+    }
+    std::ofstream marker(path_ / corrupt_marker, std::ios::trunc);
+    marker << s.ToString() << "\n";
+    return ". The store is marked corrupt: the next start wipes it and restores it from its "
+           "changelog; restart the job";
+  }
+
+  // RocksDB reports a full disk as an I/O error with the NoSpace subcode; after one failed
+  // background flush, later writes report that error again until space is free.
+  std::string out_of_space_hint(const rocksdb::Status& s) const {
+    if (!s.IsNoSpace() && s.ToString().find("No space left on device") == std::string::npos) {
+      return {};
+    }
+    return ". The filesystem of '" + path_.parent_path().string() +
+           "' is full: free space on it (or move state.dir to a larger volume) and restart; "
+           "the store keeps its last durable commit and replays its changelog from there";
   }
 
   void open(const store_options& options) {
@@ -387,6 +416,14 @@ class rocksdb_store final : public kv_store {
     if (ec) {
       throw sluice::error(errc::state, "cannot create the directory of state store '" + name_ +
                                            "' at '" + path_.string() + "': " + ec.message());
+    }
+    if (std::ifstream marker(path_ / corrupt_marker); marker) {
+      std::string reason;
+      std::getline(marker, reason);
+      throw sluice::error(errc::state, "state store '" + name_ + "' at '" + path_.string() +
+                                           "' was found corrupt while running (" + reason +
+                                           "); wipe the directory and the store is rebuilt from "
+                                           "its changelog");
     }
     const auto& env = shared_->options;
     rocksdb::Options o;
@@ -399,8 +436,12 @@ class rocksdb_store final : public kv_store {
     o.max_write_buffer_number = 3;
     o.max_open_files = env.max_open_files_per_store;
     o.max_background_jobs = env.background_jobs;
-    o.keep_log_file_num = 3;
-    o.max_log_file_size = std::size_t{8} << 20;
+    // The info log goes to spdlog, not to a LOG file: RocksDB's file logger aborts the
+    // process on a full disk (see make_info_logger).
+    o.info_log = detail::make_info_logger(path_.string());
+    // RocksDB preallocates 4 MiB for each MANIFEST by default, which alone fills a small
+    // volume with a few stores; a MANIFEST grows by a few hundred bytes per flush.
+    o.manifest_preallocation_size = std::size_t{64} << 10;
     o.level_compaction_dynamic_level_bytes = true;
     o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(shared_->table_options));
     o.compaction_filter = filter_.get();  // always: values written with a TTL may exist
@@ -431,8 +472,11 @@ class rocksdb_store final : public kv_store {
       throw sluice::error(
           errc::state, "cannot open state store '" + name_ + "' at '" + path_.string() +
                            "': " + s.ToString() +
-                           ". If another process uses it, stop that process; if it is corrupt, "
-                           "wipe the directory and the store is rebuilt from its changelog");
+                           (out_of_space_hint(s).empty()
+                                ? ". If another process uses it, stop that process; if it is "
+                                  "corrupt, wipe the directory and the store is rebuilt from its "
+                                  "changelog"
+                                : out_of_space_hint(s)));
     }
     db_.reset(raw);
     data_cf_ = handles.at(0);

@@ -5,6 +5,7 @@
 #include <rocksdb/options.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -279,6 +280,42 @@ TEST_F(rocksdb_store_test, corrupt_store_fails_to_open_with_a_state_error_and_wi
   auto s = open(o);
   EXPECT_EQ(s->committed_offset(), std::nullopt);
   EXPECT_EQ(s->get("a"), std::nullopt);
+}
+
+// Opening does not read SST data blocks; the first read that meets a garbled one fails with a
+// state error and marks the store, so the next open refuses it (and the runtime wipes it)
+// rather than failing on the same block at every start.
+TEST_F(rocksdb_store_test, corrupt_data_block_found_by_a_read_marks_the_store_so_the_next_open_refuses_it) {
+  task_directory task(dir_.path(), "app", "0_0");
+  store_options o{.name = "counts", .directory = task.path()};
+  {
+    auto s = open(o);
+    for (int i = 0; i < 100; ++i) s->put("key" + std::to_string(i), std::string(100, 'v'));
+    s->commit(5);
+  }  // close flushes: one SST file
+  std::filesystem::path sst;
+  for (const auto& f : std::filesystem::directory_iterator(task.store_path("counts")))
+    if (f.path().extension() == ".sst" && (sst.empty() || f.file_size() > std::filesystem::file_size(sst))) sst = f.path();
+  ASSERT_FALSE(sst.empty());
+  {
+    std::fstream f(sst, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64);
+    f << std::string(64, 'Z');
+  }
+  {
+    auto s = open(o);  // the footer, index and filter are intact
+    auto e = test::thrown_error([&] { s->get("key1"); });
+    EXPECT_EQ(e.code(), errc::state);
+    EXPECT_NE(std::string(e.what()).find("Corruption"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("marked corrupt"), std::string::npos) << e.what();
+  }
+  auto e = test::thrown_error([&] { open(o); });
+  EXPECT_EQ(e.code(), errc::state);
+  EXPECT_NE(std::string(e.what()).find("was found corrupt while running"), std::string::npos) << e.what();
+  task.wipe_store("counts");
+  auto s = open(o);
+  EXPECT_EQ(s->committed_offset(), std::nullopt);
+  EXPECT_EQ(s->get("key1"), std::nullopt);
 }
 
 TEST_F(rocksdb_store_test, missing_directory_is_a_configuration_error) {

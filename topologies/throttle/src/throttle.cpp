@@ -181,6 +181,28 @@ void engine::extract_key(std::string_view key_bytes, std::optional<std::string_v
   }
 }
 
+std::optional<rule> parse_rule(std::string_view text, const rule& defaults, std::chrono::milliseconds max_window) {
+  auto doc = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return std::nullopt;
+  rule r = defaults;
+  bool ok = true;
+  auto read = [&](const char* name, std::int64_t& into, std::int64_t lo, std::int64_t hi) {
+    auto it = doc.find(name);
+    if (it == doc.end()) return;
+    if (!it->is_number_integer()) {
+      ok = false;
+      return;
+    }
+    auto v = it->get<std::int64_t>();
+    if (v < lo || v > hi) ok = false;
+    into = v;
+  };
+  read("window_ms", r.window_ms, min_throttle_window.count(), max_window.count());
+  read("limit", r.limit, min_throttle_limit, max_throttle_limit);
+  if (!ok) return std::nullopt;
+  return r;
+}
+
 rule engine::current_rule() {
   rule defaults{options_.window.count(), options_.limit};
   if (!rules_) return defaults;
@@ -188,26 +210,7 @@ rule engine::current_rule() {
   if (!raw) return defaults;
   auto cached = parsed_rules_.find(*raw);
   if (cached == parsed_rules_.end()) {
-    std::optional<rule> parsed;
-    auto doc = nlohmann::json::parse(*raw, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_object()) {
-      rule r = defaults;
-      bool ok = true;
-      auto read = [&](const char* name, std::int64_t& into, std::int64_t lo, std::int64_t hi) {
-        auto it = doc.find(name);
-        if (it == doc.end()) return;
-        if (!it->is_number_integer()) {
-          ok = false;
-          return;
-        }
-        auto v = it->get<std::int64_t>();
-        if (v < lo || v > hi) ok = false;
-        into = v;
-      };
-      read("window_ms", r.window_ms, min_throttle_window.count(), options_.max_rule_window.count());
-      read("limit", r.limit, min_throttle_limit, max_throttle_limit);
-      if (ok) parsed = r;
-    }
+    auto parsed = parse_rule(*raw, defaults, options_.max_rule_window);
     if (parsed_rules_.size() >= 4096) parsed_rules_.clear();  // bounded: distinct rule texts are few
     cached = parsed_rules_.emplace(std::move(*raw), parsed).first;
   }

@@ -32,9 +32,10 @@
 #include <boost/hana/define_struct.hpp>
 #include <nlohmann/json.hpp>
 
+// serde.hpp first: it includes this header at its end, after what the detail headers need.
+#include "sluice/serde/serde.hpp"
 #include "sluice/serde/detail/field_path.hpp"
 #include "sluice/serde/detail/reflect.hpp"
-#include "sluice/serde/serde.hpp"
 
 namespace sluice {
 namespace serde_detail::json {

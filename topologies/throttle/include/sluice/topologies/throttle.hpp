@@ -153,6 +153,12 @@ struct rule {
   std::int64_t limit = 0;
 };
 
+/// Parses a rules-table value, JSON {"window_ms": W, "limit": N}; a member left out keeps
+/// its value from `defaults`. nullopt when the text is not such an object, a member is not
+/// an integer, or a value is outside [min_throttle_window, max_window] / [min_throttle_limit,
+/// max_throttle_limit]. Pure; any thread.
+std::optional<rule> parse_rule(std::string_view text, const rule& defaults, std::chrono::milliseconds max_window);
+
 struct decision {
   bool passed = false;
   std::int64_t effective_time = 0;
