@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "sluice/error.hpp"
+#include "sluice/serde/json.hpp"
 #include "sluice/topologies/pace.hpp"
 
 namespace sluice::topologies {
@@ -162,9 +163,26 @@ void engine::extract_key(std::string_view key_bytes, std::optional<std::string_v
   }
   if (!value_json)
     throw error(errc::processing, "throttle: the record has a null value but the throttle key is read from its fields");
-  auto doc = nlohmann::json::parse(value_json->begin(), value_json->end(), nullptr, /*allow_exceptions=*/false);
+  // Bounded before parsing: writing a key field out (dump) recurses once per level.
+  if (json_nesting_depth(*value_json) > max_json_nesting)
+    throw error(errc::processing, "throttle: the record value nests arrays and objects deeper than " +
+                                      std::to_string(max_json_nesting) + " levels (" +
+                                      std::to_string(value_json->size()) +
+                                      " bytes); the throttle key needs a JSON object of ordinary depth");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(value_json->begin(), value_json->end());
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann quotes the token it stopped in, which may be most of a large value.
+    std::string_view why = e.what();
+    std::string shown(why.substr(0, 200));
+    if (why.size() > shown.size()) shown += "...";
+    throw error(errc::processing, "throttle: the record value is not valid JSON (" + shown +
+                                      "); the throttle key needs a JSON object's fields");
+  }
   if (!doc.is_object())
-    throw error(errc::processing, "throttle: the record value is not a JSON object; the throttle key needs its fields");
+    throw error(errc::processing, std::string("throttle: the record value is JSON of type ") + doc.type_name() +
+                                      ", not an object; the throttle key needs a JSON object's fields");
   bool first = true;
   for (const auto& field : options_.key_fields) {
     auto it = doc.find(field);
@@ -189,7 +207,9 @@ rule engine::current_rule() {
   auto cached = parsed_rules_.find(*raw);
   if (cached == parsed_rules_.end()) {
     std::optional<rule> parsed;
-    auto doc = nlohmann::json::parse(*raw, nullptr, /*allow_exceptions=*/false);
+    auto doc = json_nesting_depth(*raw) > max_json_nesting
+                   ? nlohmann::json()  // not an object: an invalid rule
+                   : nlohmann::json::parse(*raw, nullptr, /*allow_exceptions=*/false);
     if (doc.is_object()) {
       rule r = defaults;
       bool ok = true;
