@@ -1,9 +1,11 @@
-// The throttle against hostile input through the TopologyTestDriver: JSON nested far
-// deeper than any real producer writes (issue 12, finding 4).
+// The throttle against hostile input and unusual partitioning, through the
+// TopologyTestDriver: JSON nested far deeper than any real producer writes (issue 12,
+// finding 4), and throttle keys that the record key does not determine (finding 6).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <set>
 #include <string>
 
 #include "sluice/sluice.hpp"
@@ -80,3 +82,57 @@ TEST(throttle_hostile_input, a_deeply_nested_rule_is_an_invalid_rule_and_the_def
   EXPECT_GE(d.metrics().total("sluice_throttle_invalid_rules_total"), 1);
 }
 
+// Finding 6: with key fields, the throttle counted per partition: records of one throttle
+// key under unrelated record keys landed on every partition and each task let `limit` pass.
+TEST(throttle_partitioning, one_throttle_key_under_unrelated_record_keys_passes_the_limit_once_over_four_partitions) {
+  sluice::testing::driver_options four;
+  four.partitions = 4;
+  auto o = by_workflow_and_recipient(3);
+  topology_test_driver d(sluice::topologies::throttle_job_topology("in", "out", "throttled", o), {}, four);
+  std::set<std::int32_t> partitions;
+  for (int i = 0; i < 20; ++i) {
+    auto key = "record-" + std::to_string(i);
+    partitions.insert(sluice::detail::murmur2_partition(key, 4));
+    auto value = R"({"workflow":"wf1","recipient":"alice","id":)" + std::to_string(i) + "}";
+    d.pipe_raw("in", std::string_view(key), std::string_view(value), 1000 + i);
+  }
+  ASSERT_EQ(partitions.size(), 4u) << "the record keys spread over every input partition";
+  EXPECT_EQ(d.records("out").size(), 3u);
+  EXPECT_EQ(d.records("throttled").size(), 17u);
+  // The passed ones are the first three, unchanged (their own record keys).
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(d.records("out")[static_cast<std::size_t>(i)].key, "record-" + std::to_string(i));
+  // They went through the repartition topic, on the partition of their throttle key.
+  auto& through = d.records("test-driver-throttle-log-repartition");
+  ASSERT_EQ(through.size(), 20u);
+  for (const auto& m : through) EXPECT_EQ(m.partition, through.front().partition);
+}
+
+TEST(throttle_partitioning, throttle_keys_spread_over_partitions_keep_exact_counts_per_key) {
+  sluice::testing::driver_options four;
+  four.partitions = 4;
+  topology_test_driver d(sluice::topologies::throttle_job_topology("in", "out", "", by_workflow_and_recipient(2)), {},
+                         four);
+  // 50 throttle keys x 5 records, each record with its own record key: 2 pass per key.
+  for (int round = 0; round < 5; ++round)
+    for (int k = 0; k < 50; ++k) {
+      auto value = R"({"workflow":"wf","recipient":"user)" + std::to_string(k) + R"("})";
+      auto key = std::to_string(round) + "/" + std::to_string(k);
+      d.pipe_raw("in", std::string_view(key), std::string_view(value), round);
+    }
+  EXPECT_EQ(d.records("out").size(), 100u);
+  std::set<std::int32_t> used;
+  for (const auto& m : d.records("test-driver-throttle-log-repartition")) used.insert(m.partition);
+  EXPECT_GT(used.size(), 1u) << "different throttle keys still spread over the tasks";
+}
+
+TEST(throttle_partitioning, without_key_fields_the_input_is_not_repartitioned) {
+  sluice::testing::driver_options four;
+  four.partitions = 4;
+  throttle_options o;
+  o.limit = 1;
+  topology_test_driver d(sluice::topologies::throttle_job_topology("in", "out", "", o), {}, four);
+  d.pipe_raw("in", std::string_view("alice"), std::string_view("1"), 1);
+  d.pipe_raw("in", std::string_view("alice"), std::string_view("2"), 2);
+  EXPECT_EQ(d.records("out").size(), 1u);
+  for (const auto& t : d.topics()) EXPECT_EQ(t.find("repartition"), std::string::npos) << t;
+}
