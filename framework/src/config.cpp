@@ -32,10 +32,45 @@ constexpr config_key keys[] = {
     {"processing.error.handler", "fail", "fail, log_and_continue or dead_letter: what to do when a processor throws on a record."},
     {"production.error.handler", "fail", "fail or log_and_continue: what to do when Kafka rejects an output record for good (e.g. too large)."},
     {"dead.letter.topic", "", "Where dead_letter sends records. Default <application.id>-dlq."},
-    {"poll.ms", "100", "How long a stream thread waits for records before running punctuators and commits."},
+    {"poll.ms", "100", "How long a stream thread waits for records before running punctuators and commits, 0 to 10000."},
     {"max.poll.records", "1000", "Records a stream thread takes from its consumer per loop."},
     {"restore.log.interval.ms", "5000", "How often restoration logs its progress."},
 };
+
+/// The values the runtime can honour for sluice's numeric keys, and why. get_int and get_ms
+/// of these keys allow only the part of the caller's range that lies within this one.
+struct numeric_range {
+  std::string_view key;
+  std::int64_t min;
+  std::int64_t max;
+  std::string_view why;
+};
+
+constexpr std::int64_t int32_max = 2147483647;
+
+constexpr numeric_range ranges[] = {
+    {"poll.ms", 0, 10000,
+     "a stream thread notices shutdown (SIGTERM) and runs punctuators and commits only between polls, so a "
+     "longer wait delays all three"},
+    {"commit.interval.ms", 0, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
+    {"restore.log.interval.ms", 1, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
+    {"max.poll.records", 1, 1000000, "a stream thread holds up to twice this many records per partition"},
+    {"num.stream.threads", 1, 256, "each thread has three Kafka clients"},
+    {"state.memory.budget.bytes", std::int64_t{8} << 20, std::int64_t{1} << 40,
+     "RocksDB needs 8 MiB for its block cache and write buffers"},
+    {"replication.factor", -1, 32767, "-1 is the broker's default.replication.factor; Kafka's limit is 32767"},
+};
+
+const numeric_range* find_range(std::string_view key) {
+  for (const auto& r : ranges)
+    if (r.key == key) return &r;
+  return nullptr;
+}
+
+/// Under exactly_once the runtime sets transaction.timeout.ms to max(10000, 2 x
+/// commit.interval.ms) unless producer.transaction.timeout.ms is set: the broker refuses a
+/// transaction timeout above its transaction.max.timeout.ms (default 900000).
+constexpr std::int64_t default_broker_max_transaction_timeout_ms = 900000;
 
 std::mutex declared_mutex;
 std::vector<config_key>& declared() {
@@ -186,17 +221,29 @@ std::string config::require(std::string_view key) const {
 }
 
 std::int64_t config::get_int(std::string_view key, std::int64_t min, std::int64_t max) const {
+  std::string why;
+  if (const auto* r = find_range(key)) {
+    min = std::max(min, r->min);
+    max = std::min(max, r->max);
+    why = " (" + std::string(r->why) + ")";
+  }
   auto text = require(key);
   std::int64_t v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc{} || p != text.data() + text.size())
-    invalid(key, text, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
-  if (v < min || v > max) invalid(key, text, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  const auto allowed = "an integer from " + std::to_string(min) + " to " + std::to_string(max) + why;
+  if (ec != std::errc{} || p != text.data() + text.size()) invalid(key, text, allowed);
+  if (v < min || v > max) invalid(key, text, allowed);
   return v;
 }
 
 std::chrono::milliseconds config::get_ms(std::string_view key) const {
   return std::chrono::milliseconds(get_int(key, 0, std::int64_t{1} << 50));
+}
+
+void config::validate_numbers() const {
+  for (const auto& r : ranges)
+    if (get(r.key)) get_int(r.key, r.min, r.max);  // commit.interval.ms has no fixed default
+  commit_interval();
 }
 
 bool config::get_bool(std::string_view key) const {
@@ -230,9 +277,19 @@ processing_guarantee config::guarantee() const {
 }
 
 std::chrono::milliseconds config::commit_interval() const {
-  if (contains("commit.interval.ms")) return get_ms("commit.interval.ms");
-  return guarantee() == processing_guarantee::exactly_once ? std::chrono::milliseconds(100)
-                                                           : std::chrono::milliseconds(30000);
+  const bool exactly_once = guarantee() == processing_guarantee::exactly_once;
+  if (!contains("commit.interval.ms")) return std::chrono::milliseconds(exactly_once ? 100 : 30000);
+  auto interval = get_ms("commit.interval.ms");
+  const auto client = client_properties("producer");
+  if (exactly_once && !client.contains("transaction.timeout.ms") &&
+      2 * interval.count() > default_broker_max_transaction_timeout_ms)
+    invalid("commit.interval.ms", std::to_string(interval.count()),
+            "at most " + std::to_string(default_broker_max_transaction_timeout_ms / 2) +
+                " under exactly_once: transactions stay open for a commit interval and sluice sets "
+                "transaction.timeout.ms to twice it, which the broker refuses above its "
+                "transaction.max.timeout.ms (default 900000). Commit more often, or set "
+                "producer.transaction.timeout.ms explicitly (at most the broker's transaction.max.timeout.ms)");
+  return interval;
 }
 
 int config::num_stream_threads() const { return static_cast<int>(get_int("num.stream.threads", 1, 256)); }

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
     }
     auto cfg = std::move(args.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-throttle");
+    cfg.validate_numbers();  // poll.ms, commit.interval.ms, ...: refused before anything connects
     auto pace_rate = cfg.get_int("pace.records.per.second", 0, 1'000'000'000);
 
     throttle_options o;

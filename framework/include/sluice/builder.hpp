@@ -431,6 +431,33 @@ class kstream {
     return kstream(g_, src, false);
   }
 
+  /// The stream, repartitioned through "<application.id>-<name>-repartition" so that
+  /// records with equal partition_key(key, value) meet in one task: each goes to the
+  /// partition murmur2 of those bytes picks (as the Java producer picks one for a key),
+  /// with its key, value, headers and timestamp unchanged. For a stateful step keyed by
+  /// something the record key does not determine (the throttle by JSON fields), as Kafka
+  /// Streams' repartition() with a StreamPartitioner. partition_key returns bytes
+  /// (std::string or std::string_view valid until its next call); what it throws is a
+  /// processing error of the record.
+  template <class F>
+  kstream repartition_by(const std::string& name, F partition_key) const {
+    static_assert(std::is_convertible_v<std::invoke_result_t<F&, const K&, const V&>, std::string_view>,
+                  "repartition_by: the partition key must be callable as std::string_view(const K& key, const V& "
+                  "value) (std::string works too)");
+    auto& g = *g_;
+    std::string topic = name + "-repartition";
+    g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
+           .factory = detail::factory_of(
+               detail::partitioned_sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>, F>(
+                   topic, std::move(partition_key))),
+           .internal_topic = true});
+    auto src = g.add({.name = g.name("KSTREAM-SOURCE"), .kind = detail::node_kind::source, .topics = {topic},
+                      .factory = detail::factory_of(
+                          detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
+                      .internal_topic = true});
+    return kstream(g_, src, false);
+  }
+
   std::size_t node_index() const noexcept { return node_; }
 
  private:

@@ -67,16 +67,24 @@ class config {
   bool contains(std::string_view key) const { return values_.contains(std::string(key)); }
 
   /// Typed reads; a malformed value throws errc::invalid_config naming key, value and
-  /// what is allowed.
+  /// what is allowed. For sluice's own numeric keys (poll.ms, commit.interval.ms, ...) the
+  /// range is also limited to what the runtime can honour (docs/configuration.md).
   std::int64_t get_int(std::string_view key, std::int64_t min, std::int64_t max) const;
   std::chrono::milliseconds get_ms(std::string_view key) const;
+  /// Reads every numeric sluice key (poll.ms, commit.interval.ms, max.poll.records, ...)
+  /// and throws errc::invalid_config for the first one out of its range, naming the key,
+  /// the value, the range and why.
+  void validate_numbers() const;
   bool get_bool(std::string_view key) const;
   error_policy get_error_policy(std::string_view key) const;
 
   // The sluice keys, read and validated.
   std::string application_id() const;
   processing_guarantee guarantee() const;
-  std::chrono::milliseconds commit_interval() const;  ///< 30 s, or 100 ms under exactly-once
+  /// 30 s, or 100 ms under exactly-once. Under exactly-once without
+  /// producer.transaction.timeout.ms at most 450000 (the broker's default
+  /// transaction.max.timeout.ms is twice that).
+  std::chrono::milliseconds commit_interval() const;
   int num_stream_threads() const;
   std::filesystem::path state_dir() const;
   std::string bootstrap_servers() const;

@@ -9,6 +9,34 @@
 #include "sluice/error.hpp"
 
 namespace sluice::kafka {
+namespace {
+
+/// What to do when the group coordinator refuses this consumer's group settings, or empty
+/// for any other error. librdkafka reports these as consumer errors and retries the join
+/// forever; nothing changes until the configuration does, so the consumer stops instead.
+std::string_view group_refusal_fix(rd_kafka_resp_err_t err) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR_INVALID_SESSION_TIMEOUT:
+      return "the broker refuses the consumer's session.timeout.ms: it must lie within the broker's "
+             "group.min.session.timeout.ms and group.max.session.timeout.ms (by default 6000 and 1800000); set "
+             "consumer.session.timeout.ms within them";
+    case RD_KAFKA_RESP_ERR_INCONSISTENT_GROUP_PROTOCOL:
+      return "members of the consumer group (the application.id) use another partition.assignment.strategy or "
+             "are not sluice jobs; give this job its own application.id, or stop the other members";
+    case RD_KAFKA_RESP_ERR_INVALID_GROUP_ID:
+      return "the broker refuses the consumer group id; check application.id";
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+      return "the broker does not authorize this principal to use the consumer group (the application.id); grant "
+             "it READ on the group, or check the security settings";
+    case RD_KAFKA_RESP_ERR_GROUP_MAX_SIZE_REACHED:
+      return "the consumer group (the application.id) already has the broker's group.max.size members; run fewer "
+             "instances or stream threads, or raise group.max.size on the brokers";
+    default:
+      return {};
+  }
+}
+
+}  // namespace
 
 consumer::consumer(const config_map& config) {
   config_map effective = config;
@@ -146,6 +174,13 @@ void consumer::handle_error_message(const rd_kafka_message_t& m) {
       rd_kafka_fatal_error(rk_.get(), nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     fatal_ = true;
     throw make_fatal_error(rk_.get(), "consumer " + name_);
+  }
+  if (const auto fix = group_refusal_fix(m.err); !fix.empty()) {
+    const std::string reason = m.payload ? std::string(static_cast<const char*>(m.payload), m.len) : std::string();
+    throw sluice::error(errc::invalid_config,
+                        "consumer " + name_ + ": " + std::string(rd_kafka_err2name(m.err)) +
+                            (reason.empty() ? "" : " (" + reason + ")") + ": " + std::string(fix),
+                        kafka_flags{static_cast<int>(m.err), false, false, false});
   }
   if (throttle_.should_log(static_cast<int>(m.err))) {
     std::string context = "consumer " + name_;

@@ -188,18 +188,69 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, s
       return;
     }
     case error_policy::dead_letter: {
+      auto error_headers = [&](sluice::headers& h, std::string_view message) {
+        h.add("sluice.error.kind", std::string(kind));
+        h.add("sluice.error.message", std::string(message));
+        h.add("sluice.source.topic", m.topic);
+        h.add("sluice.source.partition", std::to_string(m.partition));
+        h.add("sluice.source.offset", std::to_string(m.offset));
+      };
       sluice::headers h = m.headers;
-      h.add("sluice.error.kind", std::string(kind));
-      h.add("sluice.error.message", what);
-      h.add("sluice.source.topic", m.topic);
-      h.add("sluice.source.partition", std::to_string(m.partition));
-      h.add("sluice.source.offset", std::to_string(m.offset));
+      error_headers(h, what);
       std::optional<std::string_view> k, v;
       if (m.key) k = *m.key;
       if (m.value) v = *m.value;
-      sender_.send(services_.dead_letter_topic, -1, k, v, m.timestamp, h);
+      try {
+        sender_.send(services_.dead_letter_topic, -1, k, v, m.timestamp, h);
+        skipped_.add();
+        dead_lettered_.add();
+        return;
+      } catch (const sluice::error& e) {
+        if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
+      }
+      // The copy with its error headers is larger than the producer's message.max.bytes
+      // (a record near 1 MB that the broker took). Send a truncated copy that says so,
+      // smaller at each refusal; a record is never left unaccounted and never stops the job.
+      std::size_t header_bytes = 0;
+      for (const auto& hd : m.headers) header_bytes += hd.key.size() + (hd.value ? hd.value->size() : 0);
+      for (const std::size_t budget : {std::size_t{65536}, std::size_t{1024}, std::size_t{0}}) {
+        auto prefix = [&](const std::optional<std::string>& bytes) -> std::optional<std::string_view> {
+          if (!bytes) return std::nullopt;
+          return std::string_view(*bytes).substr(0, budget);
+        };
+        const auto key = prefix(m.key), value = prefix(m.value);
+        const bool keep_headers = header_bytes <= budget;
+        std::string reason = "the whole dead-letter copy exceeds the producer's message.max.bytes; sent: key " +
+                             std::to_string(key ? key->size() : 0) + " of " +
+                             std::to_string(m.key ? m.key->size() : 0) + " bytes, value " +
+                             std::to_string(value ? value->size() : 0) + " of " +
+                             std::to_string(m.value ? m.value->size() : 0) + " bytes, original headers " +
+                             (keep_headers ? "kept" : "dropped (" + std::to_string(m.headers.size()) + " headers, " +
+                                                          std::to_string(header_bytes) + " bytes)");
+        sluice::headers cut = keep_headers ? m.headers : sluice::headers{};
+        error_headers(cut, std::string_view(what).substr(0, std::max<std::size_t>(budget, 256)));
+        cut.add("sluice.truncated", reason);
+        if (m.key) cut.add("sluice.original.key.bytes", std::to_string(m.key->size()));
+        if (m.value) cut.add("sluice.original.value.bytes", std::to_string(m.value->size()));
+        try {
+          sender_.send(services_.dead_letter_topic, -1, key, value, m.timestamp, cut);
+        } catch (const sluice::error& e) {
+          if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
+          continue;
+        }
+        skipped_.add();
+        dead_lettered_.add();
+        auto& truncated = services_.metrics->get_counter("sluice_records_dead_lettered_truncated_total", label_);
+        truncated.add();
+        if (truncated.value() <= 10 || truncated.value() % 1000 == 0)
+          spdlog::warn("task {}: dead-lettered record {} truncated ({} error): {}", id_, where, kind, reason);
+        return;
+      }
+      // Not even the error headers fit (message.max.bytes near its minimum of 1000).
       skipped_.add();
-      dead_lettered_.add();
+      spdlog::error("task {}: record {} could not be dead-lettered even truncated (message.max.bytes is too small "
+                    "for its error headers); skipped and counted in sluice_records_skipped_total ({} error): {}",
+                    id_, where, kind, what);
       return;
     }
   }

@@ -13,40 +13,6 @@
 #include "sluice/state/rocksdb_store.hpp"
 
 namespace sluice::testing {
-namespace {
-
-/// Kafka's murmur2 (as its Java producer computes it for keyed records).
-std::uint32_t murmur2(std::string_view data) {
-  const std::uint32_t m = 0x5bd1e995;
-  const int r = 24;
-  auto length = static_cast<std::uint32_t>(data.size());
-  std::uint32_t h = 0x9747b28c ^ length;
-  auto bytes = reinterpret_cast<const unsigned char*>(data.data());
-  std::size_t blocks = data.size() / 4;
-  for (std::size_t i = 0; i < blocks; ++i) {
-    std::uint32_t k = bytes[i * 4] | (bytes[i * 4 + 1] << 8) | (bytes[i * 4 + 2] << 16) |
-                      (static_cast<std::uint32_t>(bytes[i * 4 + 3]) << 24);
-    k *= m;
-    k ^= k >> r;
-    k *= m;
-    h *= m;
-    h ^= k;
-  }
-  std::size_t tail = blocks * 4;
-  switch (data.size() % 4) {
-    case 3: h ^= static_cast<std::uint32_t>(bytes[tail + 2]) << 16; [[fallthrough]];
-    case 2: h ^= static_cast<std::uint32_t>(bytes[tail + 1]) << 8; [[fallthrough]];
-    case 1:
-      h ^= bytes[tail];
-      h *= m;
-  }
-  h ^= h >> 13;
-  h *= m;
-  h ^= h >> 15;
-  return h;
-}
-
-}  // namespace
 
 struct topology_test_driver::impl final : runtime::record_sender {
   topology topo;
@@ -79,7 +45,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
       return partition;
     }
     if (!key) return 0;
-    return static_cast<std::int32_t>((murmur2(*key) & 0x7fffffff) % static_cast<std::uint32_t>(options.partitions));
+    return detail::murmur2_partition(*key, options.partitions);
   }
 
   void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,

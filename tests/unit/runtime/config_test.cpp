@@ -187,3 +187,67 @@ TEST(config, replication_factor_of_internal_topics_is_the_broker_default_or_posi
     EXPECT_NO_THROW(app_with(c));
   }
 }
+
+// Issue 12, finding 8: numbers the runtime cannot honour were accepted (poll.ms up to 2^50,
+// used as a 32-bit int: 2147483648 busy-polled, 30000 made SIGTERM take 22 s).
+TEST(config, numeric_keys_are_limited_to_what_the_runtime_honours) {
+  struct bad_value {
+    const char* key;
+    const char* value;
+    const char* allowed;
+  };
+  const bad_value cases[] = {
+      {"poll.ms", "30000", "an integer from 0 to 10000 (a stream thread notices shutdown"},
+      {"poll.ms", "2147483648", "an integer from 0 to 10000"},
+      {"poll.ms", "-1", "an integer from 0 to 10000"},
+      {"commit.interval.ms", "2147483648", "an integer from 0 to 2147483647"},
+      {"restore.log.interval.ms", "0", "an integer from 1 to 2147483647"},
+      {"restore.log.interval.ms", "1125899906842624", "an integer from 1 to 2147483647"},
+      {"max.poll.records", "1000001", "an integer from 1 to 1000000"},
+      {"num.stream.threads", "257", "an integer from 1 to 256"},
+      {"state.memory.budget.bytes", "1099511627777", "an integer from 8388608 to 1099511627776"},
+      {"replication.factor", "32768", "an integer from -1 to 32767"},
+  };
+  for (const auto& c : cases) {
+    sluice::config cfg;
+    cfg.set("application.id", "a").set(c.key, c.value);
+    auto msg = error_of([&] { cfg.validate_numbers(); }, sluice::errc::invalid_config);
+    EXPECT_NE(msg.find(std::string("'") + c.key + "' has value '" + c.value + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.allowed), std::string::npos) << msg;
+  }
+  // get_ms of a sluice key keeps to the key's range whatever the caller allows.
+  auto msg = error_of([] { sluice::config{}.set("poll.ms", "30000").get_ms("poll.ms"); }, sluice::errc::invalid_config);
+  EXPECT_NE(msg.find("from 0 to 10000"), std::string::npos) << msg;
+}
+
+TEST(config, numeric_keys_at_the_ends_of_their_ranges_are_accepted) {
+  sluice::config cfg;
+  cfg.set("application.id", "a")
+      .set("poll.ms", "10000")
+      .set("commit.interval.ms", "2147483647")
+      .set("restore.log.interval.ms", "1")
+      .set("max.poll.records", "1000000")
+      .set("num.stream.threads", "256")
+      .set("state.memory.budget.bytes", "8388608")
+      .set("replication.factor", "-1");
+  EXPECT_NO_THROW(cfg.validate_numbers());
+  EXPECT_EQ(cfg.get_ms("poll.ms").count(), 10000);
+  EXPECT_NO_THROW(sluice::config{}.set("application.id", "a").validate_numbers());  // the defaults
+}
+
+TEST(config, an_exactly_once_commit_interval_the_broker_would_refuse_as_a_transaction_timeout_is_refused) {
+  sluice::config cfg;
+  cfg.set("application.id", "a").set("processing.guarantee", "exactly_once").set("commit.interval.ms", "450001");
+  auto msg = error_of([&] { cfg.commit_interval(); }, sluice::errc::invalid_config);
+  EXPECT_NE(msg.find("at most 450000 under exactly_once"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("producer.transaction.timeout.ms"), std::string::npos) << msg;
+  EXPECT_NE(refusal_of(cfg).find("commit.interval.ms"), std::string::npos);
+  cfg.set("commit.interval.ms", "450000");
+  EXPECT_EQ(cfg.commit_interval().count(), 450000);
+  // With an explicit transaction timeout the user answers for it.
+  cfg.set("commit.interval.ms", "600000").set("producer.transaction.timeout.ms", "1200000");
+  EXPECT_EQ(cfg.commit_interval().count(), 600000);
+  // At least once has no transaction.
+  cfg.set("processing.guarantee", "at_least_once").set("commit.interval.ms", "3600000");
+  EXPECT_EQ(cfg.commit_interval().count(), 3600000);
+}

@@ -177,10 +177,25 @@ TEST(json_serde, invalid_json_is_a_serialization_error) {
 TEST(json_serde, deeply_nested_garbage_does_not_crash) {
   const std::string deep(1'000'000, '[');
   EXPECT_THAT(serialization_error_of([&] { json_serde<text>::deserialize(deep); }),
-              HasSubstr("invalid JSON"));
+              HasSubstr("deeper than 1000 levels"));
   const std::string balanced = std::string(100'000, '[') + std::string(100'000, ']');
   EXPECT_THAT(serialization_error_of([&] { json_serde<text>::deserialize(balanced); }),
-              HasSubstr("expected object, got array"));
+              HasSubstr("the JSON nests arrays and objects deeper than 1000 levels (200000 bytes)"));
+}
+
+TEST(json_serde, nesting_is_bounded_at_one_thousand_levels_counting_only_outside_strings) {
+  auto nested = [](std::size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); };
+  EXPECT_EQ(json_nesting_depth(nested(1000)), 1000u);
+  EXPECT_EQ(json_nesting_depth(nested(1001)), 1001u);
+  EXPECT_EQ(json_nesting_depth(nested(80'000)), 1001u) << "the scan stops past the limit";
+  EXPECT_EQ(json_nesting_depth("[1]"), 0u) << "documents shorter than the limit are not scanned";
+  // Brackets inside strings, escaped quotes included, do not count.
+  const std::string in_string = R"({"a":")" + std::string(5000, '[') + R"(\"[[[","b":[[1]]})";
+  EXPECT_EQ(json_nesting_depth(in_string), 3u);
+  const std::string at_limit = R"({"body":")" + std::string(2000, 'x') + R"(","deep":)" + nested(999) + "}";
+  EXPECT_EQ(json_serde<text>::deserialize(at_limit).body, std::string(2000, 'x')) << "1,000 levels are accepted";
+  const std::string over = R"({"body":"x","deep":)" + nested(1000) + "}";
+  EXPECT_THAT(serialization_error_of([&] { json_serde<text>::deserialize(over); }), HasSubstr("deeper than 1000 levels"));
 }
 
 TEST(json_serde, a_two_megabyte_string_round_trips) {

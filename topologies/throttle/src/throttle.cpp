@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "sluice/error.hpp"
+#include "sluice/serde/json.hpp"
 #include "sluice/topologies/pace.hpp"
 
 namespace sluice::topologies {
@@ -142,7 +143,8 @@ std::int64_t log_time_serde::deserialize(std::string_view in) {
   return static_cast<std::int64_t>(get_be64(in, 0));
 }
 
-engine::engine(const throttle_options& options) : options_(options) {}
+engine::engine(const throttle_options& options)
+    : options_(options), keys_(options.key_fields, !options.rules_topic.empty()) {}
 
 void engine::bind_metrics(metrics_registry& m, std::string_view task_id) {
   std::string labels = "task=\"" + std::string(task_id) + "\"";
@@ -151,22 +153,39 @@ void engine::bind_metrics(metrics_registry& m, std::string_view task_id) {
   invalid_rules_ = &m.get_counter("sluice_throttle_invalid_rules_total", labels);
 }
 
-void engine::extract_key(std::string_view key_bytes, std::optional<std::string_view> value_json) {
+void key_builder::build(std::string_view key_bytes, std::optional<std::string_view> value_json) {
   key_.clear();
   display_key_.clear();
-  if (options_.key_fields.empty()) {
+  if (key_fields_.empty()) {
     key_.assign(key_bytes);
     display_key_.assign(key_bytes);
-    if (!options_.rules_topic.empty()) rule_key_.assign(key_bytes);
+    if (rules_on_) rule_key_.assign(key_bytes);
     return;
   }
   if (!value_json)
     throw error(errc::processing, "throttle: the record has a null value but the throttle key is read from its fields");
-  auto doc = nlohmann::json::parse(value_json->begin(), value_json->end(), nullptr, /*allow_exceptions=*/false);
+  // Bounded before parsing: writing a key field out (dump) recurses once per level.
+  if (json_nesting_depth(*value_json) > max_json_nesting)
+    throw error(errc::processing, "throttle: the record value nests arrays and objects deeper than " +
+                                      std::to_string(max_json_nesting) + " levels (" +
+                                      std::to_string(value_json->size()) +
+                                      " bytes); the throttle key needs a JSON object of ordinary depth");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(value_json->begin(), value_json->end());
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann quotes the token it stopped in, which may be most of a large value.
+    std::string_view why = e.what();
+    std::string shown(why.substr(0, 200));
+    if (why.size() > shown.size()) shown += "...";
+    throw error(errc::processing, "throttle: the record value is not valid JSON (" + shown +
+                                      "); the throttle key needs a JSON object's fields");
+  }
   if (!doc.is_object())
-    throw error(errc::processing, "throttle: the record value is not a JSON object; the throttle key needs its fields");
+    throw error(errc::processing, std::string("throttle: the record value is JSON of type ") + doc.type_name() +
+                                      ", not an object; the throttle key needs a JSON object's fields");
   bool first = true;
-  for (const auto& field : options_.key_fields) {
+  for (const auto& field : key_fields_) {
     auto it = doc.find(field);
     if (it == doc.end() || it->is_null())
       throw error(errc::processing, "throttle: key field '" + field + "' is missing (or null) in the record value");
@@ -176,13 +195,15 @@ void engine::extract_key(std::string_view key_bytes, std::optional<std::string_v
     key_.append(text);
     if (!first) display_key_.push_back(',');
     display_key_.append(text);
-    if (first && !options_.rules_topic.empty()) rule_key_ = text;
+    if (first && rules_on_) rule_key_ = text;
     first = false;
   }
 }
 
 std::optional<rule> parse_rule(std::string_view text, const rule& defaults, std::chrono::milliseconds max_window) {
-  auto doc = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  auto doc = json_nesting_depth(text) > max_json_nesting
+                 ? nlohmann::json()  // not an object: an invalid rule
+                 : nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) return std::nullopt;
   rule r = defaults;
   bool ok = true;
@@ -203,10 +224,14 @@ std::optional<rule> parse_rule(std::string_view text, const rule& defaults, std:
   return r;
 }
 
+void engine::extract_key(std::string_view key_bytes, std::optional<std::string_view> value_json) {
+  keys_.build(key_bytes, value_json);
+}
+
 rule engine::current_rule() {
   rule defaults{options_.window.count(), options_.limit};
   if (!rules_) return defaults;
-  auto raw = rules_->get(rule_key_);
+  auto raw = rules_->get(keys_.rule_key());
   if (!raw) return defaults;
   auto cached = parsed_rules_.find(*raw);
   if (cached == parsed_rules_.end()) {
@@ -222,7 +247,7 @@ rule engine::current_rule() {
 }
 
 decision engine::decide(std::int64_t timestamp, const rule& r) {
-  const log_key meta_key{key_, true, 0};
+  const log_key meta_key{keys_.key(), true, 0};
   auto current = meta_->get(meta_key);
   log_meta m = current.value_or(log_meta{timestamp, 0, 0});
   const std::int64_t t = std::max(timestamp, m.last_effective);
@@ -236,7 +261,7 @@ decision engine::decide(std::int64_t timestamp, const rule& r) {
   const std::int64_t lower = t - r.window_ms;  // excluded bound
   const std::uint64_t head_before = m.head;
   while (m.head < m.tail) {
-    log_key k{key_, false, m.head};
+    log_key k{keys_.key(), false, m.head};
     auto passed_at = times_->get(k);
     if (passed_at && *passed_at > lower) break;
     if (passed_at) times_->remove(k);
@@ -245,7 +270,7 @@ decision engine::decide(std::int64_t timestamp, const rule& r) {
 
   const bool passed = m.tail - m.head < static_cast<std::uint64_t>(r.limit);
   if (passed) {
-    times_->put(log_key{key_, false, m.tail}, t);
+    times_->put(log_key{keys_.key(), false, m.tail}, t);
     ++m.tail;
   }
   if (passed || effective_moved || m.head != head_before) meta_->put(meta_key, m);
@@ -253,7 +278,7 @@ decision engine::decide(std::int64_t timestamp, const rule& r) {
 }
 
 std::string engine::reason(const rule& r) const {
-  nlohmann::json j = {{"key", display_key_}, {"limit", r.limit}, {"window_ms", r.window_ms}};
+  nlohmann::json j = {{"key", keys_.display_key()}, {"limit", r.limit}, {"window_ms", r.window_ms}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -2,6 +2,7 @@
 // function by value; the builder wraps it in a factory so every task gets its own copy.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -63,6 +64,12 @@ std::optional<std::string_view> encode_field(const T& value, std::string& buf) {
   }
   return std::string_view(buf);
 }
+
+/// Kafka's murmur2 hash, as its Java producer computes it for keyed records.
+std::uint32_t murmur2(std::string_view data) noexcept;
+/// The partition the Java producer (and librdkafka's murmur2_random) picks for `key`
+/// among `partitions`: murmur2(key) & 0x7fffffff, modulo the count.
+std::int32_t murmur2_partition(std::string_view key, std::int32_t partitions) noexcept;
 
 /// A record read from Kafka did not decode: the deserialization handler decides, not the
 /// processing handler.
@@ -136,6 +143,32 @@ class sink_node final : public typed_node<K, V> {
  private:
   std::string topic_;
   bool internal_;
+  std::string key_buf_, value_buf_;
+};
+
+/// Writes to an internal repartition topic at the partition that murmur2 of
+/// partition_key(key, value) picks among the task's partition count (the repartition
+/// topic's), keeping key, value, headers and timestamp (kstream::repartition_by).
+template <class K, class V, class KS, class VS, class F>
+class partitioned_sink_node final : public typed_node<K, V> {
+ public:
+  partitioned_sink_node(std::string topic, F partition_key)
+      : topic_(std::move(topic)), partition_key_(std::move(partition_key)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    topic_ = std::string(task.application_id()) + "-" + topic_;
+  }
+  void on_record(const record<K, V>& r) override {
+    const auto& by = std::invoke(partition_key_, r.key, r.value);  // a returned std::string lives to the end
+    const auto partition = murmur2_partition(std::string_view(by), this->context_->partition_count());
+    auto k = encode_field<KS, K>(r.key, key_buf_);
+    auto v = encode_field<VS, V>(r.value, value_buf_);
+    this->context_->send(topic_, k, v, r.timestamp, r.headers, partition);
+  }
+
+ private:
+  std::string topic_;
+  F partition_key_;
   std::string key_buf_, value_buf_;
 };
 

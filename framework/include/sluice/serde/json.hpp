@@ -16,8 +16,16 @@
 //
 // Serialize writes straight into the caller's buffer (no DOM); deserialize parses with
 // nlohmann::json and then walks the type, moving strings out of the parse tree.
+//
+// Nesting is bounded: JSON whose arrays and objects nest deeper than max_json_nesting is a
+// serialization_error before any parse tree exists. nlohmann parses iteratively, but
+// writing a tree out (dump) and walking it recurse once per level, so an 80,000-level
+// document would overflow the stack of whoever touches it next. check_json_nesting() is
+// the one check every JSON path of sluice uses (json_serde, the throttle's key fields and
+// rules).
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -38,6 +46,47 @@
 #include "sluice/serde/detail/reflect.hpp"
 
 namespace sluice {
+
+/// The deepest nesting of arrays and objects sluice reads in JSON (as Jackson's default
+/// StreamReadConstraints). Deeper documents are rejected before they are parsed.
+inline constexpr std::size_t max_json_nesting = 1000;
+
+/// The nesting depth of the arrays and objects in `bytes`, counted up to `limit` + 1 (the
+/// scan stops there), ignoring brackets inside strings. Does not validate the JSON.
+inline std::size_t json_nesting_depth(std::string_view bytes, std::size_t limit = max_json_nesting) {
+  // A document cannot nest deeper than it has bytes: short ones need no scan.
+  if (bytes.size() <= limit) return 0;
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : bytes) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+/// Throws serialization_error when `bytes` nests arrays and objects deeper than `limit`;
+/// `what` names the document in the message ("the record value").
+inline void check_json_nesting(std::string_view bytes, std::string_view what, std::size_t limit = max_json_nesting) {
+  if (json_nesting_depth(bytes, limit) > limit)
+    throw serialization_error(std::string(what) + " nests arrays and objects deeper than " + std::to_string(limit) +
+                              " levels (" + std::to_string(bytes.size()) +
+                              " bytes); sluice rejects such JSON before parsing it, as no producer of real "
+                              "data nests that deep");
+}
+
 namespace serde_detail::json {
 
 /// Length of the well-formed UTF-8 sequence starting at p (whose first byte is >= 0x80),
@@ -282,9 +331,11 @@ class json_serde {
   }
 
   /// Parses `bytes` as JSON and decodes it as T. Throws serialization_error for invalid
-  /// JSON (including empty input and trailing garbage) and for JSON that does not fit T.
+  /// JSON (including empty input and trailing garbage), for JSON nested deeper than
+  /// max_json_nesting and for JSON that does not fit T.
   static T deserialize(std::string_view bytes) {
     if (bytes.empty()) throw serialization_error("invalid JSON: empty input");
+    check_json_nesting(bytes, "the JSON");
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(bytes.begin(), bytes.end());

@@ -147,6 +147,30 @@ struct log_time_serde {
   static std::int64_t deserialize(std::string_view in);
 };
 
+/// Builds a record's throttle key: the record key's bytes, or the key fields of its JSON
+/// value (length-prefixed parts), with the forms the header and the rules table use. Holds
+/// reused buffers; one per task (or per repartitioning sink).
+class key_builder {
+ public:
+  key_builder(std::vector<std::string> key_fields, bool rules_on)
+      : key_fields_(std::move(key_fields)), rules_on_(rules_on) {}
+
+  /// Throws sluice::error(errc::processing) when the value is null, not a JSON object,
+  /// nested deeper than max_json_nesting, or lacks a key field.
+  void build(std::string_view key_bytes, std::optional<std::string_view> value_json);
+  /// The throttle key's bytes (store form).
+  const std::string& key() const noexcept { return key_; }
+  /// The throttle key as text (header form: parts joined by ',').
+  const std::string& display_key() const noexcept { return display_key_; }
+  /// The rules table key: the first key field, or the record key.
+  const std::string& rule_key() const noexcept { return rule_key_; }
+
+ private:
+  std::vector<std::string> key_fields_;
+  bool rules_on_;
+  std::string key_, display_key_, rule_key_;
+};
+
 /// A rule in force for one record.
 struct rule {
   std::int64_t window_ms = 0;
@@ -196,15 +220,13 @@ class engine {
   void bind_metrics(metrics_registry& m, std::string_view task_id);
 
   throttle_options options_;
+  key_builder keys_;
   std::optional<key_value_store<log_key, log_meta, log_key_serde, log_meta_serde>> meta_;
   std::optional<key_value_store<log_key, std::int64_t, log_key_serde, log_time_serde>> times_;
   std::optional<global_store_view<std::string, std::string>> rules_;
   counter* passed_ = nullptr;
   counter* throttled_ = nullptr;
   counter* invalid_rules_ = nullptr;
-  std::string key_;          // the throttle key's bytes (store form)
-  std::string display_key_;  // the throttle key as text (header form)
-  std::string rule_key_;     // the rules table key: the first key field, or the record key
   std::unordered_map<std::string, std::optional<rule>> parsed_rules_;  // raw rule JSON -> parsed
 };
 
@@ -278,12 +300,30 @@ struct throttle_outlets {
 };
 
 /// Declares the stores, adds the throttle after `in` and returns its outlets.
+///
+/// One task must see every record of a throttle key. With key_fields, the record key does
+/// not determine the throttle key, so the records go through the repartition topic
+/// "<application.id>-<store_name>-repartition", partitioned by murmur2 of the throttle key
+/// (key, value, headers and timestamp unchanged); a record whose throttle key cannot be
+/// built is a processing error there. Without key_fields the throttle key is the record
+/// key and the input is used as it is partitioned (after a key-changing operation, it is
+/// repartitioned by the record key first).
 template <class K, class V>
 throttle_outlets<K, V> apply_throttle(streams_builder& builder, const kstream<K, V>& in, const throttle_options& options) {
   add_throttle_stores(builder, options);
-  auto throttled = options.rules_topic.empty() ? in.process(throttle<K, V>(options), options.store_name)
-                                               : in.process(throttle<K, V>(options), options.store_name,
-                                                            options.rules_store);
+  auto by_throttle_key = [&] {
+    if (options.key_fields.empty()) return in.repartitioned(options.store_name);
+    auto throttle_key = [keys = throttle_detail::key_builder(options.key_fields, false),
+                         buf = std::string()](const K&, const V& value) mutable -> std::string_view {
+      keys.build({}, sluice::detail::encode_field<sluice::detail::topic_serde_t<V>, V>(value, buf));
+      return keys.key();
+    };
+    return in.repartition_by(options.store_name, std::move(throttle_key));
+  };
+  const kstream<K, V> by_key = by_throttle_key();
+  auto throttled = options.rules_topic.empty() ? by_key.process(throttle<K, V>(options), options.store_name)
+                                               : by_key.process(throttle<K, V>(options), options.store_name,
+                                                                options.rules_store);
   auto all = [](const K&, const V&) { return true; };
   if (options.on_throttled == throttled_action::drop) return {throttled, std::nullopt};
   // Created in this order, so they are the processor's first and second children.
