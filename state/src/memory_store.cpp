@@ -45,6 +45,8 @@ class memory_store final : public kv_store {
         return false;
       }
       stored = &*p->second;
+    } else if (!ranges_.empty() && ranges_.covers(key)) {
+      return false;
     } else if (auto c = committed_.find(key); c != committed_.end()) {
       stored = &c->second;
       auto d = decode_or_throw(*stored, name_);
@@ -88,10 +90,25 @@ class memory_store final : public kv_store {
     maybe_write_through();
   }
 
+  void remove_range(std::string_view from, std::string_view to) override {
+    if (from >= to) {
+      return;
+    }
+    // Pending writes in the range came before it: they go. Later puts land in pending_ again
+    // and shadow the range.
+    pending_.erase(pending_.lower_bound(from), pending_.lower_bound(to));
+    ranges_.add(from, to);
+    maybe_write_through();
+  }
+
   std::uint64_t approximate_count() override {
     std::uint64_t n = committed_.size();
+    for (const auto& [from, to] : ranges_.ranges()) {
+      n -= static_cast<std::uint64_t>(
+          std::distance(committed_.lower_bound(from), committed_.lower_bound(to)));
+    }
     for (const auto& [k, v] : pending_) {
-      bool in_committed = committed_.find(k) != committed_.end();
+      bool in_committed = committed_.find(k) != committed_.end() && !ranges_.covers(k);
       if (v && !in_committed) {
         ++n;
       } else if (!v && in_committed) {
@@ -110,11 +127,12 @@ class memory_store final : public kv_store {
 
   void abort() override {
     pending_.clear();
+    ranges_.clear();
     pending_bytes_ = 0;
   }
 
   void restore(std::span<const restore_record> batch, std::int64_t next_offset) override {
-    if (!pending_.empty()) {
+    if (!pending_.empty() || !ranges_.empty()) {
       throw sluice::error(errc::state, "restore of state store '" + name_ +
                                            "' with pending writes; commit or abort them first");
     }
@@ -136,7 +154,7 @@ class memory_store final : public kv_store {
 
   void flush() override {}
 
-  std::size_t pending_bytes() const noexcept override { return pending_bytes_; }
+  std::size_t pending_bytes() const noexcept override { return pending_bytes_ + ranges_.bytes(); }
 
   void close() override {
     if (closed_) {
@@ -180,7 +198,13 @@ class memory_store final : public kv_store {
       };
       auto c = first_in(committed_, b);
       auto p = first_in(pending_, b);
-      auto c_in = [&] { return c != committed_.end() && b.below_hi(c->first); };
+      auto c_in = [&] {
+        // Committed entries under a pending range delete are gone; skip the whole range.
+        while (c != committed_.end() && b.below_hi(c->first) && ranges_.covers(c->first)) {
+          c = committed_.lower_bound(ranges_.end_of_range_covering(c->first));
+        }
+        return c != committed_.end() && b.below_hi(c->first);
+      };
       auto p_in = [&] { return p != pending_.end() && b.below_hi(p->first); };
       while (c_in() || p_in()) {
         if (p_in() && (!c_in() || p->first <= c->first)) {
@@ -204,6 +228,10 @@ class memory_store final : public kv_store {
   }
 
   void apply_pending() {
+    for (const auto& [from, to] : ranges_.ranges()) {
+      committed_.erase(committed_.lower_bound(from), committed_.lower_bound(to));
+    }
+    ranges_.clear();
     for (auto& [k, v] : pending_) {
       if (v) {
         committed_.insert_or_assign(k, std::move(*v));
@@ -216,7 +244,7 @@ class memory_store final : public kv_store {
   }
 
   void maybe_write_through() {
-    if (mode_ == write_mode::write_through && pending_bytes_ > threshold_) {
+    if (mode_ == write_mode::write_through && pending_bytes() > threshold_) {
       apply_pending();
     }
   }
@@ -228,6 +256,7 @@ class memory_store final : public kv_store {
   detail::clock_fn now_;
   committed_map committed_;
   pending_map pending_;
+  detail::range_set ranges_;
   std::size_t pending_bytes_ = 0;
   std::optional<std::int64_t> offset_;
   std::string scratch_;

@@ -88,11 +88,13 @@ class merge_iterator final : public detail::kv_iterator_impl {
   };
 
   merge_iterator(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, key_bounds bounds,
-                 direction dir, std::vector<pending_entry> pending, std::int64_t now,
+                 direction dir, std::vector<pending_entry> pending,
+                 std::vector<std::pair<std::string, std::string>> ranges, std::int64_t now,
                  const std::string& store_name)
       : bounds_(std::move(bounds)),
         reverse_(dir == direction::reverse),
         pending_(std::move(pending)),
+        ranges_(std::move(ranges)),
         now_(now),
         store_name_(store_name) {
     rocksdb::ReadOptions ro;
@@ -139,7 +141,23 @@ class merge_iterator final : public detail::kv_iterator_impl {
  private:
   enum class source { none, base, pending };
 
-  bool base_in_bounds() const {
+  // Skips committed entries under a pending range delete with one seek past the range.
+  bool base_in_bounds() {
+    while (base_->Valid() && !ranges_.empty()) {
+      const auto r = detail::covering_range(ranges_, view(base_->key()));
+      if (r < 0) {
+        break;
+      }
+      const auto& [from, to] = ranges_[static_cast<std::size_t>(r)];
+      if (reverse_) {
+        base_->SeekForPrev(slice(from));
+        if (base_->Valid() && view(base_->key()) == from) {
+          base_->Prev();
+        }
+      } else {
+        base_->Seek(slice(to));
+      }
+    }
     return base_->Valid() && bounds_.contains(view(base_->key()));
   }
   bool pending_in_bounds() const noexcept { return pos_ < pending_.size(); }
@@ -206,6 +224,7 @@ class merge_iterator final : public detail::kv_iterator_impl {
   rocksdb::Slice hi_slice_;
   std::unique_ptr<rocksdb::Iterator> base_;
   std::vector<pending_entry> pending_;
+  std::vector<std::pair<std::string, std::string>> ranges_;  ///< pending range deletes, sorted
   std::size_t pos_ = 0;
   std::int64_t now_;
   const std::string& store_name_;
@@ -245,7 +264,9 @@ class rocksdb_store final : public kv_store {
 
   bool get(std::string_view key, std::string& out) override {
     if (const auto* e = cache_.find(key)) {
-      if (e->st == detail::store_cache::state::dirty_delete) {
+      if (e->st == detail::store_cache::state::dirty_delete ||
+          e->st == detail::store_cache::state::dirty_covered ||
+          (e->st == detail::store_cache::state::clean && cache_.covered(key))) {
         return false;
       }
       auto d = decode_or_throw(e->stored, name_);
@@ -254,6 +275,9 @@ class rocksdb_store final : public kv_store {
       }
       out.assign(d.value);
       return true;
+    }
+    if (cache_.covered(key)) {
+      return false;
     }
     pin_.Reset();
     auto s = db_->Get(read_options_, data_cf_, slice(key), &pin_);
@@ -289,12 +313,21 @@ class rocksdb_store final : public kv_store {
     maybe_write_through();
   }
 
+  void remove_range(std::string_view from, std::string_view to) override {
+    cache_.remove_range(from, to);
+    maybe_write_through();
+  }
+
   std::uint64_t approximate_count() override {
     std::uint64_t estimate = 0;
     db_->GetIntProperty(data_cf_, "rocksdb.estimate-num-keys", &estimate);
     std::int64_t n = static_cast<std::int64_t>(estimate);
     for (const auto* s : cache_.dirty()) {
-      n += s->second.st == detail::store_cache::state::dirty_put ? 1 : -1;
+      if (s->second.st == detail::store_cache::state::dirty_put) {
+        ++n;
+      } else if (s->second.st == detail::store_cache::state::dirty_delete) {
+        --n;
+      }
     }
     return static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
   }
@@ -310,7 +343,7 @@ class rocksdb_store final : public kv_store {
   void abort() override { cache_.drop_dirty(); }
 
   void restore(std::span<const restore_record> batch, std::int64_t next_offset) override {
-    if (!cache_.dirty().empty()) {
+    if (cache_.has_pending()) {
       throw sluice::error(errc::state, "restore of state store '" + name_ +
                                            "' with pending writes; commit or abort them first");
     }
@@ -516,8 +549,9 @@ class rocksdb_store final : public kv_store {
       }
       pending.push_back(std::move(copy));
     });
-    return wrap_iterator(std::make_unique<merge_iterator>(db_.get(), data_cf_, b, dir,
-                                                          std::move(pending), now_(), name_));
+    return wrap_iterator(std::make_unique<merge_iterator>(
+        db_.get(), data_cf_, b, dir, std::move(pending), cache_.ranges().intersecting(b), now_(),
+        name_));
   }
 
   void maybe_write_through() {
@@ -527,15 +561,26 @@ class rocksdb_store final : public kv_store {
     }
   }
 
-  // One WriteBatch of the dirty entries (each key once) and, if given, the offset; then the
-  // entries are clean. On a failed write nothing changes and the error propagates.
+  // One WriteBatch of the range deletes, then the dirty entries (each key once) and, if
+  // given, the offset; then the entries are clean. Ranges go first: every dirty entry inside
+  // a range was written after it (earlier ones became dirty_covered and write nothing), so
+  // it must survive. On a failed write nothing changes and the error propagates.
   void write_pending(std::optional<std::int64_t> next_changelog_offset, const char* what) {
     batch_.Clear();
+    for (const auto& [from, to] : cache_.ranges().ranges()) {
+      check(batch_.DeleteRange(data_cf_, slice(from), slice(to)), what);
+    }
     for (const auto* s : cache_.dirty()) {
-      if (s->second.st == detail::store_cache::state::dirty_put) {
-        check(batch_.Put(data_cf_, slice(s->first), slice(s->second.stored)), what);
-      } else {
-        check(batch_.Delete(data_cf_, slice(s->first)), what);
+      switch (s->second.st) {
+        case detail::store_cache::state::dirty_put:
+          check(batch_.Put(data_cf_, slice(s->first), slice(s->second.stored)), what);
+          break;
+        case detail::store_cache::state::dirty_delete:
+          check(batch_.Delete(data_cf_, slice(s->first)), what);
+          break;
+        case detail::store_cache::state::dirty_covered:
+        case detail::store_cache::state::clean:
+          break;
       }
     }
     if (next_changelog_offset) {

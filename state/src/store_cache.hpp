@@ -46,6 +46,9 @@ class store_cache {
     clean,         ///< equals RocksDB
     dirty_put,     ///< pending value
     dirty_delete,  ///< pending delete
+    /// Written before a pending range delete that covers it: reads find nothing, and commit
+    /// writes nothing for it (the DeleteRange does the work, no point tombstone).
+    dirty_covered,
   };
 
   struct entry {
@@ -81,28 +84,70 @@ class store_cache {
     e.st = state::dirty_put;
   }
 
-  /// Makes `key` a dirty delete.
+  /// Makes `key` a dirty delete (a key already covered by a pending range stays covered).
   void remove(std::string_view key) {
     entry& e = make_dirty(key);
+    if (e.st == state::dirty_covered) {
+      return;
+    }
     dirty_bytes_ -= e.stored.size();
     e.stored.clear();
     e.st = state::dirty_delete;
   }
 
+  /// Adds the range delete [from, to): dirty entries in it were written before it and become
+  /// dirty_covered; clean entries in it read as absent (covered()) until the range reaches
+  /// RocksDB, when mark_written drops them. O(log n + dirty entries in range).
+  void remove_range(std::string_view from, std::string_view to) {
+    if (from >= to) {
+      return;
+    }
+    key_bounds b{std::string(from), std::string(to), false};
+    for_each_dirty_in(b, [&](std::string_view, entry& e) {
+      if (e.st != state::dirty_covered) {
+        dirty_bytes_ -= e.stored.size();
+        e.stored.clear();
+        e.st = state::dirty_covered;
+      }
+    });
+    ranges_.add(from, to);
+  }
+
+  /// The pending range deletes.
+  const range_set& ranges() const noexcept { return ranges_; }
+  /// True if a pending range delete covers `key`. Cheap when none is pending.
+  bool covered(std::string_view key) const noexcept {
+    return !ranges_.empty() && ranges_.covers(key);
+  }
+  /// True if anything is pending (dirty entries or range deletes).
+  bool has_pending() const noexcept { return !dirty_.empty() || !ranges_.empty(); }
+
   /// Dirty entries in write order of their first pending write (each key once).
   const std::vector<slot*>& dirty() const noexcept { return dirty_; }
-  /// Bytes of keys and values of the dirty entries.
-  std::size_t dirty_bytes() const noexcept { return dirty_bytes_; }
+  /// Bytes of keys and values of the dirty entries and of the pending ranges' bounds.
+  std::size_t dirty_bytes() const noexcept { return dirty_bytes_ + ranges_.bytes(); }
   /// Approximate memory of the clean entries.
   std::size_t clean_bytes() const noexcept { return clean_bytes_; }
   /// Entries in the map, clean and dirty.
   std::size_t size() const noexcept { return map_.size(); }
 
-  /// After the dirty entries reached RocksDB: puts become clean, deletes leave the map;
-  /// then clean entries are evicted down to the limit.
+  /// After the dirty entries and range deletes reached RocksDB: clean entries under a range
+  /// go (one pass over the map, only when a range was written), puts become clean, deletes
+  /// leave the map; then clean entries are evicted down to the limit.
   void mark_written() {
+    if (!ranges_.empty()) {
+      for (auto it = map_.begin(); it != map_.end();) {
+        if (it->second.st == state::clean && ranges_.covers(it->first)) {
+          clean_bytes_ -= footprint(*it);
+          it = map_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      ranges_.clear();
+    }
     for (slot* s : dirty_) {
-      if (s->second.st == state::dirty_delete) {
+      if (s->second.st == state::dirty_delete || s->second.st == state::dirty_covered) {
         map_.erase(map_.find(s->first));
         continue;
       }
@@ -122,6 +167,7 @@ class store_cache {
     for (slot* s : dirty_) {
       map_.erase(map_.find(s->first));
     }
+    ranges_.clear();
     dirty_.clear();
     dirty_bytes_ = 0;
     ordered_.clear();
@@ -142,6 +188,7 @@ class store_cache {
 
   void clear() noexcept {
     map_.clear();
+    ranges_.clear();
     dirty_.clear();
     ordered_.clear();
     ordered_built_ = false;
@@ -245,6 +292,7 @@ class store_cache {
   map_type map_;
   std::vector<slot*> dirty_;
   std::set<slot*, by_key> ordered_;
+  range_set ranges_;
   bool ordered_built_ = false;
   std::size_t dirty_bytes_ = 0;
   std::size_t clean_bytes_ = 0;

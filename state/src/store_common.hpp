@@ -2,9 +2,13 @@
 // header), key bounds of range/prefix scans, option checks. Private to sluice_state.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <iterator>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -153,6 +157,108 @@ struct key_bounds {
     return b;
   }
 };
+
+/// Pending range deletes of one store: disjoint half-open ranges [from, to), merged as they
+/// are added (so many pops of one queue in one commit interval become one range). Both stores
+/// keep one; the order of range deletes against puts is handled by the stores (a pending put
+/// inside a new range is dropped, a later put survives), so only the union matters here.
+class range_set {
+ public:
+  using map_type = std::map<std::string, std::string, std::less<>>;
+
+  bool empty() const noexcept { return ranges_.empty(); }
+  const map_type& ranges() const noexcept { return ranges_; }
+  /// Bytes of the bounds held (counted as pending bytes).
+  std::size_t bytes() const noexcept { return bytes_; }
+
+  /// Adds [from, to); no-op when from >= to.
+  void add(std::string_view from, std::string_view to) {
+    if (from >= to) {
+      return;
+    }
+    std::string lo(from);
+    std::string hi(to);
+    // Merge every range that overlaps or touches [lo, hi).
+    auto it = ranges_.upper_bound(std::string_view(lo));
+    if (it != ranges_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->second >= lo) {
+        it = prev;
+      }
+    }
+    while (it != ranges_.end() && it->first <= hi) {
+      if (it->first < lo) {
+        lo = it->first;
+      }
+      if (it->second > hi) {
+        hi = it->second;
+      }
+      bytes_ -= it->first.size() + it->second.size();
+      it = ranges_.erase(it);
+    }
+    bytes_ += lo.size() + hi.size();
+    ranges_.emplace(std::move(lo), std::move(hi));
+  }
+
+  /// True if `key` lies in one of the ranges.
+  bool covers(std::string_view key) const noexcept {
+    if (ranges_.empty()) {
+      return false;
+    }
+    auto it = ranges_.upper_bound(key);
+    if (it == ranges_.begin()) {
+      return false;
+    }
+    --it;
+    return key < std::string_view(it->second);
+  }
+
+  /// The end of the range covering `key`. Precondition: covers(key).
+  const std::string& end_of_range_covering(std::string_view key) const {
+    return std::prev(ranges_.upper_bound(key))->second;
+  }
+
+  /// The ranges that intersect `b`, in ascending order (an iterator's snapshot).
+  std::vector<std::pair<std::string, std::string>> intersecting(const key_bounds& b) const {
+    std::vector<std::pair<std::string, std::string>> out;
+    auto it = b.lo ? ranges_.upper_bound(std::string_view(*b.lo)) : ranges_.begin();
+    if (b.lo && it != ranges_.begin()) {
+      auto prev = std::prev(it);
+      if (std::string_view(prev->second) > std::string_view(*b.lo)) {
+        it = prev;
+      }
+    }
+    for (; it != ranges_.end() && b.below_hi(it->first); ++it) {
+      out.emplace_back(it->first, it->second);
+    }
+    // A range starting exactly at an exclusive upper bound does not intersect; below_hi
+    // already excludes it.
+    return out;
+  }
+
+  void clear() noexcept {
+    ranges_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  map_type ranges_;
+  std::size_t bytes_ = 0;
+};
+
+/// Where `key` falls among sorted disjoint ranges (an iterator's snapshot): the index of the
+/// range covering it, or -1.
+inline std::ptrdiff_t covering_range(const std::vector<std::pair<std::string, std::string>>& r,
+                                     std::string_view key) noexcept {
+  auto it = std::upper_bound(r.begin(), r.end(), key, [](std::string_view k, const auto& e) {
+    return k < std::string_view(e.first);
+  });
+  if (it == r.begin()) {
+    return -1;
+  }
+  --it;
+  return key < std::string_view(it->second) ? (it - r.begin()) : -1;
+}
 
 /// An iterator over entries copied at creation (the in-memory store's snapshot).
 class vector_iterator final : public kv_iterator_impl {

@@ -1,7 +1,11 @@
 // One behaviour suite for every kv_store implementation: RocksDB and in-memory must agree.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <optional>
+#include <random>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -334,6 +338,185 @@ TEST_P(kv_store_conformance, write_through_applies_writes_early_beyond_the_thres
   s->abort();  // drops only what was not applied yet
   EXPECT_GE(drain(s->all()).size(), 10u);
   EXPECT_EQ(s->committed_offset(), std::nullopt);  // the offset moves only at commit
+}
+
+TEST_P(kv_store_conformance, remove_range_deletes_the_half_open_range_for_every_read) {
+  auto s = open();
+  put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}, {"e", "5"}});
+  s->commit(5);
+  s->remove_range("b", "d");  // b and c; d is the exclusive end
+  EXPECT_EQ(s->get("b"), std::nullopt);
+  EXPECT_EQ(s->get("c"), std::nullopt);
+  EXPECT_EQ(s->get("d"), "4");
+  EXPECT_FALSE(s->put_if_absent("a", "x"));
+  EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"d", "4"}, {"e", "5"}}));
+  EXPECT_EQ(drain(s->all(direction::reverse)), (entries{{"e", "5"}, {"d", "4"}, {"a", "1"}}));
+  EXPECT_EQ(drain(s->range("b", "c")), entries{});
+  EXPECT_EQ(drain(s->range("b", "d", direction::reverse)), (entries{{"d", "4"}}));
+  EXPECT_EQ(drain(s->prefix("c")), entries{});
+  s->commit(6);
+  EXPECT_EQ(s->committed_offset(), 6);
+  EXPECT_EQ(s->get("b"), std::nullopt);
+  EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"d", "4"}, {"e", "5"}}));
+  EXPECT_TRUE(s->put_if_absent("c", "33"));
+  s->commit(7);
+  EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"c", "33"}, {"d", "4"}, {"e", "5"}}));
+}
+
+TEST_P(kv_store_conformance, remove_range_with_empty_or_inverted_bounds_does_nothing) {
+  auto s = open();
+  put_all(*s, {{"a", "1"}, {"b", "2"}});
+  s->commit(2);
+  s->remove_range("b", "b");
+  s->remove_range("b", "a");
+  EXPECT_EQ(s->pending_bytes(), 0u);
+  EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"b", "2"}}));
+}
+
+TEST_P(kv_store_conformance, a_put_after_a_range_delete_survives_and_one_before_does_not) {
+  auto s = open();
+  put_all(*s, {{"k1", "old"}, {"k2", "old"}, {"k3", "old"}});
+  s->commit(3);
+  s->put("k2", "before");  // pending, then deleted by the range
+  s->put("k4", "before");
+  s->remove_range("k0", "k5");
+  s->put("k3", "after");
+  s->remove("k1");  // a point delete under the range: still absent
+  EXPECT_EQ(drain(s->all()), (entries{{"k3", "after"}}));
+  EXPECT_EQ(s->get("k2"), std::nullopt);
+  EXPECT_EQ(s->get("k3"), "after");
+  s->commit(4);
+  EXPECT_EQ(drain(s->all()), (entries{{"k3", "after"}}));
+  EXPECT_EQ(s->get("k4"), std::nullopt);
+  EXPECT_EQ(s->get("k3"), "after");
+}
+
+TEST_P(kv_store_conformance, remove_range_hides_entries_read_recently) {
+  auto s = open();
+  put_all(*s, {{"q1", "1"}, {"q2", "2"}, {"r1", "3"}});
+  s->commit(3);
+  // Read them, so the RocksDB store holds them in its read cache.
+  EXPECT_EQ(s->get("q1"), "1");
+  EXPECT_EQ(s->get("q2"), "2");
+  s->remove_range("q", "r");
+  EXPECT_EQ(s->get("q1"), std::nullopt);
+  EXPECT_EQ(s->get("q2"), std::nullopt);
+  EXPECT_EQ(s->get("r1"), "3");
+  s->commit(4);
+  EXPECT_EQ(s->get("q1"), std::nullopt);
+  EXPECT_EQ(s->get("q2"), std::nullopt);
+  EXPECT_EQ(s->get("r1"), "3");
+}
+
+TEST_P(kv_store_conformance, abort_drops_a_pending_range_delete) {
+  auto s = open();
+  put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}});
+  s->commit(3);
+  EXPECT_EQ(s->get("b"), "2");
+  s->remove_range("a", "c");
+  s->put("b", "new");
+  EXPECT_GT(s->pending_bytes(), 0u);
+  s->abort();
+  EXPECT_EQ(s->pending_bytes(), 0u);
+  EXPECT_EQ(s->get("a"), "1");
+  EXPECT_EQ(s->get("b"), "2");
+  EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"b", "2"}, {"c", "3"}}));
+  EXPECT_EQ(s->committed_offset(), 3);
+}
+
+TEST_P(kv_store_conformance, an_iterator_created_before_a_range_delete_still_shows_the_range) {
+  auto s = open();
+  put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}});
+  s->commit(3);
+  auto before = s->all();
+  s->remove_range("a", "z");
+  auto after = s->all();
+  s->commit(4);
+  EXPECT_EQ(drain(std::move(before)), (entries{{"a", "1"}, {"b", "2"}, {"c", "3"}}));
+  EXPECT_EQ(drain(std::move(after)), entries{});
+}
+
+TEST_P(kv_store_conformance, overlapping_range_deletes_in_one_batch_combine) {
+  auto s = open();
+  for (int i = 0; i < 10; ++i) s->put("k" + std::to_string(i), std::to_string(i));
+  s->commit(10);
+  s->remove_range("k0", "k3");
+  s->remove_range("k2", "k5");
+  s->remove_range("k7", "k8");
+  s->remove_range("k5", "k6");  // touches k2..k5: one range k0..k6
+  EXPECT_EQ(drain(s->all()), (entries{{"k6", "6"}, {"k8", "8"}, {"k9", "9"}}));
+  s->commit(11);
+  EXPECT_EQ(drain(s->all(direction::reverse)), (entries{{"k9", "9"}, {"k8", "8"}, {"k6", "6"}}));
+}
+
+TEST_P(kv_store_conformance, restore_with_a_pending_range_delete_is_rejected) {
+  auto s = open();
+  s->remove_range("a", "b");
+  std::vector<restore_record> batch{{"c", "2"}};
+  auto e = test::thrown_error([&] { s->restore(batch, 1); });
+  EXPECT_EQ(e.code(), errc::state);
+}
+
+TEST_P(kv_store_conformance, write_through_applies_a_range_delete_with_the_early_writes) {
+  auto s = open({.mode = write_mode::write_through, .write_through_threshold_bytes = 256});
+  for (int i = 0; i < 10; ++i) s->put("a" + std::to_string(i), std::string(8, 'x'));
+  s->commit(1);
+  s->remove_range("a", "b");
+  for (int i = 0; i < 20; ++i) s->put("k" + std::to_string(i), std::string(32, 'x'));
+  s->abort();  // the range went out with the early writes
+  EXPECT_TRUE(drain(s->prefix("a")).empty());
+}
+
+// Random puts, removes, range deletes, commits and aborts against a std::map model; every
+// read (get, forward and reverse scans of random ranges) must agree with the model.
+TEST_P(kv_store_conformance, randomized_range_deletes_agree_with_a_model) {
+  auto s = open({.read_cache_bytes = 2048});
+  std::map<std::string, std::string> committed;
+  std::map<std::string, std::string> view;
+  std::mt19937 rng(7);
+  auto key = [&] { return "k" + std::to_string(rng() % 60 + 10); };
+  std::int64_t offset = 0;
+  for (int step = 0; step < 4000; ++step) {
+    const auto op = rng() % 100;
+    if (op < 45) {
+      auto k = key();
+      auto v = std::to_string(step);
+      s->put(k, v);
+      view[k] = v;
+    } else if (op < 55) {
+      auto k = key();
+      s->remove(k);
+      view.erase(k);
+    } else if (op < 65) {
+      auto a = key();
+      auto b = key();
+      s->remove_range(a, b);
+      if (a < b) view.erase(view.lower_bound(a), view.lower_bound(b));
+    } else if (op < 75) {
+      auto k = key();
+      auto expected = view.count(k) != 0U ? std::optional<std::string>(view[k]) : std::nullopt;
+      ASSERT_EQ(s->get(k), expected) << "step " << step << " key " << k;
+    } else if (op < 85) {
+      auto a = key();
+      auto b = key();
+      entries want;
+      for (auto it = view.lower_bound(a); it != view.end() && it->first <= b; ++it) {
+        want.emplace_back(it->first, it->second);
+      }
+      const bool reverse = rng() % 2 == 0;
+      if (reverse) std::reverse(want.begin(), want.end());
+      ASSERT_EQ(drain(s->range(a, b, reverse ? direction::reverse : direction::forward)), want)
+          << "step " << step;
+    } else if (op < 95) {
+      s->commit(++offset);
+      committed = view;
+    } else {
+      s->abort();
+      view = committed;
+    }
+  }
+  s->commit(++offset);
+  ASSERT_EQ(drain(s->all()), entries(view.begin(), view.end()));
 }
 
 TEST_P(kv_store_conformance, invalid_store_names_are_rejected) {

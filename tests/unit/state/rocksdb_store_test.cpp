@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <rocksdb/options.h>
+#include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -316,6 +318,40 @@ TEST_F(rocksdb_store_test, corrupt_data_block_found_by_a_read_marks_the_store_so
   auto s = open(o);
   EXPECT_EQ(s->committed_offset(), std::nullopt);
   EXPECT_EQ(s->get("key1"), std::nullopt);
+}
+
+TEST_F(rocksdb_store_test, a_committed_range_delete_survives_reopen) {
+  {
+    auto s = open(options());
+    for (int i = 0; i < 100; ++i) s->put("k" + std::to_string(1000 + i), "v");
+    s->commit(1);
+    s->flush();
+    s->remove_range("k1010", "k1090");
+    s->commit(2);
+  }
+  auto s = open(options());
+  EXPECT_EQ(s->committed_offset(), 2);
+  EXPECT_EQ(drain(s->all()).size(), 20u);
+  EXPECT_EQ(s->get("k1050"), std::nullopt);
+  EXPECT_EQ(s->get("k1090"), "v");
+}
+
+// The point of remove_range: one range tombstone, not one tombstone per key that later
+// scans step over one by one.
+TEST_F(rocksdb_store_test, a_range_delete_leaves_no_point_tombstones_for_scans_to_skip) {
+  auto s = open(options());
+  for (int i = 0; i < 5000; ++i) s->put("q" + std::to_string(100000 + i), "v");
+  s->commit(1);
+  s->flush();  // the entries are in an SST file; the range tombstone lands in the memtable
+  s->remove_range("q100000", "q104990");
+  s->commit(2);
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+  rocksdb::get_perf_context()->Reset();
+  auto rest = drain(s->prefix("q"));
+  const auto deletes_skipped = rocksdb::get_perf_context()->internal_delete_skipped_count;
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  EXPECT_EQ(rest.size(), 10u);
+  EXPECT_EQ(deletes_skipped, 0u);
 }
 
 TEST_F(rocksdb_store_test, missing_directory_is_a_configuration_error) {

@@ -149,8 +149,8 @@ class kv_iterator {
 /// kind is built on.
 ///
 /// Reads (get, iterators) see the pending batch over the committed data (read-your-writes).
-/// Writes go to the pending batch; commit(offset) applies it and the offset atomically;
-/// abort() drops it; restore() applies changelog records and their offset directly.
+/// Writes (put, remove, remove_range) go to the pending batch; commit(offset) applies it and
+/// the offset atomically; abort() drops it; restore() applies changelog records and their offset directly.
 /// Keys are ordered bytewise (as unsigned bytes). Expired entries (ttl) are never returned.
 ///
 /// Errors: storage failures (I/O, corruption) throw sluice::error(errc::state). Calling a
@@ -175,6 +175,14 @@ class kv_store : public state_store {
   virtual bool put_if_absent(std::string_view key, std::string_view value) = 0;
   /// Deletes `key` in the pending batch (no-op if absent).
   virtual void remove(std::string_view key) = 0;
+  /// Deletes every key k with from <= k < to (half-open, unlike range()) in the pending
+  /// batch; no-op if from >= to. Reads see it at once; a put after it survives; commit()
+  /// applies it in the same atomic write as the other pending writes (RocksDB: one
+  /// DeleteRange, a single range tombstone instead of one tombstone per key, so later reads
+  /// do not skip over deleted keys); abort() drops it. Pending ranges of one commit that
+  /// overlap or touch are merged. Reads of single keys pay for it only while a range delete
+  /// is pending (one ordered lookup).
+  virtual void remove_range(std::string_view from, std::string_view to) = 0;
 
   /// Entries with from <= key <= to (both inclusive, as in Kafka Streams). Empty if from > to.
   kv_iterator range(std::string_view from, std::string_view to,

@@ -1,0 +1,441 @@
+// The overflow buffer through the TopologyTestDriver: the issue's "Done when" list. Wall
+// clock moves only with advance_wall_clock(), so every emission time is known exactly; the
+// token-bucket bound is checked on the output timestamps of every customer.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sluice/sluice.hpp"
+#include "sluice/test_driver.hpp"
+#include "sluice/topologies/overflow_buffer.hpp"
+
+using sluice::raw_message;
+using sluice::testing::topology_test_driver;
+using sluice::topologies::overflow_buffer_options;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::int64_t start_ms = 1'700'000'000'000;
+
+struct harness {
+  explicit harness(overflow_buffer_options o = {}, sluice::config c = {}) {
+    sluice::streams_builder b;
+    auto out = sluice::topologies::apply_overflow_buffer(
+        b, b.stream<sluice::topologies::overflow_detail::bytes, sluice::topologies::overflow_detail::bytes>("notifications"),
+        o);
+    out.emitted.to("out");
+    if (out.expired) out.expired->to("expired");
+    if (!c.contains("processing.error.handler")) c.set("processing.error.handler", "dead_letter");
+    driver = std::make_unique<topology_test_driver>(b.build(), std::move(c),
+                                                    sluice::testing::driver_options{.start_wall_clock_ms = start_ms});
+  }
+
+  void pipe(const std::string& customer, const std::string& value, std::optional<std::int64_t> ts = std::nullopt) {
+    driver->pipe_raw("notifications", customer, value, ts.value_or(driver->wall_clock_ms()));
+  }
+  void rate(const std::string& customer, const std::string& value) {
+    driver->pipe_raw("customer-rates", customer, value, driver->wall_clock_ms());
+  }
+  void advance(std::int64_t ms) { driver->advance_wall_clock(std::chrono::milliseconds(ms)); }
+  /// Moves the clock in drain-interval steps, so every tick happens.
+  void run_for(std::int64_t ms, std::int64_t step = 100) {
+    for (std::int64_t t = 0; t < ms; t += step) advance(step);
+  }
+  std::vector<raw_message> take(const std::string& topic) {
+    auto& q = driver->records(topic);
+    std::vector<raw_message> out(std::make_move_iterator(q.begin()), std::make_move_iterator(q.end()));
+    q.clear();
+    return out;
+  }
+  double metric(const std::string& name) { return driver->metrics().total(name); }
+
+  std::unique_ptr<topology_test_driver> driver;
+};
+
+std::string header(const raw_message& m, std::string_view key) {
+  const auto* v = m.headers.last(key);
+  return v != nullptr && *v ? **v : std::string("<absent>");
+}
+
+std::string msg(int n) { return R"({"n":)" + std::to_string(n) + "}"; }
+
+int n_of(const raw_message& m) { return nlohmann::json::parse(*m.value).at("n").get<int>(); }
+
+/// The issue's bound, literally: in any interval of emission time of length L a customer
+/// has at most max(1, r) + r*L/1000 emissions.
+void expect_token_bucket_bound(const std::vector<raw_message>& out, double rate) {
+  std::map<std::string, std::vector<std::int64_t>> times;
+  for (const auto& m : out) times[m.key.value_or("")].push_back(m.timestamp);
+  for (auto& [customer, ts] : times) {
+    std::sort(ts.begin(), ts.end());
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      for (std::size_t j = i; j < ts.size(); ++j) {
+        const double allowed = std::max(1.0, rate) + rate * static_cast<double>(ts[j] - ts[i]) / 1000.0;
+        ASSERT_LE(static_cast<double>(j - i + 1), allowed + 1e-9)
+            << "customer " << customer << ": " << (j - i + 1) << " emissions within " << ts[j] - ts[i] << " ms";
+      }
+    }
+  }
+}
+
+overflow_buffer_options rate_opts(double rate) {
+  overflow_buffer_options o;
+  o.default_rate_per_second = rate;
+  return o;
+}
+
+}  // namespace
+
+// The README's worked example: rate 2/s, a burst of 6 at once. Two go out directly (the
+// bucket's burst is max(1, 2) = 2), four are buffered and drain one every 500 ms, in order.
+TEST(overflow_buffer, worked_example_rate_two_burst_then_drain_in_order) {
+  harness h(rate_opts(2));
+  for (int i = 0; i < 6; ++i) h.pipe("c-42", msg(i));
+  auto direct = h.take("out");
+  ASSERT_EQ(direct.size(), 2u);
+  EXPECT_EQ(n_of(direct[0]), 0);
+  EXPECT_EQ(n_of(direct[1]), 1);
+  for (const auto& m : direct) {
+    EXPECT_EQ(m.timestamp, start_ms);
+    EXPECT_EQ(header(m, "sluice-overflow-delay-ms"), "0");
+    EXPECT_EQ(header(m, "sluice-overflow-input-timestamp"), std::to_string(start_ms));
+  }
+  EXPECT_EQ(h.metric("sluice_overflow_direct_total"), 2);
+  EXPECT_EQ(h.metric("sluice_overflow_buffered_total"), 4);
+  h.run_for(2000);
+  auto drained = h.take("out");
+  ASSERT_EQ(drained.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(n_of(drained[static_cast<std::size_t>(i)]), i + 2);
+    EXPECT_EQ(drained[static_cast<std::size_t>(i)].timestamp, start_ms + 500 * (i + 1));
+    EXPECT_EQ(header(drained[static_cast<std::size_t>(i)], "sluice-overflow-delay-ms"), std::to_string(500 * (i + 1)));
+  }
+  std::vector<raw_message> all = direct;
+  all.insert(all.end(), drained.begin(), drained.end());
+  expect_token_bucket_bound(all, 2);
+  EXPECT_EQ(h.metric("sluice_overflow_drained_total"), 4);
+}
+
+TEST(overflow_buffer, a_record_arriving_without_a_token_is_buffered_then_drained) {
+  harness h(rate_opts(2));
+  for (int i = 0; i < 3; ++i) h.pipe("c", msg(i));  // 2 direct, 1 buffered
+  h.take("out");
+  h.advance(400);  // not yet a full token
+  h.advance(300);  // 700 ms: one token, the buffered record (n=2) goes
+  h.pipe("c", msg(3));  // 0.4 tokens: buffered, waits for its token
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(n_of(out[0]), 2);
+  h.run_for(1000);
+  out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(n_of(out[0]), 3);
+}
+
+TEST(overflow_buffer, fractional_rate_emits_one_record_every_two_seconds) {
+  harness h(rate_opts(0.5));
+  for (int i = 0; i < 4; ++i) h.pipe("slow", msg(i));
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);  // burst max(1, 0.5) = 1
+  h.run_for(6000);
+  auto drained = h.take("out");
+  ASSERT_EQ(drained.size(), 3u);
+  for (std::size_t i = 0; i < drained.size(); ++i) {
+    EXPECT_EQ(n_of(drained[i]), static_cast<int>(i) + 1);
+    EXPECT_EQ(drained[i].timestamp, start_ms + 2000 * static_cast<std::int64_t>(i + 1));
+  }
+  out.insert(out.end(), drained.begin(), drained.end());
+  expect_token_bucket_bound(out, 0.5);
+}
+
+TEST(overflow_buffer, rate_zero_holds_everything_until_the_rate_changes) {
+  harness h;
+  h.rate("held", R"({"rate_per_second": 0})");
+  for (int i = 0; i < 3; ++i) h.pipe("held", msg(i));
+  h.pipe("other", msg(100));  // default rate 10: direct
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].key, "other");
+  h.run_for(10'000);
+  EXPECT_TRUE(h.take("out").empty());
+  EXPECT_EQ(h.metric("sluice_overflow_buffered_total"), 3);
+  h.rate("held", R"({"rate_per_second": 100})");
+  h.run_for(2000);
+  out = h.take("out");
+  ASSERT_EQ(out.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(n_of(out[static_cast<std::size_t>(i)]), i);
+}
+
+TEST(overflow_buffer, a_rate_change_mid_backlog_applies_from_when_it_is_read) {
+  harness h;
+  h.rate("c", R"({"rate_per_second": 1})");
+  for (int i = 0; i < 20; ++i) h.pipe("c", msg(i));
+  EXPECT_EQ(h.take("out").size(), 1u);
+  h.run_for(3000);
+  auto slow = h.take("out");
+  EXPECT_EQ(slow.size(), 3u);  // one per second
+  const std::int64_t change_at = h.driver->wall_clock_ms();
+  h.rate("c", R"({"rate_per_second": 10})");
+  h.run_for(2000);
+  auto fast = h.take("out");
+  // Within 1 s of the change the customer is looked at again at the new rate: at least the
+  // second after that runs at 10/s.
+  EXPECT_GE(fast.size(), 10u);
+  EXPECT_LE(fast.size(), 16u);  // all that was left
+  std::vector<int> order;
+  for (const auto& m : slow) order.push_back(n_of(m));
+  for (const auto& m : fast) order.push_back(n_of(m));
+  for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i) + 1);
+  std::vector<raw_message> after;
+  for (const auto& m : fast)
+    if (m.timestamp >= change_at) after.push_back(m);
+  expect_token_bucket_bound(after, 10);
+}
+
+TEST(overflow_buffer, an_invalid_rate_falls_back_to_the_default_and_is_counted) {
+  harness h(rate_opts(1));
+  h.rate("c", R"({"rate_per_second": "fast"})");
+  h.rate("d", R"({"rate_per_second": -3})");
+  h.pipe("c", msg(0));
+  h.pipe("c", msg(1));
+  h.pipe("d", msg(0));
+  EXPECT_EQ(h.take("out").size(), 2u);  // default 1/s: one each
+  EXPECT_GE(h.metric("sluice_overflow_invalid_rates_total"), 2);
+}
+
+TEST(overflow_buffer, scheduled_records_wait_for_deliver_at_and_join_the_line_by_it) {
+  harness h(rate_opts(100));
+  const std::int64_t t0 = start_ms;
+  h.pipe("c", R"({"n":0,"deliver_at_ms":)" + std::to_string(t0 + 3000) + "}");
+  h.pipe("c", R"({"n":1,"deliver_at_ms":)" + std::to_string(t0 + 1000) + "}");
+  h.pipe("c", msg(2));  // not scheduled: direct, a later scheduled record does not hold it
+  h.pipe("c", R"({"n":3,"deliver_at_ms":)" + std::to_string(t0 - 5000) + "}");  // in the past: due now
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(n_of(out[0]), 2);
+  EXPECT_EQ(n_of(out[1]), 3);
+  h.run_for(900);
+  EXPECT_TRUE(h.take("out").empty());
+  h.run_for(200);
+  out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(n_of(out[0]), 1);
+  EXPECT_GE(out[0].timestamp, t0 + 1000);
+  h.run_for(2000);
+  out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(n_of(out[0]), 0);
+  EXPECT_GE(out[0].timestamp, t0 + 3000);
+}
+
+TEST(overflow_buffer, records_expire_after_the_default_ttl_into_the_expired_topic) {
+  overflow_buffer_options o = rate_opts(1);
+  o.default_ttl = 5000ms;
+  harness h(o);
+  for (int i = 0; i < 10; ++i) h.pipe("c", msg(i));
+  h.run_for(8000);
+  auto out = h.take("out");
+  auto expired = h.take("expired");
+  // 1 direct + one per second until the rest expire at 5 s.
+  ASSERT_EQ(out.size() + expired.size(), 10u);
+  for (const auto& m : out) EXPECT_LT(m.timestamp, start_ms + 5000);
+  ASSERT_FALSE(expired.empty());
+  for (const auto& m : expired) {
+    auto j = nlohmann::json::parse(header(m, "sluice-overflow-expired"));
+    EXPECT_EQ(j.at("customer"), "c");
+    EXPECT_EQ(j.at("ttl_ms"), 5000);
+    EXPECT_GE(j.at("age_ms").get<std::int64_t>(), 5000);
+    EXPECT_EQ(m.timestamp, start_ms + j.at("age_ms").get<std::int64_t>());
+  }
+  // Input order kept across both outlets: what was emitted comes before what expired.
+  std::vector<int> order;
+  for (const auto& m : out) order.push_back(n_of(m));
+  for (const auto& m : expired) order.push_back(n_of(m));
+  for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i));
+  EXPECT_EQ(h.metric("sluice_overflow_expired_total"), static_cast<double>(expired.size()));
+}
+
+TEST(overflow_buffer, a_per_record_ttl_shorter_than_the_default_applies) {
+  harness h(rate_opts(1));
+  h.pipe("c", msg(0));                    // direct
+  h.pipe("c", R"({"n":1,"ttl_ms":1500})");  // buffered, expires at +1.5 s
+  h.pipe("c", R"({"n":2,"ttl_ms":999999999999})");  // capped at the default 6 h
+  h.run_for(3000);
+  auto out = h.take("out");
+  auto expired = h.take("expired");
+  ASSERT_EQ(expired.size(), 0u) << "n=1 is the head at 1 s and gets the token then";
+  ASSERT_EQ(out.size(), 3u);
+  harness g(rate_opts(0.25));
+  g.pipe("c", msg(0));
+  g.pipe("c", R"({"n":1,"ttl_ms":1500})");
+  g.run_for(5000);
+  out = g.take("out");
+  expired = g.take("expired");
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(n_of(expired[0]), 1);
+  auto j = nlohmann::json::parse(header(expired[0], "sluice-overflow-expired"));
+  EXPECT_EQ(j.at("ttl_ms"), 1500);
+  EXPECT_LE(expired[0].timestamp, start_ms + 1600);  // no later than one tick after it expired
+}
+
+TEST(overflow_buffer, an_expired_record_is_never_emitted) {
+  overflow_buffer_options o = rate_opts(2);
+  o.default_ttl = 60'000ms;
+  harness h(o);
+  h.pipe("c", msg(0), start_ms - 120'000);  // already two minutes old: expired on arrival
+  h.rate("z", R"({"rate_per_second": 0})");
+  h.pipe("z", R"({"n":1,"ttl_ms":2000})");
+  h.run_for(5000);
+  h.rate("z", R"({"rate_per_second": 1000})");  // too late: it expired at +2 s
+  h.run_for(2000);
+  EXPECT_TRUE(h.take("out").empty());
+  auto expired = h.take("expired");
+  ASSERT_EQ(expired.size(), 2u);
+  EXPECT_EQ(n_of(expired[0]), 0);
+  EXPECT_EQ(n_of(expired[1]), 1);
+}
+
+TEST(overflow_buffer, without_an_expired_topic_expired_records_are_dropped_and_counted) {
+  overflow_buffer_options o = rate_opts(1);
+  o.forward_expired = false;
+  o.default_ttl = 1000ms;
+  harness h(o);
+  h.pipe("c", msg(0), start_ms - 5000);
+  EXPECT_TRUE(h.take("out").empty());
+  EXPECT_EQ(h.metric("sluice_overflow_expired_dropped_total"), 1);
+}
+
+TEST(overflow_buffer, replayed_input_at_or_below_the_handled_offset_is_skipped) {
+  harness h(rate_opts(1000));
+  h.pipe("c", msg(0));  // offset 0
+  h.pipe("c", msg(1));  // offset 1
+  ASSERT_EQ(h.take("out").size(), 2u);
+  // The customer store says offsets up to 1 are handled: what a crash under at-least-once
+  // leaves behind when the input is replayed from an older committed offset. Pretend the
+  // next two offsets were handled too, then pipe them: they are recognised and skipped.
+  auto customers = h.driver->store<std::string, std::string>("overflow-customers");
+  auto raw = customers.get("c");
+  ASSERT_TRUE(raw.has_value());
+  auto st = sluice::topologies::overflow_detail::customer_state::deserialize(*raw);
+  EXPECT_EQ(st.handled_offset, 1);
+  st.handled_offset = 3;
+  std::string bytes;
+  st.serialize(bytes);
+  customers.put("c", bytes);
+  h.pipe("c", msg(2));  // offset 2
+  h.pipe("c", msg(3));  // offset 3
+  h.pipe("c", msg(4));  // offset 4: new
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(n_of(out[0]), 4);
+  EXPECT_EQ(h.metric("sluice_overflow_replays_skipped_total"), 2);
+}
+
+TEST(overflow_buffer, malformed_values_are_processing_errors_sent_to_the_dead_letter_topic) {
+  harness h;
+  h.pipe("c", "not json");
+  h.pipe("c", "[1, 2]");
+  h.pipe("c", R"({"ttl_ms":"soon"})");
+  h.pipe("c", R"({"deliver_at_ms":true})");
+  h.pipe("c", R"({"n":5,"ttl_ms":1000.5})");  // a number: fine
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(n_of(out[0]), 5);
+  EXPECT_EQ(h.driver->records(h.driver->application_id() + "-dlq").size(), 4u);
+}
+
+TEST(overflow_buffer, output_keeps_key_value_and_headers) {
+  harness h(rate_opts(1));
+  const std::string v = R"({"n":0,"body":"héllo","nested":{"a":[1,2]}})";
+  h.driver->pipe_raw("notifications", std::string("c"), v, start_ms - 10, sluice::headers{{"trace", "abc"}});
+  h.driver->pipe_raw("notifications", std::string("c"), v, start_ms - 5, sluice::headers{{"trace", "def"}});
+  h.run_for(1000);
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& m : out) {
+    EXPECT_EQ(m.key, "c");
+    EXPECT_EQ(m.value, v);
+  }
+  EXPECT_EQ(header(out[0], "trace"), "abc");
+  EXPECT_EQ(header(out[1], "trace"), "def");
+  EXPECT_EQ(header(out[1], "sluice-overflow-input-timestamp"), std::to_string(start_ms - 5));
+  EXPECT_EQ(header(out[1], "sluice-overflow-delay-ms"), "1000");
+}
+
+// 100,000 customers, 1 % of them over their rate: the others never touch the buffer, every
+// record is accounted for once, per-customer order and the bound hold.
+TEST(overflow_buffer, one_hundred_thousand_customers_of_which_one_percent_buffer) {
+  harness h(rate_opts(5));
+  std::mt19937 rng(3);
+  std::map<std::string, int> sent;
+  for (int c = 0; c < 100'000; ++c) {
+    const std::string customer = "c" + std::to_string(c);
+    const int n = c % 100 == 0 ? 20 : 1 + static_cast<int>(rng() % 3);  // 1 %: 20 at once, over the burst of 5
+    for (int i = 0; i < n; ++i) h.pipe(customer, msg(sent[customer]++));
+  }
+  EXPECT_EQ(h.metric("sluice_overflow_buffered_total"), 1000 * 15);
+  auto out = h.take("out");
+  h.run_for(4000);
+  auto drained = h.take("out");
+  out.insert(out.end(), drained.begin(), drained.end());
+  std::map<std::string, int> next;
+  for (const auto& m : out) {
+    const auto& k = *m.key;
+    ASSERT_EQ(n_of(m), next[k]++) << "customer " << k;
+  }
+  EXPECT_EQ(next, sent);
+  EXPECT_TRUE(h.take("expired").empty());
+  std::vector<raw_message> buffered_customers;
+  for (auto& m : out)
+    if (std::stoi(m.key->substr(1)) % 100 == 0) buffered_customers.push_back(m);
+  expect_token_bucket_bound(buffered_customers, 5);
+}
+
+TEST(overflow_buffer, invalid_options_are_rejected_with_the_allowed_range) {
+  overflow_buffer_options o;
+  o.drain_interval = 0ms;
+  try {
+    sluice::topologies::validate(o);
+    FAIL() << "expected an error";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::invalid_config);
+    EXPECT_NE(std::string(e.what()).find("1 .. 60000"), std::string::npos);
+  }
+  o = {};
+  o.default_rate_per_second = -1;
+  EXPECT_THROW(sluice::topologies::validate(o), sluice::error);
+}
+
+TEST(overflow_buffer, alarm_line_reads_as_the_issue_shows) {
+  EXPECT_EQ(sluice::topologies::overflow_detail::alarm_line("c-42", 12000, 2, 6'000'000, 3'600'000),
+            "customer c-42: 12,000 buffered at 2/s drain in 100 min; TTL 60 min: records will expire");
+}
+
+TEST(overflow_buffer, a_buffer_store_of_another_kind_is_refused_with_its_name) {
+  overflow_buffer_options o;
+  sluice::streams_builder b;
+  using bytes = sluice::topologies::overflow_detail::bytes;
+  b.add_state_store({.name = o.buffer_store});  // a key-value store, not a queue store
+  b.add_state_store({.name = o.customer_store});
+  b.global_table<std::string, std::string>(o.rates_topic, o.rates_store);
+  auto s = b.stream<bytes, bytes>("notifications")
+               .process(sluice::topologies::overflow_buffer(o), o.buffer_store, o.customer_store, o.rates_store);
+  s.filter([](const bytes&, const bytes&) { return true; }).to("out");
+  s.filter([](const bytes&, const bytes&) { return true; }).to("expired");
+  try {
+    topology_test_driver d(b.build());
+    d.pipe_raw("notifications", std::string("c"), std::string("{}"), 1);
+    FAIL() << "expected an error";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::invalid_topology);
+    EXPECT_NE(std::string(e.what()).find("store 'overflow-buffer' is not a queue store"), std::string::npos) << e.what();
+  }
+}

@@ -1,0 +1,238 @@
+// sluice::topologies::overflow_buffer: a per-customer output rate; the excess is parked
+// durably per customer and drained at that rate (seed 000's "overflow buffer"), with
+// scheduled delivery, TTL and backlog alarms. See topologies/overflow_buffer/README.md.
+//
+// Records are keyed by customer id; values are JSON objects passed through unchanged (the
+// processor reads only the optional fields `ttl_ms` and `deliver_at_ms`). A record whose
+// customer has nothing buffered and a token in its bucket goes out at once (direct path);
+// otherwise it joins the customer's buffer, a queue in a queue store (state/queue_store.hpp)
+// keyed by input partition and offset, drained on wall-clock time at the customer's rate.
+//
+//   sluice::streams_builder b;
+//   sluice::topologies::overflow_buffer_options o;   // defaults as in the job
+//   auto out = sluice::topologies::apply_overflow_buffer(b, b.stream<bytes, bytes>("notifications"), o);
+//   out.emitted.to("notifications-out");
+//   if (out.expired) out.expired->to("notifications-expired");
+//
+// Threading: one processor per task, called from the task's thread only (as every
+// processor); the drain runs in a wall-clock punctuator on the same thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "sluice/builder.hpp"
+#include "sluice/processor.hpp"
+#include "sluice/queue_store.hpp"
+
+namespace sluice::topologies {
+
+/// Headers of an emitted record: its input timestamp (decimal ms) and how long it waited in
+/// the buffer (decimal ms; 0 on the direct path).
+inline constexpr std::string_view overflow_input_timestamp_header = "sluice-overflow-input-timestamp";
+inline constexpr std::string_view overflow_delay_header = "sluice-overflow-delay-ms";
+/// Header of an expired record: {"customer":"…","age_ms":A,"ttl_ms":T}.
+inline constexpr std::string_view overflow_expired_header = "sluice-overflow-expired";
+
+struct overflow_buffer_options {
+  /// Rate of customers absent from the rates table (records per second, >= 0; 0 holds
+  /// everything until a rate is set or the records expire).
+  /// Default: 10.
+  double default_rate_per_second = 10;
+
+  /// A record expires this long after its input timestamp (after deliver_at_ms for a
+  /// scheduled one), or after its own `ttl_ms` if that is smaller. Must be > 0.
+  /// Default: 6 hours.
+  std::chrono::milliseconds default_ttl{6LL * 3600 * 1000};
+
+  /// How often (wall clock) the buffer drains. Must be within [1 ms, 60 s].
+  /// Default: 100 ms.
+  std::chrono::milliseconds drain_interval{100};
+
+  /// A customer's backlog alarm (a warning log line) repeats at most this often.
+  /// Default: 5 minutes.
+  std::chrono::milliseconds alarm_interval{5LL * 60 * 1000};
+
+  /// How many of the largest backlogs get per-rank gauges (sluice_overflow_top_backlog).
+  /// Default: 10.
+  std::size_t top_backlogs = 10;
+
+  /// Global table of customer rates: key = customer id, value {"rate_per_second": r}.
+  /// Empty = every customer gets default_rate_per_second.
+  /// Default: "customer-rates".
+  std::string rates_topic = "customer-rates";
+
+  /// Expired records go to the processor's second outlet (true, with the
+  /// sluice-overflow-expired header) or are dropped and counted (false).
+  /// Default: true.
+  bool forward_expired = true;
+
+  /// The queue store of buffered records (RocksDB, changelogged).
+  /// Default: "overflow-buffer".
+  std::string buffer_store = "overflow-buffer";
+  /// The key-value store of per-customer state: handled offset and token bucket.
+  /// Default: "overflow-customers".
+  std::string customer_store = "overflow-customers";
+  /// The global store of the rates table.
+  /// Default: "overflow-rates".
+  std::string rates_store = "overflow-rates";
+};
+
+/// Throws sluice::error(errc::invalid_config) naming the bad value and its allowed range.
+void validate(const overflow_buffer_options& options);
+
+/// Declares the buffer (queue store), the customer store and, with rates_topic, the rates
+/// global table. Validates the options first.
+void add_overflow_buffer_stores(streams_builder& builder, const overflow_buffer_options& options);
+
+namespace overflow_detail {
+
+using bytes = std::optional<std::string>;
+
+/// One buffered record as stored in the queue store.
+struct buffered_record {
+  std::int64_t input_timestamp = 0;
+  std::int64_t offset = 0;
+  std::int64_t buffered_at = 0;    ///< wall clock when it entered the buffer
+  std::int64_t deliver_at = 0;     ///< 0: not scheduled
+  std::int64_t ttl_ms = 0;         ///< the TTL that applies to it
+  bytes value;
+  sluice::headers headers;
+
+  /// When it expires: ttl after deliver_at (scheduled) or after the input timestamp.
+  std::int64_t expires_at() const noexcept { return (deliver_at != 0 ? deliver_at : input_timestamp) + ttl_ms; }
+  /// When it is due: deliver_at for scheduled records, else its input timestamp.
+  std::int64_t due_at() const noexcept { return deliver_at != 0 ? deliver_at : input_timestamp; }
+
+  void serialize(std::string& out) const;
+  static buffered_record deserialize(std::string_view in);
+};
+
+/// Per customer, in the customer store: replays at or below `handled_offset` are skipped;
+/// the token bucket holds `tokens` as of `refilled_at` (wall clock).
+struct customer_state {
+  std::int64_t handled_offset = -1;
+  double tokens = 0;
+  std::int64_t refilled_at = 0;
+  bool fresh = true;  ///< not in the store yet: starts with a full bucket
+
+  void serialize(std::string& out) const;
+  static customer_state deserialize(std::string_view in);
+};
+
+/// The fields the processor reads from a value. Throws sluice::error(errc::processing) when
+/// the value is not a JSON object or a field has the wrong type.
+struct parsed_fields {
+  std::optional<std::int64_t> ttl_ms;
+  std::optional<std::int64_t> deliver_at_ms;
+};
+parsed_fields parse_fields(const bytes& value);
+
+/// The rate in a rates-table value, or nullopt when it is invalid.
+std::optional<double> parse_rate(std::string_view json);
+
+/// Formats the backlog alarm line, e.g. "customer c-42: 12,000 buffered at 2/s drain in
+/// 100 min; TTL 60 min: records will expire".
+std::string alarm_line(std::string_view customer, std::uint64_t buffered, double rate, std::int64_t drain_ms,
+                       std::int64_t ttl_ms);
+
+/// The processor: bytes in, bytes out (first child emitted, second child expired).
+class processor final : public sluice::processor<bytes, bytes> {
+ public:
+  explicit processor(const overflow_buffer_options& options);
+
+  void init(context_type& ctx) override;
+  void process(const record<bytes, bytes>& r) override;
+  void close() override;
+
+  /// One drain pass at wall clock `now` (the punctuator calls it).
+  void drain(std::int64_t now);
+
+ private:
+  /// A customer with anything buffered (about 100 bytes of memory plus its name).
+  struct waiting {
+    std::int64_t wake_at = 0;
+    std::uint64_t line = 0;       ///< entries due at once, in input order
+    std::uint64_t scheduled = 0;  ///< entries held for deliver_at_ms
+    std::int64_t earliest_scheduled = std::numeric_limits<std::int64_t>::max();
+    std::uint64_t buffered() const noexcept { return line + scheduled; }
+  };
+
+  double rate_for(std::string_view customer);
+  customer_state load_state(std::string_view customer);
+  void save_state(std::string_view customer, const customer_state& st);
+  static void refill(customer_state& st, double rate, std::int64_t now);
+  void emit(std::string_view customer, const buffered_record& b, std::int64_t now);
+  void emit_direct(const record<bytes, bytes>& r, std::int64_t now);
+  void expire(std::string_view customer, const buffered_record& b, std::int64_t now, std::int64_t ttl_ms,
+              std::int64_t reference);
+  void schedule_at(const std::string& customer, std::int64_t wake_at);
+  /// Emits and expires what the customer can now; returns when to look again (nullopt:
+  /// nothing left buffered).
+  std::optional<std::int64_t> service(const std::string& customer, std::int64_t now);
+  void report(std::int64_t now);
+  /// Re-reads the sizes of the customer's queues into its waiting entry.
+  void recount(const std::string& customer, waiting& w);
+
+  overflow_buffer_options options_;
+  std::optional<queue_store_handle> buffer_;
+  std::optional<key_value_store<std::string, std::string>> customers_;
+  std::optional<global_store_view<std::string, std::string>> rates_;
+  std::string emitted_child_, expired_child_;
+  // Customers with anything buffered, and when to look at each again: the drain visits only
+  // those whose time has come.
+  std::unordered_map<std::string, waiting> waiting_;
+  std::multimap<std::int64_t, std::string> wake_queue_;
+  std::unordered_map<std::string, std::int64_t> last_alarm_;
+  std::unordered_map<std::string, std::optional<double>> parsed_rates_;
+  std::int64_t next_report_ = 0;
+  std::uint64_t buffered_total_ = 0;
+  std::string scratch_;
+  std::vector<state::queue_entry> peeked_;
+  counter* direct_ = nullptr;
+  counter* buffered_ = nullptr;
+  counter* drained_ = nullptr;
+  counter* expired_ = nullptr;
+  counter* expired_dropped_ = nullptr;
+  counter* replays_skipped_ = nullptr;
+  counter* invalid_rates_ = nullptr;
+  gauge* buffered_now_ = nullptr;
+  gauge* customers_buffering_ = nullptr;
+  gauge* oldest_age_ = nullptr;
+  std::vector<gauge*> top_;
+};
+
+}  // namespace overflow_detail
+
+/// The processor supplier for kstream<bytes, bytes>::process(supplier, stores...). Declare
+/// the stores with add_overflow_buffer_stores(b, o) first. Validates the options.
+std::function<std::unique_ptr<overflow_detail::processor>()> overflow_buffer(overflow_buffer_options options);
+
+/// The outlets of apply_overflow_buffer: emitted records, and expired ones when
+/// forward_expired (nullopt when they are dropped).
+struct overflow_buffer_outlets {
+  kstream<overflow_detail::bytes, overflow_detail::bytes> emitted;
+  std::optional<kstream<overflow_detail::bytes, overflow_detail::bytes>> expired;
+};
+
+/// Declares the stores, adds the overflow buffer after `in` and returns its outlets.
+overflow_buffer_outlets apply_overflow_buffer(streams_builder& builder,
+                                              const kstream<overflow_detail::bytes, overflow_detail::bytes>& in,
+                                              const overflow_buffer_options& options);
+
+/// The sluice-overflow-buffer job's topology: `input` -> overflow buffer -> `output`, expired
+/// records to `expired` (dropped and counted when it is empty).
+topology overflow_buffer_job_topology(const std::string& input, const std::string& output, const std::string& expired,
+                                      overflow_buffer_options options);
+
+}  // namespace sluice::topologies

@@ -1,0 +1,637 @@
+// The overflow buffer: direct path, per-customer buffers in a queue store, the wall-clock
+// drain over a wake-up schedule of buffering customers, TTL, metrics and backlog alarms.
+// The semantics are the README's; the reasons for the mechanism are next to it here.
+#include "sluice/topologies/overflow_buffer.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "sluice/error.hpp"
+
+namespace sluice::topologies {
+namespace {
+
+using overflow_detail::buffered_record;
+using overflow_detail::bytes;
+using overflow_detail::customer_state;
+
+// A customer waiting for a token, a scheduled time or a rate change is looked at again at
+// least this often: a rate read from the table applies from then on.
+constexpr std::int64_t max_wait_ms = 1000;
+// How often the gauges and the backlog alarms are computed (a pass over buffering
+// customers, in memory).
+constexpr std::int64_t report_interval_ms = 1000;
+// Tokens are doubles; refills of a fractional rate over whole milliseconds add up to 1 only
+// approximately, so "a token" is anything within this of 1.
+constexpr double token_epsilon = 1e-9;
+
+// Buffered entries of one customer live in two queues of the queue store: the line (records
+// due at once, in input order: sequence = {partition, offset}) and the scheduled ones
+// (sequence = {deliver_at_ms, offset}). Emission merges the two by due time.
+std::string line_queue(std::string_view customer) {
+  std::string q;
+  q.reserve(1 + customer.size());
+  q.push_back('l');
+  q.append(customer);
+  return q;
+}
+std::string scheduled_queue(std::string_view customer) {
+  std::string q;
+  q.reserve(1 + customer.size());
+  q.push_back('s');
+  q.append(customer);
+  return q;
+}
+
+void put_be64(std::string& out, std::uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+std::uint64_t get_be64(std::string_view in, std::size_t at) {
+  if (at + 8 > in.size()) throw serialization_error("overflow buffer: truncated state record");
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
+void put_bytes(std::string& out, const std::optional<std::string>& b) {
+  if (!b) {
+    put_be64(out, std::numeric_limits<std::uint64_t>::max());
+    return;
+  }
+  put_be64(out, b->size());
+  out.append(*b);
+}
+std::optional<std::string> get_bytes(std::string_view in, std::size_t& at) {
+  const auto n = get_be64(in, at);
+  at += 8;
+  if (n == std::numeric_limits<std::uint64_t>::max()) return std::nullopt;
+  if (at + n > in.size()) throw serialization_error("overflow buffer: truncated state record");
+  std::string s(in.substr(at, n));
+  at += n;
+  return s;
+}
+
+std::string with_thousands(std::uint64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+std::string format_rate(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", r);
+  return buf;
+}
+
+std::string format_minutes(std::int64_t ms) {
+  const auto min = static_cast<std::int64_t>(std::ceil(static_cast<double>(ms) / 60000.0));
+  return std::to_string(min) + " min";
+}
+
+}  // namespace
+
+void validate(const overflow_buffer_options& o) {
+  if (!(o.default_rate_per_second >= 0) || !std::isfinite(o.default_rate_per_second))
+    throw error(errc::invalid_config, "overflow buffer: the default rate " + format_rate(o.default_rate_per_second) +
+                                          " is invalid; use a number of records per second >= 0");
+  if (o.default_ttl.count() <= 0)
+    throw error(errc::invalid_config, "overflow buffer: the default TTL must be > 0 ms (got " +
+                                          std::to_string(o.default_ttl.count()) + ")");
+  if (o.drain_interval.count() < 1 || o.drain_interval.count() > 60'000)
+    throw error(errc::invalid_config, "overflow buffer: the drain interval " + std::to_string(o.drain_interval.count()) +
+                                          " ms is out of range; allowed 1 .. 60000 ms");
+  if (o.alarm_interval.count() < 0)
+    throw error(errc::invalid_config, "overflow buffer: the alarm interval must be >= 0 ms");
+  if (o.top_backlogs > 1000)
+    throw error(errc::invalid_config, "overflow buffer: top backlogs " + std::to_string(o.top_backlogs) +
+                                          " is out of range; allowed 0 .. 1000");
+  for (const auto* name : {&o.buffer_store, &o.customer_store})
+    if (name->empty()) throw error(errc::invalid_config, "overflow buffer: store names must not be empty");
+  if (!o.rates_topic.empty() && o.rates_store.empty())
+    throw error(errc::invalid_config, "overflow buffer: the rates store name must not be empty");
+}
+
+void add_overflow_buffer_stores(streams_builder& builder, const overflow_buffer_options& o) {
+  validate(o);
+  builder.add_state_store(queue_store_materialized(o.buffer_store));
+  builder.add_state_store({.name = o.customer_store});
+  if (!o.rates_topic.empty()) builder.global_table<std::string, std::string>(o.rates_topic, o.rates_store);
+}
+
+std::function<std::unique_ptr<overflow_detail::processor>()> overflow_buffer(overflow_buffer_options options) {
+  validate(options);
+  return [options] { return std::make_unique<overflow_detail::processor>(options); };
+}
+
+overflow_buffer_outlets apply_overflow_buffer(streams_builder& builder,
+                                              const kstream<overflow_detail::bytes, overflow_detail::bytes>& in,
+                                              const overflow_buffer_options& options) {
+  add_overflow_buffer_stores(builder, options);
+  auto buffered = options.rates_topic.empty()
+                      ? in.process(overflow_buffer(options), options.buffer_store, options.customer_store)
+                      : in.process(overflow_buffer(options), options.buffer_store, options.customer_store,
+                                   options.rates_store);
+  auto all = [](const bytes&, const bytes&) { return true; };
+  // Created in this order, so they are the processor's first and second children.
+  auto emitted = buffered.filter(all);
+  if (!options.forward_expired) return {emitted, std::nullopt};
+  auto expired = buffered.filter(all);
+  return {emitted, expired};
+}
+
+topology overflow_buffer_job_topology(const std::string& input, const std::string& output, const std::string& expired,
+                                      overflow_buffer_options options) {
+  options.forward_expired = !expired.empty();
+  streams_builder b;
+  auto out = apply_overflow_buffer(b, b.stream<bytes, bytes>(input), options);
+  out.emitted.to(output);
+  if (out.expired) out.expired->to(expired);
+  return b.build();
+}
+
+namespace overflow_detail {
+
+void buffered_record::serialize(std::string& out) const {
+  out.clear();
+  out.push_back(0x01);  // format version
+  put_be64(out, static_cast<std::uint64_t>(input_timestamp));
+  put_be64(out, static_cast<std::uint64_t>(offset));
+  put_be64(out, static_cast<std::uint64_t>(buffered_at));
+  put_be64(out, static_cast<std::uint64_t>(deliver_at));
+  put_be64(out, static_cast<std::uint64_t>(ttl_ms));
+  put_bytes(out, value);
+  put_be64(out, headers.size());
+  for (const auto& h : headers) {
+    put_bytes(out, h.key);
+    put_bytes(out, h.value);
+  }
+}
+
+buffered_record buffered_record::deserialize(std::string_view in) {
+  if (in.empty() || in[0] != 0x01) throw serialization_error("overflow buffer: unknown buffered record format");
+  buffered_record b;
+  b.input_timestamp = static_cast<std::int64_t>(get_be64(in, 1));
+  b.offset = static_cast<std::int64_t>(get_be64(in, 9));
+  b.buffered_at = static_cast<std::int64_t>(get_be64(in, 17));
+  b.deliver_at = static_cast<std::int64_t>(get_be64(in, 25));
+  b.ttl_ms = static_cast<std::int64_t>(get_be64(in, 33));
+  std::size_t at = 41;
+  b.value = get_bytes(in, at);
+  const auto n = get_be64(in, at);
+  at += 8;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    auto k = get_bytes(in, at);
+    auto v = get_bytes(in, at);
+    b.headers.add(k.value_or(""), std::move(v));
+  }
+  return b;
+}
+
+void customer_state::serialize(std::string& out) const {
+  out.clear();
+  put_be64(out, static_cast<std::uint64_t>(handled_offset));
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &tokens, sizeof bits);
+  put_be64(out, bits);
+  put_be64(out, static_cast<std::uint64_t>(refilled_at));
+}
+
+customer_state customer_state::deserialize(std::string_view in) {
+  if (in.size() != 24) throw serialization_error("overflow buffer: malformed customer state");
+  customer_state s;
+  s.handled_offset = static_cast<std::int64_t>(get_be64(in, 0));
+  const auto bits = get_be64(in, 8);
+  std::memcpy(&s.tokens, &bits, sizeof bits);
+  s.refilled_at = static_cast<std::int64_t>(get_be64(in, 16));
+  s.fresh = false;
+  return s;
+}
+
+parsed_fields parse_fields(const bytes& value) {
+  if (!value) throw error(errc::processing, "overflow buffer: the record has a null value; values must be JSON objects");
+  auto doc = nlohmann::json::parse(value->begin(), value->end(), nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object())
+    throw error(errc::processing, "overflow buffer: the record value is not a JSON object");
+  parsed_fields f;
+  auto read = [&](const char* name, std::optional<std::int64_t>& into) {
+    auto it = doc.find(name);
+    if (it == doc.end() || it->is_null()) return;
+    if (!it->is_number())
+      throw error(errc::processing, std::string("overflow buffer: field '") + name + "' must be a number (got " +
+                                        it->type_name() + ")");
+    const double d = it->get<double>();
+    if (!std::isfinite(d) || d < 0 || d > 9.2e15)
+      throw error(errc::processing, std::string("overflow buffer: field '") + name + "' is out of range (" +
+                                        it->dump() + "); use milliseconds >= 0");
+    into = it->is_number_integer() ? it->get<std::int64_t>() : static_cast<std::int64_t>(d);
+  };
+  read("ttl_ms", f.ttl_ms);
+  read("deliver_at_ms", f.deliver_at_ms);
+  return f;
+}
+
+std::optional<double> parse_rate(std::string_view json) {
+  auto doc = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return std::nullopt;
+  auto it = doc.find("rate_per_second");
+  if (it == doc.end() || !it->is_number()) return std::nullopt;
+  const double r = it->get<double>();
+  if (!std::isfinite(r) || r < 0) return std::nullopt;
+  return r;
+}
+
+std::string alarm_line(std::string_view customer, std::uint64_t buffered, double rate, std::int64_t drain_ms,
+                       std::int64_t ttl_ms) {
+  std::string drain = rate > 0 ? "drain in " + format_minutes(drain_ms) : "not draining (rate 0)";
+  return "customer " + std::string(customer) + ": " + with_thousands(buffered) + " buffered at " + format_rate(rate) +
+         "/s " + drain + "; TTL " + format_minutes(ttl_ms) + ": records will expire";
+}
+
+processor::processor(const overflow_buffer_options& options) : options_(options) {}
+
+void processor::init(context_type& ctx) {
+  sluice::processor<bytes, bytes>::init(ctx);
+  buffer_.emplace(ctx.template state_store<queue_store_handle>(options_.buffer_store));
+  customers_.emplace(ctx.template store<std::string, std::string>(options_.customer_store));
+  if (!options_.rates_topic.empty())
+    rates_.emplace(ctx.template global_store<std::string, std::string>(options_.rates_store));
+  const auto& children = ctx.child_names();
+  const std::size_t want = options_.forward_expired ? 2 : 1;
+  if (children.size() != want)
+    throw error(errc::invalid_topology, "overflow buffer: the processor needs " + std::to_string(want) +
+                                            " children (emitted" + (want == 2 ? ", expired" : "") + ") but has " +
+                                            std::to_string(children.size()) + "; use apply_overflow_buffer()");
+  emitted_child_ = children[0];
+  if (want == 2) expired_child_ = children[1];
+
+  auto& m = ctx.metrics();
+  const std::string labels = "task=\"" + std::string(ctx.task_id()) + "\"";
+  direct_ = &m.get_counter("sluice_overflow_direct_total", labels);
+  buffered_ = &m.get_counter("sluice_overflow_buffered_total", labels);
+  drained_ = &m.get_counter("sluice_overflow_drained_total", labels);
+  expired_ = &m.get_counter("sluice_overflow_expired_total", labels);
+  expired_dropped_ = &m.get_counter("sluice_overflow_expired_dropped_total", labels);
+  replays_skipped_ = &m.get_counter("sluice_overflow_replays_skipped_total", labels);
+  invalid_rates_ = &m.get_counter("sluice_overflow_invalid_rates_total", labels);
+  buffered_now_ = &m.get_gauge("sluice_overflow_buffered", labels);
+  customers_buffering_ = &m.get_gauge("sluice_overflow_customers_buffering", labels);
+  oldest_age_ = &m.get_gauge("sluice_overflow_oldest_buffered_age_ms", labels);
+  top_.clear();
+  for (std::size_t i = 0; i < options_.top_backlogs; ++i)
+    top_.push_back(&m.get_gauge("sluice_overflow_top_backlog", labels + ",rank=\"" + std::to_string(i + 1) + "\""));
+
+  // The buffer survives restarts (restored before init): every customer with entries gets a
+  // look at the first drain, which sets its real wake-up time.
+  const std::int64_t now = ctx.wall_clock_ms();
+  waiting_.clear();
+  wake_queue_.clear();
+  buffered_total_ = 0;
+  std::vector<std::string> customers;
+  for (const auto& q : buffer_->non_empty_queues()) {
+    std::string customer = q.substr(1);
+    if (customers.empty() || customers.back() != customer) customers.push_back(std::move(customer));
+  }
+  for (auto& customer : customers) {
+    auto& w = waiting_[customer];
+    recount(customer, w);
+    w.wake_at = now;
+    wake_queue_.emplace(now, std::move(customer));
+  }
+  next_report_ = now;
+  ctx.schedule(options_.drain_interval, punctuation_type::wall_clock, [this](std::int64_t t) { drain(t); });
+}
+
+void processor::recount(const std::string& customer, waiting& w) {
+  const std::uint64_t before = w.buffered();
+  w.line = buffer_->size(line_queue(customer));
+  w.scheduled = buffer_->size(scheduled_queue(customer));
+  w.earliest_scheduled = std::numeric_limits<std::int64_t>::max();
+  if (w.scheduled > 0) {
+    if (auto head = buffer_->front(scheduled_queue(customer)))
+      w.earliest_scheduled = buffered_record::deserialize(head->value).deliver_at;
+  }
+  buffered_total_ = buffered_total_ - std::min(buffered_total_, before) + w.buffered();
+}
+
+void processor::close() {
+  waiting_.clear();
+  wake_queue_.clear();
+  last_alarm_.clear();
+}
+
+double processor::rate_for(std::string_view customer) {
+  if (!rates_) return options_.default_rate_per_second;
+  auto raw = rates_->get(std::string(customer));
+  if (!raw) return options_.default_rate_per_second;
+  auto cached = parsed_rates_.find(*raw);
+  if (cached == parsed_rates_.end()) {
+    if (parsed_rates_.size() >= 4096) parsed_rates_.clear();  // bounded: distinct rate texts are few
+    cached = parsed_rates_.emplace(*raw, parse_rate(*raw)).first;
+  }
+  if (!cached->second) {
+    invalid_rates_->add();
+    return options_.default_rate_per_second;
+  }
+  return *cached->second;
+}
+
+customer_state processor::load_state(std::string_view customer) {
+  auto raw = customers_->get(std::string(customer));
+  if (!raw) return {};
+  return customer_state::deserialize(*raw);
+}
+
+void processor::save_state(std::string_view customer, const customer_state& st) {
+  st.serialize(scratch_);
+  customers_->put(std::string(customer), scratch_);
+}
+
+// Token bucket of rate r and burst max(1, r): a new customer starts full.
+void processor::refill(customer_state& st, double rate, std::int64_t now) {
+  const double burst = std::max(1.0, rate);
+  if (st.fresh) {
+    st.tokens = burst;
+    st.refilled_at = now;
+    st.fresh = false;
+    return;
+  }
+  if (now > st.refilled_at) {
+    st.tokens = std::min(burst, st.tokens + rate * static_cast<double>(now - st.refilled_at) / 1000.0);
+    st.refilled_at = now;
+  } else {
+    st.tokens = std::min(burst, st.tokens);
+  }
+}
+
+void processor::emit_direct(const record<bytes, bytes>& r, std::int64_t now) {
+  record<bytes, bytes> out{r.key, r.value, now, r.headers};
+  out.headers.add(std::string(overflow_input_timestamp_header), std::to_string(r.timestamp));
+  out.headers.add(std::string(overflow_delay_header), "0");
+  context().forward(out, emitted_child_);
+  direct_->add();
+}
+
+void processor::emit(std::string_view customer, const buffered_record& b, std::int64_t now) {
+  record<bytes, bytes> out{std::string(customer), b.value, now, b.headers};
+  out.headers.add(std::string(overflow_input_timestamp_header), std::to_string(b.input_timestamp));
+  const std::int64_t waited_from = std::max(b.buffered_at, b.deliver_at);
+  out.headers.add(std::string(overflow_delay_header), std::to_string(std::max<std::int64_t>(0, now - waited_from)));
+  context().forward(out, emitted_child_);
+  drained_->add();
+}
+
+void processor::expire(std::string_view customer, const buffered_record& b, std::int64_t now, std::int64_t ttl_ms,
+                       std::int64_t reference) {
+  expired_->add();
+  if (expired_child_.empty()) {
+    expired_dropped_->add();
+    return;
+  }
+  nlohmann::json j = {{"customer", std::string(customer)}, {"age_ms", now - reference}, {"ttl_ms", ttl_ms}};
+  record<bytes, bytes> out{std::string(customer), b.value, now, b.headers};
+  out.headers.add(std::string(overflow_expired_header),
+                  j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  context().forward(out, expired_child_);
+}
+
+void processor::schedule_at(const std::string& customer, std::int64_t wake_at) {
+  auto [it, inserted] = waiting_.try_emplace(customer);
+  if (!inserted && it->second.wake_at <= wake_at) return;
+  if (!inserted) {
+    auto [lo, hi] = wake_queue_.equal_range(it->second.wake_at);
+    for (auto w = lo; w != hi; ++w) {
+      if (w->second == customer) {
+        wake_queue_.erase(w);
+        break;
+      }
+    }
+  }
+  it->second.wake_at = wake_at;
+  wake_queue_.emplace(wake_at, customer);
+}
+
+void processor::process(const record<bytes, bytes>& r) {
+  const auto fields = parse_fields(r.value);  // throws for the processing error handler
+  const std::string customer = r.key.value_or(std::string());
+  const std::int64_t offset = context().metadata().offset;
+  const std::int64_t now = context().wall_clock_ms();
+  customer_state st = load_state(customer);
+  if (!st.fresh && offset >= 0 && offset <= st.handled_offset) {
+    replays_skipped_->add();  // at-least-once replay of a record already handled
+    return;
+  }
+  if (offset >= 0) st.handled_offset = offset;
+
+  buffered_record b;
+  b.input_timestamp = r.timestamp;
+  b.offset = offset;
+  b.buffered_at = now;
+  b.ttl_ms = std::min<std::int64_t>(options_.default_ttl.count(), fields.ttl_ms.value_or(options_.default_ttl.count()));
+  const bool scheduled = fields.deliver_at_ms && *fields.deliver_at_ms > now;
+  if (fields.deliver_at_ms) b.deliver_at = *fields.deliver_at_ms;
+  const std::int64_t reference = b.deliver_at != 0 ? b.deliver_at : b.input_timestamp;
+
+  if (b.expires_at() <= now) {  // expired on arrival
+    expire(customer, {b.input_timestamp, offset, now, b.deliver_at, b.ttl_ms, r.value, r.headers}, now, b.ttl_ms,
+           reference);
+    save_state(customer, st);
+    return;
+  }
+  // "Nothing buffered": no record waiting in the line and no scheduled record due. A
+  // scheduled record for later does not hold back the customer's other records.
+  auto known = waiting_.find(customer);
+  const bool buffering = known != waiting_.end() &&
+                         (known->second.line > 0 || known->second.earliest_scheduled <= now);
+  if (!scheduled && !buffering) {
+    const double rate = rate_for(customer);
+    refill(st, rate, now);
+    if (rate > 0 && st.tokens >= 1.0 - token_epsilon) {
+      st.tokens = std::max(0.0, st.tokens - 1.0);
+      save_state(customer, st);
+      emit_direct(r, now);
+      return;
+    }
+  }
+  b.value = r.value;
+  b.headers = r.headers;
+  b.serialize(scratch_);
+  const auto partition = static_cast<std::uint64_t>(std::max<std::int32_t>(0, context().metadata().partition));
+  const auto seq_offset = static_cast<std::uint64_t>(std::max<std::int64_t>(0, offset));
+  const auto result = scheduled ? buffer_->append(scheduled_queue(customer),
+                                                  {static_cast<std::uint64_t>(b.deliver_at), seq_offset}, scratch_)
+                                : buffer_->append(line_queue(customer), {partition, seq_offset}, scratch_);
+  save_state(customer, st);
+  if (result != state::append_result::appended) {
+    replays_skipped_->add();
+    return;
+  }
+  buffered_->add();
+  ++buffered_total_;
+  auto [it, inserted] = waiting_.try_emplace(customer);
+  if (inserted) it->second.wake_at = std::numeric_limits<std::int64_t>::max();
+  if (scheduled) {
+    ++it->second.scheduled;
+    it->second.earliest_scheduled = std::min(it->second.earliest_scheduled, b.deliver_at);
+    schedule_at(customer, b.deliver_at);
+  } else if (it->second.line++ == 0) {
+    schedule_at(customer, now);  // a line that was empty: look at the next tick
+  }
+}
+
+std::optional<std::int64_t> processor::service(const std::string& customer, std::int64_t now) {
+  const std::string line = line_queue(customer);
+  const std::string sched = scheduled_queue(customer);
+  const double rate = rate_for(customer);
+  customer_state st = load_state(customer);
+  bool state_changed = false;
+  std::optional<buffered_record> line_head;
+  std::optional<buffered_record> sched_head;
+  std::optional<state::queue_entry> e;
+  auto load_line = [&] {
+    e = buffer_->front(line);
+    line_head = e ? std::optional<buffered_record>(buffered_record::deserialize(e->value)) : std::nullopt;
+  };
+  auto load_sched = [&] {
+    e = buffer_->front(sched);
+    sched_head = e ? std::optional<buffered_record>(buffered_record::deserialize(e->value)) : std::nullopt;
+  };
+  load_line();
+  load_sched();
+  std::uint64_t removed = 0;
+  std::optional<std::int64_t> wake;
+  for (;;) {
+    // Expired heads go first, whatever the tokens: an expired record is never emitted.
+    if (line_head && line_head->expires_at() <= now) {
+      expire(customer, *line_head, now, line_head->ttl_ms, line_head->input_timestamp);
+      buffer_->pop(line, 1);
+      ++removed;
+      load_line();
+      continue;
+    }
+    if (sched_head && sched_head->expires_at() <= now) {
+      expire(customer, *sched_head, now, sched_head->ttl_ms, sched_head->deliver_at);
+      buffer_->pop(sched, 1);
+      ++removed;
+      load_sched();
+      continue;
+    }
+    const bool sched_due = sched_head && sched_head->deliver_at <= now;
+    if (!line_head && !sched_due) break;
+    // The due scheduled record joins the line by its delivery time (ties by offset).
+    bool take_sched = sched_due;
+    if (sched_due && line_head) {
+      take_sched = std::pair(sched_head->deliver_at, sched_head->offset) <
+                   std::pair(line_head->input_timestamp, line_head->offset);
+    }
+    refill(st, rate, now);
+    state_changed = true;
+    if (!(rate > 0 && st.tokens >= 1.0 - token_epsilon)) {
+      if (rate > 0) {
+        const auto ms = static_cast<std::int64_t>(std::ceil((1.0 - st.tokens) * 1000.0 / rate - 1e-6));
+        wake = now + std::max<std::int64_t>(1, ms);
+      }
+      break;
+    }
+    st.tokens = std::max(0.0, st.tokens - 1.0);
+    if (take_sched) {
+      emit(customer, *sched_head, now);
+      buffer_->pop(sched, 1);
+      load_sched();
+    } else {
+      emit(customer, *line_head, now);
+      buffer_->pop(line, 1);
+      load_line();
+    }
+    ++removed;
+  }
+  if (state_changed) save_state(customer, st);
+  if (removed > 0) {
+    auto& w = waiting_[customer];
+    recount(customer, w);
+  }
+  if (!line_head && !sched_head) return std::nullopt;
+  // Look again when a token comes, the next scheduled record is due or a head expires, and
+  // at least every max_wait_ms (rate changes).
+  std::int64_t next = now + max_wait_ms;
+  if (wake) next = std::min(next, *wake);
+  if (sched_head) next = std::min(next, std::max(now + 1, std::min(sched_head->deliver_at, sched_head->expires_at())));
+  if (line_head) next = std::min(next, std::max(now + 1, line_head->expires_at()));
+  return next;
+}
+
+void processor::drain(std::int64_t now) {
+  // Only customers whose time has come: a tick costs work proportional to them.
+  while (!wake_queue_.empty() && wake_queue_.begin()->first <= now) {
+    auto node = wake_queue_.extract(wake_queue_.begin());
+    std::string customer = std::move(node.mapped());
+    auto next = service(customer, now);
+    if (!next) {
+      waiting_.erase(customer);
+      last_alarm_.erase(customer);
+      continue;
+    }
+    auto& w = waiting_[customer];
+    w.wake_at = *next;
+    wake_queue_.emplace(*next, std::move(customer));
+  }
+  if (now >= next_report_) {
+    next_report_ = now + report_interval_ms;
+    report(now);
+  }
+}
+
+// Gauges and alarms: one pass over the buffering customers (in memory, plus one head read
+// each for the oldest age), once per report interval, not per tick.
+void processor::report(std::int64_t now) {
+  // The schedule is derived from the buffer; if the store rolled back (an aborted
+  // transaction restores popped entries), a customer with entries may be missing from it.
+  // The queue store keeps its set of non-empty queues right across aborts: resync from it.
+  for (const auto& q : buffer_->non_empty_queues()) {
+    std::string_view customer = std::string_view(q).substr(1);
+    if (waiting_.find(std::string(customer)) == waiting_.end()) {
+      std::string c(customer);
+      auto& w = waiting_[c];
+      recount(c, w);
+      w.wake_at = now;
+      wake_queue_.emplace(now, std::move(c));
+    }
+  }
+  buffered_now_->set(static_cast<std::int64_t>(buffered_total_));
+  customers_buffering_->set(static_cast<std::int64_t>(waiting_.size()));
+  std::vector<std::pair<std::uint64_t, const std::string*>> sizes;
+  sizes.reserve(waiting_.size());
+  std::int64_t oldest = 0;
+  for (const auto& [customer, w] : waiting_) {
+    sizes.emplace_back(w.buffered(), &customer);
+    if (auto head = buffer_->front(line_queue(customer))) {
+      oldest = std::max(oldest, now - buffered_record::deserialize(head->value).buffered_at);
+    }
+    const double rate = rate_for(customer);
+    const std::int64_t ttl = options_.default_ttl.count();
+    const std::int64_t drain_ms = rate > 0 ? static_cast<std::int64_t>(static_cast<double>(w.buffered()) * 1000.0 / rate)
+                                           : std::numeric_limits<std::int64_t>::max();
+    if (drain_ms > ttl) {
+      auto [a, inserted] = last_alarm_.try_emplace(customer, now);
+      if (inserted || now - a->second >= options_.alarm_interval.count()) {
+        a->second = now;
+        spdlog::warn("overflow buffer: {}", alarm_line(customer, w.buffered(), rate, drain_ms, ttl));
+      }
+    }
+  }
+  oldest_age_->set(oldest);
+  const std::size_t n = std::min(top_.size(), sizes.size());
+  std::partial_sort(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(n), sizes.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = 0; i < top_.size(); ++i) top_[i]->set(i < n ? static_cast<std::int64_t>(sizes[i].first) : 0);
+}
+
+}  // namespace overflow_detail
+}  // namespace sluice::topologies
