@@ -280,8 +280,16 @@ std::vector<std::size_t> parse_sizes(const std::string& text) {
 }
 
 void print(const row& r) {
-  std::printf("| %-26s | %9zu | %12.0f | %7.2f / %9.2f | %7.2f / %7.2f | %7.2f / %7.2f |\n", r.contender.c_str(),
-              r.n, r.upserts_per_s, r.rank_p50, r.rank_p99, r.page_p50, r.page_p99, r.around_p50, r.around_p99);
+  auto pair = [](double p50, double p99) {
+    if (p50 == 0 && p99 == 0) return std::string("-");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f / %.2f", p50, p99);
+    return std::string(buf);
+  };
+  std::string upserts = r.upserts_per_s > 0 ? std::to_string(static_cast<long long>(r.upserts_per_s)) : "-";
+  std::printf("| %s | %zu | %s | %s | %s | %s |\n", r.contender.c_str(), r.n, upserts.c_str(),
+              pair(r.rank_p50, r.rank_p99).c_str(), pair(r.page_p50, r.page_p99).c_str(),
+              pair(r.around_p50, r.around_p99).c_str());
   std::fflush(stdout);
 }
 
