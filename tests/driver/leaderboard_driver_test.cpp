@@ -237,6 +237,20 @@ TEST(leaderboard, a_late_update_after_a_delete_does_not_revive_the_effort) {
   EXPECT_EQ(h.view().entry("s1", "overall", "u1")->elapsed_ms, 450);
 }
 
+TEST(leaderboard, a_deleted_version_is_forgotten_after_the_tombstone_retention_of_stream_time) {
+  leaderboard_options o;
+  o.tombstone_retention = std::chrono::milliseconds(60'000);
+  harness h(o);
+  h.pipe({"e1", "s1", "u1", 500, 1, 5, true});
+  h.time += 30'000;
+  h.pipe({"e1", "s1", "u1", 500, 1, 4});  // within the retention: stale
+  EXPECT_EQ(h.view().size("s1", "overall"), 0u);
+  h.time += 60'000;
+  h.pipe({"e9", "s2", "u2", 700, 1});     // stream time moves past the retention
+  h.pipe({"e1", "s1", "u1", 500, 1, 3});  // the tombstone is gone: this version applies
+  EXPECT_EQ(h.view().entry("s1", "overall", "u1")->effort_id, "e1");
+}
+
 TEST(leaderboard, attribute_boards_hold_the_efforts_carrying_the_attribute) {
   leaderboard_options o;
   o.boards = {"gender", "age_group"};
