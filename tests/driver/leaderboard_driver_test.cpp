@@ -1,0 +1,436 @@
+// The leaderboard topology through the TopologyTestDriver: the issue's cases one by one, and
+// random event sets in 20 shuffled orders against a reference model written here (latest
+// version per effort, best per user by sorting, competition ranks by counting; no sluice code).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "sluice/ranked_index_store.hpp"
+#include "sluice/sluice.hpp"
+#include "sluice/test_driver.hpp"
+#include "sluice/topologies/leaderboard.hpp"
+
+using sluice::testing::topology_test_driver;
+using sluice::topologies::board_entry;
+using sluice::topologies::leaderboard_options;
+using json = nlohmann::json;
+
+namespace {
+
+struct effort {
+  std::string id, segment, user;
+  std::int64_t elapsed = 0, started = 0, version = 1;
+  bool deleted = false;
+  std::map<std::string, std::string> attributes{};
+};
+
+std::string to_json(const effort& e) {
+  json j = {{"effort_id", e.id},       {"segment_id", e.segment},     {"user_id", e.user},
+            {"elapsed_ms", e.elapsed}, {"started_at_ms", e.started}, {"version", e.version}};
+  if (e.deleted) j["deleted"] = true;
+  if (!e.attributes.empty()) j["attributes"] = e.attributes;
+  return j.dump();
+}
+
+struct harness {
+  explicit harness(leaderboard_options o = {}, int partitions = 1, bool rocksdb = false) : options(std::move(o)) {
+    sluice::config c;
+    c.set("processing.error.handler", "dead_letter");
+    c.set("deserialization.error.handler", "dead_letter");
+    this->partitions = partitions;
+    driver = std::make_unique<topology_test_driver>(
+        sluice::topologies::leaderboard_job_topology("efforts", "leaderboard-updates", options), std::move(c),
+        sluice::testing::driver_options{.partitions = partitions, .rocksdb_stores = rocksdb});
+  }
+
+  void pipe(const effort& e) { driver->pipe_raw("efforts", e.segment, to_json(e), ++time); }
+  void pipe_raw(std::optional<std::string> key, std::optional<std::string> value) {
+    std::optional<std::string_view> k, v;
+    if (key) k = *key;
+    if (value) v = *value;
+    driver->pipe_raw("efforts", k, v, ++time);
+  }
+
+  sluice::topologies::leaderboard_view view(std::int32_t partition = 0) {
+    auto handle = driver->state_store<sluice::ranked_index_store>(options.board_store, partition);
+    return sluice::topologies::leaderboard_view(handle.index());
+  }
+
+  std::vector<json> updates() {
+    std::vector<json> out;
+    auto& q = driver->records("leaderboard-updates");
+    while (!q.empty()) {
+      out.push_back(json::parse(*q.front().value));
+      q.pop_front();
+    }
+    return out;
+  }
+
+  /// (user, effort, elapsed, rank) of a whole board, in order.
+  /// The partition whose task holds `segment`'s boards (the one with entries), 0 if none.
+  std::int32_t partition_of(const std::string& segment) {
+    for (std::int32_t p = 0; p < partitions; ++p)
+      if (view(p).size(segment, "overall") > 0) return p;
+    return 0;
+  }
+
+  std::vector<std::tuple<std::string, std::string, std::int64_t, std::uint64_t>> board(const std::string& segment,
+                                                                                      const std::string& b) {
+    std::vector<std::tuple<std::string, std::string, std::int64_t, std::uint64_t>> out;
+    for (const auto& e : view(partition_of(segment)).top(segment, b, 0, 1'000'000).entries)
+      out.emplace_back(e.user_id, e.effort_id, e.elapsed_ms, e.rank);
+    return out;
+  }
+
+  leaderboard_options options;
+  int partitions = 1;
+  std::unique_ptr<topology_test_driver> driver;
+  std::int64_t time = 1'700'000'000'000;
+};
+
+json entry(const std::string& effort_id, std::int64_t elapsed, std::int64_t started, std::uint64_t rank) {
+  return {{"effort_id", effort_id}, {"elapsed_ms", elapsed}, {"started_at_ms", started}, {"rank", rank}};
+}
+
+TEST(leaderboard, worked_example_ties_share_a_rank_and_the_next_rank_skips) {
+  harness h;
+  h.pipe({"e1", "s1", "alice", 612000, 1000});
+  h.pipe({"e2", "s1", "bob", 598000, 2000});
+  h.pipe({"e3", "s1", "carol", 612000, 500});  // ties alice; started earlier, so listed first
+  h.pipe({"e4", "s1", "dave", 640000, 3000});
+  auto v = h.view();
+  auto page = v.top("s1", "overall", 0, 10);
+  EXPECT_EQ(page.total, 4u);
+  ASSERT_EQ(page.entries.size(), 4u);
+  EXPECT_EQ(page.entries[0], (board_entry{"bob", "e2", 598000, 2000, 1}));
+  EXPECT_EQ(page.entries[1], (board_entry{"carol", "e3", 612000, 500, 2}));
+  EXPECT_EQ(page.entries[2], (board_entry{"alice", "e1", 612000, 1000, 2}));
+  EXPECT_EQ(page.entries[3], (board_entry{"dave", "e4", 640000, 3000, 4}));
+  EXPECT_EQ(v.entry("s1", "overall", "alice")->rank, 2u);
+  EXPECT_EQ(v.entry("s1", "overall", "nobody"), std::nullopt);
+  EXPECT_EQ(v.size("s1", "overall"), 4u);
+  EXPECT_EQ(v.size("s2", "overall"), 0u);
+  // A page starting inside a tie keeps the tie's rank.
+  auto second = v.top("s1", "overall", 2, 2);
+  ASSERT_EQ(second.entries.size(), 2u);
+  EXPECT_EQ(second.entries[0].rank, 2u);
+  EXPECT_EQ(second.entries[1].rank, 4u);
+  auto near = v.around("s1", "overall", "carol", 1);
+  ASSERT_EQ(near.size(), 3u);
+  EXPECT_EQ(near[0].user_id, "bob");
+  EXPECT_EQ(near[2].user_id, "alice");
+
+  auto updates = h.updates();
+  ASSERT_EQ(updates.size(), 4u);  // one per new entry; others whose rank shifted get none
+  EXPECT_EQ(updates[0].dump(), json::parse(R"({"segment_id":"s1","board":"overall","user_id":"alice",
+      "previous":null,"current":{"effort_id":"e1","elapsed_ms":612000,"started_at_ms":1000,"rank":1}})").dump());
+  EXPECT_EQ(updates[2]["current"], entry("e3", 612000, 500, 2));
+  EXPECT_EQ(updates[3]["current"]["rank"], 4);
+}
+
+TEST(leaderboard, the_readme_worked_example_gives_the_documented_boards_and_updates) {
+  leaderboard_options o;
+  o.boards = {"gender"};
+  harness h(o);
+  h.pipe({"e1", "s1", "alice", 612000, 1000, 1, false, {{"gender", "F"}}});
+  h.pipe({"e2", "s1", "bob", 598000, 2000, 1, false, {{"gender", "M"}}});
+  h.pipe({"e3", "s1", "carol", 612000, 500, 1, false, {{"gender", "F"}}});
+  h.pipe({"e4", "s1", "dave", 640000, 3000, 1});
+  using rows = decltype(h.board("", ""));
+  EXPECT_EQ(h.board("s1", "overall"), (rows{{"bob", "e2", 598000, 1}, {"carol", "e3", 612000, 2},
+                                            {"alice", "e1", 612000, 2}, {"dave", "e4", 640000, 4}}));
+  EXPECT_EQ(h.board("s1", "gender=F"), (rows{{"carol", "e3", 612000, 1}, {"alice", "e1", 612000, 1}}));
+  (void)h.updates();
+  h.pipe({"e5", "s1", "alice", 650000, 4000, 1, false, {{"gender", "F"}}});
+  h.pipe({"e1", "s1", "alice", 612000, 1000, 1, false, {{"gender", "F"}}});
+  EXPECT_TRUE(h.updates().empty());
+  h.pipe({"e1", "s1", "alice", 612000, 1000, 2, true});
+  auto updates = h.updates();
+  ASSERT_EQ(updates.size(), 2u);
+  std::map<std::string, json> by_board;
+  for (auto& u : updates) by_board[u["board"]] = u;
+  EXPECT_EQ(by_board["overall"]["previous"], entry("e1", 612000, 1000, 2));
+  EXPECT_EQ(by_board["overall"]["current"], entry("e5", 650000, 4000, 4));
+  EXPECT_EQ(by_board["gender=F"]["previous"]["rank"], 1);
+  EXPECT_EQ(by_board["gender=F"]["current"]["rank"], 2);
+  EXPECT_EQ(h.view().entry("s1", "overall", "dave")->rank, 3u);
+}
+
+TEST(leaderboard, update_records_keep_the_documented_field_order) {
+  harness h;
+  h.pipe({"e1", "s1", "u1", 100, 1});
+  auto& q = h.driver->records("leaderboard-updates");
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(*q.front().key, "s1");
+  EXPECT_EQ(*q.front().value,
+            R"({"segment_id":"s1","board":"overall","user_id":"u1","previous":null,)"
+            R"("current":{"effort_id":"e1","elapsed_ms":100,"started_at_ms":1,"rank":1}})");
+}
+
+TEST(leaderboard, out_of_order_versions_keep_the_latest_and_count_the_stale) {
+  harness h;
+  h.pipe({"e1", "s1", "u1", 500, 1, 3});
+  h.pipe({"e1", "s1", "u1", 400, 1, 1});  // older: ignored
+  h.pipe({"e1", "s1", "u1", 450, 1, 2});  // older: ignored
+  EXPECT_EQ(h.view().entry("s1", "overall", "u1")->elapsed_ms, 500);
+  h.pipe({"e1", "s1", "u1", 300, 1, 4});
+  EXPECT_EQ(h.view().entry("s1", "overall", "u1")->elapsed_ms, 300);
+  EXPECT_EQ(h.updates().size(), 2u);
+  EXPECT_EQ(h.driver->metrics().get_counter("sluice_leaderboard_stale_total", "task=\"0_0\"").value(), 2u);
+}
+
+TEST(leaderboard, duplicates_change_nothing_and_produce_no_update) {
+  harness h;
+  effort e{"e1", "s1", "u1", 500, 1, 1};
+  h.pipe(e);
+  h.pipe(e);
+  h.pipe(e);
+  EXPECT_EQ(h.updates().size(), 1u);
+  EXPECT_EQ(h.view().size("s1", "overall"), 1u);
+}
+
+TEST(leaderboard, deleting_the_best_effort_falls_back_to_the_next_best) {
+  harness h;
+  h.pipe({"e1", "s1", "u1", 500, 1});
+  h.pipe({"e2", "s1", "u1", 600, 2});
+  h.pipe({"e3", "s1", "u1", 700, 3});
+  h.pipe({"e9", "s1", "u2", 550, 4});
+  EXPECT_EQ(h.view().entry("s1", "overall", "u1")->effort_id, "e1");
+  (void)h.updates();
+  h.pipe({"e1", "s1", "u1", 500, 1, 2, true});
+  auto u1 = h.view().entry("s1", "overall", "u1");
+  ASSERT_TRUE(u1);
+  EXPECT_EQ(u1->effort_id, "e2");
+  EXPECT_EQ(u1->rank, 2u);
+  auto updates = h.updates();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0]["previous"], entry("e1", 500, 1, 1));
+  EXPECT_EQ(updates[0]["current"], entry("e2", 600, 2, 2));
+  // Deleting the remaining efforts takes the user off the board.
+  h.pipe({"e2", "s1", "u1", 600, 2, 2, true});
+  h.pipe({"e3", "s1", "u1", 700, 3, 2, true});
+  EXPECT_EQ(h.view().entry("s1", "overall", "u1"), std::nullopt);
+  updates = h.updates();
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_TRUE(updates[1]["current"].is_null());
+  EXPECT_EQ(updates[1]["previous"]["effort_id"], "e3");
+  EXPECT_EQ(h.view().size("s1", "overall"), 1u);
+}
+
+TEST(leaderboard, a_late_update_after_a_delete_does_not_revive_the_effort) {
+  harness h;
+  h.pipe({"e1", "s1", "u1", 500, 1, 5, true});  // the delete arrives first
+  h.pipe({"e1", "s1", "u1", 500, 1, 4});        // then an older update
+  EXPECT_EQ(h.view().size("s1", "overall"), 0u);
+  EXPECT_TRUE(h.updates().empty());
+  h.pipe({"e1", "s1", "u1", 450, 1, 6});  // a newer version does bring it back
+  EXPECT_EQ(h.view().entry("s1", "overall", "u1")->elapsed_ms, 450);
+}
+
+TEST(leaderboard, a_deleted_version_is_forgotten_after_the_tombstone_retention_of_stream_time) {
+  leaderboard_options o;
+  o.tombstone_retention = std::chrono::milliseconds(60'000);
+  harness h(o);
+  h.pipe({"e1", "s1", "u1", 500, 1, 5, true});
+  h.time += 30'000;
+  h.pipe({"e1", "s1", "u1", 500, 1, 4});  // within the retention: stale
+  EXPECT_EQ(h.view().size("s1", "overall"), 0u);
+  h.time += 60'000;
+  h.pipe({"e9", "s2", "u2", 700, 1});     // stream time moves past the retention
+  h.pipe({"e1", "s1", "u1", 500, 1, 3});  // the tombstone is gone: this version applies
+  EXPECT_EQ(h.view().entry("s1", "overall", "u1")->effort_id, "e1");
+}
+
+TEST(leaderboard, attribute_boards_hold_the_efforts_carrying_the_attribute) {
+  leaderboard_options o;
+  o.boards = {"gender", "age_group"};
+  harness h(o);
+  h.pipe({"e1", "s1", "ann", 500, 1, 1, false, {{"gender", "F"}, {"age_group", "25-34"}}});
+  h.pipe({"e2", "s1", "bo", 400, 1, 1, false, {{"gender", "M"}, {"age_group", "25-34"}, {"ignored", "x"}}});
+  h.pipe({"e3", "s1", "cy", 450, 1, 1, false, {{"gender", "F"}}});
+  h.pipe({"e4", "s1", "di", 300, 1});  // no attributes: overall only
+  auto v = h.view();
+  EXPECT_EQ(v.size("s1", "overall"), 4u);
+  using rows = decltype(h.board("", ""));
+  EXPECT_EQ(h.board("s1", "gender=F"), (rows{{"cy", "e3", 450, 1}, {"ann", "e1", 500, 2}}));
+  EXPECT_EQ(h.board("s1", "gender=M"), (rows{{"bo", "e2", 400, 1}}));
+  EXPECT_EQ(h.board("s1", "age_group=25-34"), (rows{{"bo", "e2", 400, 1}, {"ann", "e1", 500, 2}}));
+  EXPECT_EQ(v.size("s1", "ignored=x"), 0u);
+  EXPECT_EQ(v.entry("s1", "overall", "ann")->rank, 4u);
+}
+
+TEST(leaderboard, an_effort_changing_boards_leaves_the_old_and_joins_the_new) {
+  leaderboard_options o;
+  o.boards = {"gender"};
+  harness h(o);
+  h.pipe({"e1", "s1", "u1", 500, 1, 1, false, {{"gender", "F"}}});
+  (void)h.updates();
+  h.pipe({"e1", "s1", "u1", 480, 1, 2, false, {{"gender", "M"}}});
+  EXPECT_EQ(h.view().size("s1", "gender=F"), 0u);
+  EXPECT_EQ(h.view().entry("s1", "gender=M", "u1")->elapsed_ms, 480);
+  auto updates = h.updates();
+  ASSERT_EQ(updates.size(), 3u);  // gender=F left, gender=M joined, overall improved
+  std::map<std::string, json> by_board;
+  for (auto& u : updates) by_board[u["board"]] = u;
+  EXPECT_TRUE(by_board["gender=F"]["current"].is_null());
+  EXPECT_TRUE(by_board["gender=M"]["previous"].is_null());
+  EXPECT_EQ(by_board["overall"]["previous"]["elapsed_ms"], 500);
+  EXPECT_EQ(by_board["overall"]["current"]["elapsed_ms"], 480);
+}
+
+/// The specification as a reference: from the latest version of every effort, the boards.
+class reference_model {
+ public:
+  explicit reference_model(std::vector<std::string> attributes) : attributes_(std::move(attributes)) {}
+
+  void offer(const effort& e) {
+    auto it = latest_.find(e.id);
+    if (it != latest_.end() && it->second.version >= e.version) return;
+    latest_[e.id] = e;
+  }
+
+  using row = std::tuple<std::string, std::string, std::int64_t, std::uint64_t>;
+  std::map<std::pair<std::string, std::string>, std::vector<row>> boards() const {
+    // best per (segment, board, user): min by (elapsed, started, effort id)
+    std::map<std::tuple<std::string, std::string, std::string>, std::tuple<std::int64_t, std::int64_t, std::string>> best;
+    for (const auto& [id, e] : latest_) {
+      if (e.deleted) continue;
+      std::vector<std::string> on{"overall"};
+      for (const auto& a : attributes_)
+        if (auto at = e.attributes.find(a); at != e.attributes.end()) on.push_back(a + "=" + at->second);
+      for (const auto& b : on) {
+        auto key = std::tuple{e.segment, b, e.user};
+        auto candidate = std::tuple{e.elapsed, e.started, e.id};
+        auto cur = best.find(key);
+        if (cur == best.end() || candidate < cur->second) best[key] = candidate;
+      }
+    }
+    std::map<std::pair<std::string, std::string>, std::vector<std::tuple<std::int64_t, std::int64_t, std::string, std::string>>> sorted;
+    for (const auto& [k, v] : best)
+      sorted[{std::get<0>(k), std::get<1>(k)}].emplace_back(std::get<0>(v), std::get<1>(v), std::get<2>(v), std::get<2>(k));
+    std::map<std::pair<std::string, std::string>, std::vector<row>> out;
+    for (auto& [board, list] : sorted) {
+      std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+        return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) < std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+      });
+      for (const auto& [elapsed, started, id, user] : list) {
+        std::uint64_t faster = 0;
+        for (const auto& other : list) faster += std::get<0>(other) < elapsed ? 1 : 0;
+        out[board].emplace_back(user, id, elapsed, faster + 1);
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::string> attributes_;
+  std::map<std::string, effort> latest_;
+};
+
+TEST(leaderboard, twenty_shuffles_of_the_same_events_give_identical_boards_equal_to_the_model) {
+  leaderboard_options o;
+  o.boards = {"gender"};
+  std::mt19937 rng(14);
+  std::vector<effort> events;
+  for (int i = 0; i < 150; ++i) {
+    effort base{"e" + std::to_string(i), "s" + std::to_string(rng() % 3), "u" + std::to_string(rng() % 25),
+                static_cast<std::int64_t>(1000 + rng() % 40 * 10), static_cast<std::int64_t>(rng() % 5), 1};
+    const int versions = 1 + static_cast<int>(rng() % 3);
+    for (int v = 1; v <= versions; ++v) {
+      effort e = base;
+      e.version = v;
+      e.elapsed = static_cast<std::int64_t>(1000 + rng() % 40 * 10);  // ties are common
+      if (rng() % 2) e.attributes["gender"] = rng() % 2 ? "F" : "M";
+      e.deleted = v == versions && rng() % 5 == 0;
+      events.push_back(e);
+      if (rng() % 6 == 0) events.push_back(e);  // a duplicate
+    }
+  }
+  reference_model model(o.boards);
+  for (const auto& e : events) model.offer(e);
+  const auto expected = model.boards();
+  ASSERT_GT(expected.size(), 6u);
+
+  std::optional<std::map<std::pair<std::string, std::string>, std::vector<reference_model::row>>> first;
+  for (int round = 0; round < 20; ++round) {
+    std::shuffle(events.begin(), events.end(), rng);
+    // The last rounds run on RocksDB stores over four partitions (segments spread over tasks).
+    const bool spread = round >= 18;
+    harness h(o, spread ? 4 : 1, spread);
+    for (const auto& e : events) h.pipe(e);
+    std::map<std::pair<std::string, std::string>, std::vector<reference_model::row>> got;
+    for (const auto& [board, rows] : expected) got[board] = h.board(board.first, board.second);
+    for (std::string s : {"s0", "s1", "s2"}) {
+      for (std::string b : {"overall", "gender=F", "gender=M"}) {
+        if (!expected.contains({s, b})) {
+          EXPECT_EQ(h.view(h.partition_of(s)).size(s, b), 0u) << s << " " << b;
+        }
+      }
+    }
+    EXPECT_EQ(got, expected) << "round " << round;
+    if (!first) first = got;
+    EXPECT_EQ(got, *first);
+  }
+}
+
+TEST(leaderboard, asking_for_another_kind_of_store_as_a_ranked_index_names_the_store) {
+  harness h;
+  try {
+    (void)h.driver->state_store<sluice::ranked_index_store>(h.options.efforts_store);
+    ADD_FAILURE() << "expected sluice::error";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::invalid_topology);
+    EXPECT_NE(std::string(e.what()).find("leaderboard-efforts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ranked index"), std::string::npos) << e.what();
+  }
+}
+
+TEST(leaderboard, malformed_records_go_to_the_dead_letter_topic_with_the_reason_and_the_job_goes_on) {
+  harness h;
+  h.pipe({"e1", "s1", "u1", 500, 1});
+  const std::string dlq = h.driver->application_id() + "-dlq";
+  struct bad {
+    std::optional<std::string> key, value;
+    std::string reason;
+  };
+  std::vector<bad> cases = {
+      {"s1", "not json", "not JSON"},
+      {"s1", "[1,2]", "not a JSON object"},
+      {"s1", R"({"segment_id":"s1","user_id":"u","elapsed_ms":1,"started_at_ms":1,"version":1})", "'effort_id' is missing"},
+      {"s1", R"({"effort_id":"e","segment_id":"s1","user_id":"u","elapsed_ms":"1","started_at_ms":1,"version":1})",
+       "'elapsed_ms' must be an integer"},
+      {"s1", R"({"effort_id":"e","segment_id":"s1","user_id":"u","elapsed_ms":-5,"started_at_ms":1,"version":1})",
+       "negative"},
+      {"s2", R"({"effort_id":"e","segment_id":"s1","user_id":"u","elapsed_ms":5,"started_at_ms":1,"version":1})",
+       "differs from the record key"},
+      {"s1", R"({"effort_id":"e1","segment_id":"s1","user_id":"u2","elapsed_ms":5,"started_at_ms":1,"version":2})",
+       "may not change user_id"},
+      {"s1", std::nullopt, "value is null"},
+      {"s1", std::string(100, '[') + std::string(100, ']'), "nests deeper"},
+  };
+  for (const auto& c : cases) h.pipe_raw(c.key, c.value);
+  h.pipe({"e2", "s1", "u3", 400, 1});  // still running
+  auto& q = h.driver->records(dlq);
+  ASSERT_EQ(q.size(), cases.size());
+  for (const auto& c : cases) {
+    const auto* message = q.front().headers.last("sluice.error.message");
+    ASSERT_NE(message, nullptr);
+    EXPECT_NE(message->value_or("").find(c.reason), std::string::npos) << message->value_or("") << " / " << c.reason;
+    EXPECT_EQ(q.front().value, c.value);
+    q.pop_front();
+  }
+  EXPECT_EQ(h.view().size("s1", "overall"), 2u);
+  EXPECT_EQ(h.view().entry("s1", "overall", "u1")->effort_id, "e1");  // the user change did nothing
+}
+
+}  // namespace

@@ -1,0 +1,73 @@
+// sluice-leaderboard: segment leaderboards as a job. Reads efforts from `input.topic`, keeps
+// per (segment, board, user) the best effort in a ranked index and writes one record per
+// change of an entry to `updates.topic`. See README.md.
+//
+//   sluice-leaderboard --config leaderboard.properties [--set key=value]...
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <vector>
+
+#include "sluice/sluice.hpp"
+#include "sluice/topologies/leaderboard.hpp"
+
+namespace {
+
+std::vector<std::string> split_attributes(const std::string& text) {
+  std::vector<std::string> out;
+  std::string field;
+  auto flush = [&] {
+    auto b = field.find_first_not_of(" \t");
+    auto e = field.find_last_not_of(" \t");
+    if (b == std::string::npos)
+      throw sluice::error(sluice::errc::invalid_config,
+                          "leaderboard.boards '" + text + "' has an empty entry; use a comma-separated list of "
+                          "attribute names (e.g. gender,age_group), or leave it empty for the overall board only");
+    out.push_back(field.substr(b, e - b + 1));
+    field.clear();
+  };
+  if (text.find_first_not_of(" \t") == std::string::npos) return out;
+  for (char c : text) {
+    if (c == ',') flush();
+    else field.push_back(c);
+  }
+  flush();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sluice::topologies;
+  static constexpr sluice::config_key keys[] = {
+      {"input.topic", "efforts", "Topic of effort events: key = segment id, value = effort JSON (see README.md)."},
+      {"updates.topic", "leaderboard-updates", "Topic of entry changes (key = segment id, value = "
+                                               "{segment_id, board, user_id, previous, current}); empty = none."},
+      {"leaderboard.boards", "", "Comma-separated attributes with a board per value (<attribute>=<value>), "
+                                 "besides overall; empty = overall only."},
+      {"leaderboard.tombstone.retention.ms", "604800000", "How long a deleted effort's version is remembered so a "
+                                                          "late older update cannot revive it (1000 .. 31536000000)."},
+  };
+  try {
+    sluice::config::declare_keys(keys);
+    auto cfg = sluice::config::from_args(argc, argv, "Leaderboard: best effort per user with ranks, pages and "
+                                                     "neighbours per segment and board.");
+    if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-leaderboard");
+    // Malformed efforts must never stop the job unless asked to.
+    if (!cfg.contains("processing.error.handler")) cfg.set("processing.error.handler", "dead_letter");
+    if (!cfg.contains("deserialization.error.handler")) cfg.set("deserialization.error.handler", "dead_letter");
+
+    leaderboard_options o;
+    o.boards = split_attributes(cfg.get("leaderboard.boards").value_or(""));
+    o.tombstone_retention =
+        std::chrono::milliseconds(cfg.get_int("leaderboard.tombstone.retention.ms", 1000, 31'536'000'000));
+
+    sluice::app app(leaderboard_job_topology(cfg.get("input.topic").value_or(""),
+                                             cfg.get("updates.topic").value_or(""), o),
+                    cfg);
+    return app.run();
+  } catch (const std::exception& e) {
+    spdlog::error("sluice-leaderboard: {}", e.what());
+    return 1;
+  }
+}
