@@ -60,6 +60,7 @@ class scan_counting_store final : public kv_store {
   void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
   bool put_if_absent(std::string_view key, std::string_view value) override { return inner_->put_if_absent(key, value); }
   void remove(std::string_view key) override { inner_->remove(key); }
+  void remove_range(std::string_view from, std::string_view to) override { inner_->remove_range(from, to); }
   std::uint64_t approximate_count() override { return inner_->approximate_count(); }
   std::optional<std::int64_t> committed_offset() const noexcept override { return inner_->committed_offset(); }
   void commit(std::int64_t o) override { inner_->commit(o); }
