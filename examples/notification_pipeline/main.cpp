@@ -173,9 +173,14 @@ int main(int argc, char** argv) {
       }
       args.push_back(argv[i]);
     }
-    auto cfg = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
+    auto line = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
                                          "Notification pipeline: throttle per workflow and recipient, then a "
                                          "per-customer rate with an overflow buffer.");
+    if (line.action == sluice::command_line::request::print_help) {
+      std::cout << line.help;
+      return 0;
+    }
+    auto cfg = std::move(line.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-notification-pipeline");
     if (!cfg.contains("processing.error.handler")) cfg.set("processing.error.handler", "dead_letter");
     if (demo > 0) return run_demo(cfg, demo);

@@ -71,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& a : args) argv.push_back(a.c_str());
   sluice::config from_args;
   try {
-    from_args = sluice::config::from_args(static_cast<int>(argv.size()), argv.data());
+    from_args = sluice::config::from_args(static_cast<int>(argv.size()), argv.data()).settings;
   } catch (const sluice::error& e) {
     SLUICE_FUZZ_CHECK(e.code() == sluice::errc::invalid_config);
     return 0;

@@ -3,6 +3,7 @@
 // change of an entry to `updates.topic`. See README.md.
 //
 //   sluice-leaderboard --config leaderboard.properties [--set key=value]...
+#include <iostream>
 #include <spdlog/spdlog.h>
 
 #include <string>
@@ -50,8 +51,13 @@ int main(int argc, char** argv) {
   };
   try {
     sluice::config::declare_keys(keys);
-    auto cfg = sluice::config::from_args(argc, argv, "Leaderboard: best effort per user with ranks, pages and "
+    auto line = sluice::config::from_args(argc, argv, "Leaderboard: best effort per user with ranks, pages and "
                                                      "neighbours per segment and board.");
+    if (line.action == sluice::command_line::request::print_help) {
+      std::cout << line.help;
+      return 0;
+    }
+    auto cfg = std::move(line.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-leaderboard");
     // Malformed efforts must never stop the job unless asked to.
     if (!cfg.contains("processing.error.handler")) cfg.set("processing.error.handler", "dead_letter");

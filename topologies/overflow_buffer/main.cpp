@@ -4,6 +4,7 @@
 // on wall-clock time; expired records go to `expired.topic`. See README.md.
 //
 //   sluice-overflow-buffer --config overflow_buffer.properties [--set key=value]...
+#include <iostream>
 #include <spdlog/spdlog.h>
 
 #include <charconv>
@@ -49,9 +50,14 @@ int main(int argc, char** argv) {
   };
   try {
     sluice::config::declare_keys(keys);
-    auto cfg = sluice::config::from_args(argc, argv,
+    auto line = sluice::config::from_args(argc, argv,
                                          "Overflow buffer: a per-customer output rate; the excess is buffered "
                                          "durably and drained at that rate.");
+    if (line.action == sluice::command_line::request::print_help) {
+      std::cout << line.help;
+      return 0;
+    }
+    auto cfg = std::move(line.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-overflow-buffer");
     // A malformed value must end somewhere visible: the dead-letter topic, counted.
     if (!cfg.contains("processing.error.handler")) cfg.set("processing.error.handler", "dead_letter");
