@@ -24,7 +24,7 @@ namespace sluice {
 
 struct command_line;
 
-/// What happens to a record that fails (see the error handlers in DESIGN.md).
+/// What happens to a record that fails (the *.error.handler keys, docs/configuration.md).
 enum class error_policy {
   fail,              ///< stop the job with a clear message
   log_and_continue,  ///< skip the record, count it, log a sample
