@@ -5,6 +5,8 @@
 // passthrough: map each value (ASCII upper-case) and write it out, key kept.
 // count: count per key into a RocksDB store with a changelog ("bench-counts"), emit each
 // updated count (int64, big-endian) keyed by the input key.
+#include <utility>
+#include <iostream>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -41,7 +43,12 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
   try {
-    auto cfg = sluice::config::from_args(static_cast<int>(rest.size()), rest.data(), "bench job");
+    auto args = sluice::config::from_args(static_cast<int>(rest.size()), rest.data(), "bench job");
+    if (args.action == sluice::command_line::request::print_help) {
+      std::cout << args.help;
+      return 0;
+    }
+    auto cfg = std::move(args.settings);
     sluice::streams_builder b;
     if (workload == "passthrough") {
       b.stream<std::string, std::string>(input).map_values([](const std::string& v) { return upper(v); }).to(output);

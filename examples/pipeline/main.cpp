@@ -5,6 +5,7 @@
 //   sluice-pipeline --demo 20000                       (embedded cluster, nothing installed)
 //   sluice-pipeline --set bootstrap.servers=host:9092  (your Kafka; create the topics first)
 //   sluice-pipeline --describe | --dot                 (the topology as text or Graphviz DOT)
+#include <utility>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -105,8 +106,13 @@ int main(int argc, char** argv) {
       }
       args.push_back(argv[i]);
     }
-    auto cfg = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
-                                         "Orders pipeline: large orders out, orders counted per customer.");
+    auto command = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
+                                             "Orders pipeline: large orders out, orders counted per customer.");
+    if (command.action == sluice::command_line::request::print_help) {
+      std::cout << command.help;
+      return 0;
+    }
+    auto cfg = std::move(command.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-pipeline");
     if (demo > 0) return run_demo(cfg, demo);
     sluice::app app(examples::pipeline_topology(), cfg);

@@ -123,8 +123,9 @@ config config::from_file(const std::filesystem::path& path) {
   return from_string(buffer.str(), path.string());
 }
 
-config config::from_args(int argc, const char* const* argv, std::string_view summary) {
-  config c;
+command_line config::from_args(int argc, const char* const* argv, std::string_view summary) {
+  command_line result;
+  config& c = result.settings;
   std::vector<std::pair<std::string, std::string>> overrides;
   auto usage = [&](std::ostream& out) {
     out << "usage: " << (argc > 0 ? argv[0] : "job") << " [--config FILE] [--set key=value]...\n";
@@ -139,8 +140,11 @@ config config::from_args(int argc, const char* const* argv, std::string_view sum
       return argv[++i];
     };
     if (arg == "--help" || arg == "-h") {
-      usage(std::cout);
-      std::exit(0);
+      std::ostringstream out;
+      usage(out);
+      result.action = command_line::request::print_help;
+      result.help = out.str();
+      return result;
     } else if (arg == "--config" || arg.starts_with("--config=")) {
       auto file = from_file(value_of("--config"));
       for (auto& [k, v] : file.values_) c.values_[k] = v;
@@ -157,7 +161,7 @@ config config::from_args(int argc, const char* const* argv, std::string_view sum
     }
   }
   for (auto& [k, v] : overrides) c.set(k, v);  // --set wins over the file, whatever the order
-  return c;
+  return result;
 }
 
 config& config::set(std::string key, std::string value) {

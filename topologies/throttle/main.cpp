@@ -3,6 +3,8 @@
 // the sluice-throttle-reason header) or drops and counts them. See README.md.
 //
 //   sluice-throttle --config throttle.properties [--set key=value]...
+#include <utility>
+#include <iostream>
 #include <spdlog/spdlog.h>
 
 #include <cstdint>
@@ -59,7 +61,12 @@ int main(int argc, char** argv) {
   };
   try {
     sluice::config::declare_keys(keys);
-    auto cfg = sluice::config::from_args(argc, argv, "Throttle: exact per-key sliding-window limits.");
+    auto args = sluice::config::from_args(argc, argv, "Throttle: exact per-key sliding-window limits.");
+    if (args.action == sluice::command_line::request::print_help) {
+      std::cout << args.help;
+      return 0;
+    }
+    auto cfg = std::move(args.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-throttle");
     auto pace_rate = cfg.get_int("pace.records.per.second", 0, 1'000'000'000);
 

@@ -2,7 +2,7 @@
 // num.stream.threads stream threads, each with one consumer and one producer, and runs one
 // task per (sub-topology, partition) assigned to it.
 //
-//   sluice::app app(builder.build(), sluice::config::from_args(argc, argv));
+//   sluice::app app(builder.build(), std::move(args.settings));
 //   return app.run();  // until SIGTERM / SIGINT, then a final commit and a clean close
 //
 // Lifecycle: created -> (rebalancing <-> restoring <-> running) -> pending_shutdown -> not_running, or
@@ -45,7 +45,8 @@ class app {
   /// catches up global tables. Throws sluice::error when the job cannot start.
   void start();
   /// Asks every thread to finish its records in hand, commit and close; waits up to
-  /// `timeout`. Safe to call twice and from any thread.
+  /// `timeout` for them. Threads still closing then go on (state() stays pending_shutdown)
+  /// and the destructor waits for them. Safe to call twice and from any thread.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(60));
   /// Blocks until the app stops by itself (error) or close() is called elsewhere.
   void wait();

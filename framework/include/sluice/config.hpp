@@ -22,6 +22,8 @@
 
 namespace sluice {
 
+struct command_line;
+
 /// What happens to a record that fails (see the error handlers in DESIGN.md).
 enum class error_policy {
   fail,              ///< stop the job with a clear message
@@ -50,9 +52,10 @@ class config {
   static config from_string(std::string_view text, std::string_view origin = "<string>");
 
   /// Reads `--config FILE` (optional) and any number of `--set key=value` from a job's
-  /// command line; `--help` prints usage and the key reference and exits 0.
+  /// command line. `--help` (or `-h`) asks for the usage and the key reference: the result
+  /// carries it for the job's main to print (the library never exits the process).
   /// Throws sluice::error(errc::invalid_config) on a malformed argument.
-  static config from_args(int argc, const char* const* argv, std::string_view program_summary = {});
+  static command_line from_args(int argc, const char* const* argv, std::string_view program_summary = {});
 
   /// Sets (or overrides) one key. Returns *this for chaining.
   config& set(std::string key, std::string value);
@@ -101,6 +104,22 @@ class config {
 
  private:
   std::map<std::string, std::string> values_;
+};
+
+/// What a job's command line asks for (config::from_args): run with `settings`, or print
+/// `help` and exit 0. Acting on it is the job's main's business:
+///
+///   auto args = sluice::config::from_args(argc, argv, "My job.");
+///   if (args.action == sluice::command_line::request::print_help) {
+///     std::cout << args.help;
+///     return 0;
+///   }
+///   sluice::app app(topology, std::move(args.settings));
+struct command_line {
+  enum class request { run, print_help };
+  request action = request::run;  ///< Default: run
+  config settings;                ///< the file and --set overrides (action == run)
+  std::string help;               ///< usage and key reference (action == print_help)
 };
 
 }  // namespace sluice

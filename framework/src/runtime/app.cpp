@@ -15,6 +15,7 @@
 #include "kafka/config.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "runtime/global_tables.hpp"
+#include "runtime/partition_counts.hpp"
 #include "runtime/stream_thread.hpp"
 #include "sluice/detail/internal_topics.hpp"
 #include "sluice/error.hpp"
@@ -51,6 +52,13 @@ struct app::impl {
   std::string error;
   std::vector<std::function<void(app_state, app_state)>> listeners;
   bool closed = false;
+
+  // app::start()'s steps that need the app's members (the others are free functions below).
+  void create_internal_topics(kafka::admin& admin, const std::map<int, int>& sub_partitions,
+                              const std::map<std::string, int>& repartition_partitions);
+  void start_global_tables(const kafka::config_map& consumer, kafka::admin& admin);
+  void start_threads(const kafka::config_map& consumer_props, const kafka::config_map& producer_props,
+                     const std::map<int, int>& sub_partitions);
 
   void set_state(app_state next) {
     app_state prev;
@@ -171,27 +179,28 @@ app::~app() {
   }
 }
 
-void app::start() {
-  auto& d = *impl_;
-  const auto& cfg = d.cfg;
-  auto app_id = cfg.application_id();
-  auto guarantee = cfg.guarantee();
+namespace {
 
-  auto consumer_props = cfg.client_properties("consumer");
-  auto producer_props = cfg.client_properties("producer");
-  auto admin_props = cfg.client_properties("admin");
-  bool embedded = cfg.embedded();
-  for (auto* props : {&consumer_props, &producer_props, &admin_props}) {
+/// The client configurations every part of the app starts from.
+struct client_configs {
+  kafka::config_map consumer, producer, admin;
+  bool embedded = false;
+};
+
+client_configs make_client_configs(const config& cfg) {
+  client_configs c{cfg.client_properties("consumer"), cfg.client_properties("producer"),
+                   cfg.client_properties("admin"), cfg.embedded()};
+  for (auto* props : {&c.consumer, &c.producer, &c.admin}) {
     (*props)["bootstrap.servers"] = cfg.bootstrap_servers();
     kafka::apply_embedded(*props);
   }
-  d.bootstrap = admin_props["bootstrap.servers"];
-  if (embedded) spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
+  return c;
+}
 
-  kafka::admin admin(admin_props);
-  const auto& topo = d.topo;
-
-  // Partition counts of each sub-topology's external sources; equal within one.
+/// Step 1: the external source topics exist (the embedded cluster creates them) and the
+/// sources of one sub-topology have equal partition counts. Returns sub-topology id ->
+/// partition count for the sub-topologies with an external source.
+std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& admin, bool embedded) {
   std::map<int, int> sub_partitions;
   for (const auto& sub : topo.subtopologies()) {
     std::string first_topic;
@@ -220,44 +229,85 @@ void app::start() {
     }
     if (first_count > 0) sub_partitions[sub.id] = first_count;
   }
-  // Repartition topics take the partition count of the sub-topology that writes them.
-  std::map<std::string, int> internal_counts;
-  for (int pass = 0; pass < 4; ++pass) {
-    for (const auto& sub : topo.subtopologies()) {
-      if (!sub_partitions.contains(sub.id)) continue;
-      for (auto i : sub.nodes) {
-        const auto& n = topo.nodes()[i];
-        if (n.kind == detail::node_kind::sink && n.internal_topic) internal_counts[n.topics[0]] = sub_partitions[sub.id];
-      }
+  return sub_partitions;
+}
+
+/// Sinks to external topics must exist (the embedded cluster creates them).
+void validate_output_topics(const topology& topo, kafka::admin& admin, bool embedded) {
+  for (const auto& n : topo.nodes())
+    if (n.kind == detail::node_kind::sink && !n.internal_topic) {
+      if (admin.partition_count(n.topics[0], 30s)) continue;
+      if (!embedded)
+        throw error(errc::invalid_topology, "output topic '" + n.topics[0] + "' does not exist; create it first");
+      admin.create_topics({{.name = n.topics[0], .partitions = 4}}, 30s);
     }
+}
+
+}  // namespace
+
+std::map<std::string, int> runtime::infer_repartition_partitions(const topology& topo,
+                                                                 std::map<int, int>& sub_partitions) {
+  // A repartition topic takes the partition count of the sub-topology that writes it; a
+  // sub-topology that reads only repartition topics takes theirs. Chains of any length
+  // settle when a pass learns nothing new.
+  std::map<std::string, int> counts;
+  for (bool learned = true; learned;) {
+    learned = false;
     for (const auto& sub : topo.subtopologies()) {
-      if (sub_partitions.contains(sub.id)) continue;
+      auto known = sub_partitions.find(sub.id);
       for (auto i : sub.nodes) {
         const auto& n = topo.nodes()[i];
-        if (n.kind == detail::node_kind::source && n.internal_topic && internal_counts.contains(n.topics[0]))
-          sub_partitions[sub.id] = internal_counts[n.topics[0]];
+        if (!n.internal_topic) continue;
+        const auto& name = n.topics[0];
+        if (n.kind == detail::node_kind::sink && known != sub_partitions.end() && !counts.contains(name)) {
+          counts[name] = known->second;
+          learned = true;
+        } else if (n.kind == detail::node_kind::source && known == sub_partitions.end() && counts.contains(name)) {
+          known = sub_partitions.emplace(sub.id, counts[name]).first;
+          learned = true;
+        }
       }
     }
   }
-  // Internal topics: created with the partitions their tasks need; one that exists with
-  // another count means the sources changed since it was made, and tasks would lose state.
+  for (const auto& sub : topo.subtopologies()) {
+    if (sub_partitions.contains(sub.id)) continue;
+    std::string topics;
+    for (auto i : sub.nodes) {
+      const auto& n = topo.nodes()[i];
+      if (n.kind == detail::node_kind::source)
+        for (const auto& t : n.topics)
+          topics += (topics.empty() ? "'" : ", '") + topology::resolve_topic(n, t, "<application.id>") + "'";
+    }
+    throw error(errc::invalid_topology,
+                "sub-topology " + std::to_string(sub.id) + " reads " + (topics.empty() ? "no topic" : topics) +
+                    ", whose partition count cannot be determined: no source topic of known size feeds it; read "
+                    "the stream from an existing source topic before repartitioning it");
+  }
+  return counts;
+}
+
+void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, int>& sub_partitions,
+                                       const std::map<std::string, int>& repartition_partitions) {
+  // Created with the partitions their tasks need; one that exists with another count means
+  // the sources changed since it was made, and tasks would lose state.
+  const auto app_id = cfg.application_id();
   const int replication = internal_replication_factor(cfg);
   std::vector<kafka::new_topic> internal;
   auto add_internal = [&](std::string name, int count, kafka::config_map configs, const char* what) {
     if (auto existing = admin.partition_count(name, 30s); existing && *existing != count)
-      throw error(errc::invalid_topology, std::string(what) + " topic '" + name + "' has " +
+      throw sluice::error(errc::invalid_topology, std::string(what) + " topic '" + name + "' has " +
                                               std::to_string(*existing) + " partitions but its sources have " +
                                               std::to_string(count) +
                                               "; the source topics changed: reset the application or restore the count");
     internal.push_back({.name = std::move(name), .partitions = count, .replication_factor = replication,
                         .configs = std::move(configs)});
   };
-  for (const auto& [t, count] : internal_counts)
+  for (const auto& [t, count] : repartition_partitions)
     add_internal(detail::repartition_topic(app_id, t), count, {}, "repartition");
   for (const auto& sub : topo.subtopologies())
     for (const auto& s : sub.stores)
       if (topo.find_store(s)->logged)
-        add_internal(detail::changelog_topic(app_id, s), sub_partitions[sub.id], {{"cleanup.policy", "compact"}},
+        add_internal(detail::changelog_topic(app_id, s), sub_partitions.at(sub.id), {{"cleanup.policy", "compact"}},
                      "changelog");
   bool dead_letters = cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
                       cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter;
@@ -267,36 +317,33 @@ void app::start() {
     internal.push_back({.name = cfg.dead_letter_topic(), .partitions = count, .replication_factor = replication});
   }
   if (!internal.empty()) admin.create_topics(internal, 60s);
+}
 
-  // Sinks to external topics must exist (the embedded cluster creates them).
-  for (const auto& n : topo.nodes())
-    if (n.kind == detail::node_kind::sink && !n.internal_topic) {
-      if (admin.partition_count(n.topics[0], 30s)) continue;
-      if (!embedded)
-        throw error(errc::invalid_topology, "output topic '" + n.topics[0] + "' does not exist; create it first");
-      admin.create_topics({{.name = n.topics[0], .partitions = 4}}, 30s);
-    }
-
-  // Shared resources and global tables.
+void app::impl::start_global_tables(const kafka::config_map& consumer, kafka::admin& admin) {
   state::rocksdb_environment_options env;
   env.memory_budget_bytes =
       static_cast<std::size_t>(cfg.get_int("state.memory.budget.bytes", min_state_memory_budget, std::int64_t{1} << 40));
-  d.rocksdb = std::make_unique<state::rocksdb_environment>(env);
-  d.globals = std::make_unique<runtime::global_tables>(topo, consumer_props, admin, d.metrics);
-  d.globals->catch_up();
-  d.globals->start_following();
+  rocksdb = std::make_unique<state::rocksdb_environment>(env);
+  globals = std::make_unique<runtime::global_tables>(topo, consumer, admin, metrics);
+  globals->catch_up();
+  globals->start_following();
+}
 
-  auto& s = d.services;
-  s.topo = &d.topo;
+void app::impl::start_threads(const kafka::config_map& consumer_props, const kafka::config_map& producer_props,
+                              const std::map<int, int>& sub_partitions) {
+  const auto app_id = cfg.application_id();
+  const auto guarantee = cfg.guarantee();
+  auto& s = services;
+  s.topo = &topo;
   s.application_id = app_id;
   s.guarantee = guarantee;
   s.state_dir = cfg.state_dir();
   s.on_deserialization_error = cfg.get_error_policy("deserialization.error.handler");
   s.on_processing_error = cfg.get_error_policy("processing.error.handler");
   s.dead_letter_topic = cfg.dead_letter_topic();
-  s.rocksdb = d.rocksdb.get();
-  s.metrics = &d.metrics;
-  s.global_views = d.globals->views();
+  s.rocksdb = rocksdb.get();
+  s.metrics = &metrics;
+  s.global_views = globals->views();
   // What processor_context::partition_count() reports (e.g. pace splits its rate by it).
   for (const auto& [sub_id, count] : sub_partitions) s.subtopology_partitions[sub_id] = count;
   s.wall_clock_ms = [] {
@@ -320,7 +367,7 @@ void app::start() {
         base.topic_to_subtopology[resolved] = sub.id;
       }
     }
-  auto instance = cfg.instance_id();
+  const auto instance = cfg.instance_id();
   int thread_count = cfg.num_stream_threads();
   for (int i = 0; i < thread_count; ++i) {
     auto settings = base;
@@ -349,27 +396,47 @@ void app::start() {
           "transaction.timeout.ms",
           std::to_string(std::max<std::int64_t>(10000, 2 * cfg.commit_interval().count())));
     settings.transactional_id = app_id + "-" + instance + "-" + std::to_string(i);
-    d.threads.push_back(std::make_unique<runtime::stream_thread>(
-        std::move(settings), d.services, [&d, i](runtime::thread_state st) { d.on_thread_state(i, st); }));
+    threads.push_back(std::make_unique<runtime::stream_thread>(
+        std::move(settings), services, [this, i](runtime::thread_state st) { on_thread_state(i, st); }));
   }
-  d.set_state(app_state::rebalancing);
-  for (auto& t : d.threads) t->start();
+  set_state(app_state::rebalancing);
+  for (auto& t : threads) t->start();
 }
 
-void app::close(std::chrono::milliseconds) {
+void app::start() {
+  auto& d = *impl_;
+  const auto clients = make_client_configs(d.cfg);
+  d.bootstrap = clients.admin.at("bootstrap.servers");
+  if (clients.embedded) spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
+  kafka::admin admin(clients.admin);
+  auto sub_partitions = validate_source_topics(d.topo, admin, clients.embedded);
+  const auto repartition_partitions = runtime::infer_repartition_partitions(d.topo, sub_partitions);
+  d.create_internal_topics(admin, sub_partitions, repartition_partitions);
+  validate_output_topics(d.topo, admin, clients.embedded);
+  d.start_global_tables(clients.consumer, admin);
+  d.start_threads(clients.consumer, clients.producer, sub_partitions);
+}
+
+void app::close(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   {
     std::lock_guard lock(d.mutex);
     if (d.closed) return;
     d.closed = true;
   }
-  if (d.state != app_state::error) d.set_state(app_state::pending_shutdown);
+  if (state() != app_state::error) d.set_state(app_state::pending_shutdown);
   for (auto& t : d.threads) t->request_stop();
-  for (auto& t : d.threads) t->join();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool stopped = true;
+  for (auto& t : d.threads) stopped = t->join_until(deadline) && stopped;
+  if (!stopped) {
+    // They go on closing; the app's destructor waits for them.
+    spdlog::warn("sluice: stream threads did not finish closing within {} ms", timeout.count());
+    return;
+  }
   if (d.globals) d.globals->stop();
-  bool failed = d.state == app_state::error;
   d.threads.clear();
-  if (!failed) d.set_state(app_state::not_running);
+  if (state() != app_state::error) d.set_state(app_state::not_running);
 }
 
 void app::wait() {

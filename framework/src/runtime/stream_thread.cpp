@@ -60,11 +60,28 @@ stream_thread::~stream_thread() {
 
 void stream_thread::start() {
   set_state(thread_state::starting);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    run();
+    {
+      std::lock_guard lock(finished_mutex_);
+      finished_ = true;
+    }
+    finished_changed_.notify_all();
+  });
 }
 
 void stream_thread::join() {
   if (thread_.joinable()) thread_.join();
+}
+
+bool stream_thread::join_until(std::chrono::steady_clock::time_point deadline) {
+  if (!thread_.joinable()) return true;
+  {
+    std::unique_lock lock(finished_mutex_);
+    if (!finished_changed_.wait_until(lock, deadline, [this] { return finished_; })) return false;
+  }
+  thread_.join();
+  return true;
 }
 
 void stream_thread::set_state(thread_state s) {

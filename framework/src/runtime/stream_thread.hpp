@@ -15,9 +15,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,6 +69,8 @@ class stream_thread final : kafka::rebalance_listener {
   /// Asks the loop to finish the records in hand, commit, close. Returns at once.
   void request_stop() noexcept { stop_.store(true); }
   void join();
+  /// Joins if the thread finishes by `deadline`; returns false (not joined) otherwise.
+  bool join_until(std::chrono::steady_clock::time_point deadline);
   thread_state state() const noexcept { return state_.load(); }
   const std::string& failure() const noexcept { return failure_; }
 
@@ -117,6 +121,9 @@ class stream_thread final : kafka::rebalance_listener {
   std::atomic<thread_state> state_{thread_state::created};
   std::string failure_;
   std::thread thread_;
+  std::mutex finished_mutex_;
+  std::condition_variable finished_changed_;
+  bool finished_ = false;  // run() returned
   void update_lag();
 
   counter& restored_records_;

@@ -2,6 +2,7 @@
 // exactly-once with a restart, co-partitioning checks and poison records.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -302,4 +303,77 @@ TEST(runtime, poison_records_including_a_2mb_value_are_dead_lettered_skipped_or_
       EXPECT_TRUE(dead.empty());
     }
   }
+}
+
+// Two stream threads per instance, and a second instance joining while the first restores
+// its stores from scratch: the counts stay exact under exactly-once (nothing lost or
+// counted twice by the revocation in the middle of a restoration).
+TEST(runtime, two_threads_and_an_instance_joining_while_stores_restore_keep_exact_counts) {
+  SLUICE_REQUIRE_BROKER();
+  auto in = sluice::test::unique_name("wc2-in"), out = sluice::test::unique_name("wc2-out");
+  auto cfg = base_config(sluice::test::unique_name("wc2"));
+  cfg.set("processing.guarantee", "exactly_once");
+  cfg.set("num.stream.threads", "2");
+  sluice::topic_admin admin(cfg);
+  admin.create_topic(in, 4);
+  admin.create_topic(out, 4);
+
+  std::map<std::string, std::int64_t> expected;
+  std::mt19937 rng(11);
+  auto feed = [&](int lines) {
+    sluice::topic_writer w(cfg);
+    for (int i = 0; i < lines; ++i) {
+      std::string line;
+      for (int k = 0; k < 5; ++k) {
+        auto word = "w" + std::to_string(rng() % 200);
+        line += word + " ";
+        ++expected[word];
+      }
+      w.send_raw(in, std::nullopt, line);
+    }
+    w.flush();
+  };
+  // Reads the committed counts until they equal `expected` (the positive evidence) or 120 s pass.
+  auto read_counts = [&] {
+    sluice::topic_reader r(cfg, {out}, /*read_committed=*/true);
+    std::map<std::string, std::int64_t> counts;
+    auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (std::chrono::steady_clock::now() < deadline && counts != expected)
+      for (auto& m : r.poll(300ms)) counts[*m.key] = std::max(counts[*m.key], sluice::int64_serde::deserialize(*m.value));
+    return counts;
+  };
+  auto instance = [&](const std::string& id) {
+    auto c = cfg;
+    c.set("instance.id", id);
+    c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+    return c;
+  };
+
+  feed(60000);  // ~300,000 changelog records: restoring outlasts the join of a second member
+  {
+    sluice::app first(examples::word_count_topology(in, out), instance("a"));
+    first.start();
+    EXPECT_EQ(read_counts(), expected);
+    first.close();
+    ASSERT_NE(first.state(), sluice::app_state::error) << first.error_message();
+  }
+  // "a" again on an empty state directory: every store restores its whole changelog. "b"
+  // joins as soon as "a" restores, so the rebalance revokes tasks in mid-restoration.
+  sluice::app again(examples::word_count_topology(in, out), instance("a"));
+  std::atomic<bool> restoring_seen{false};
+  again.on_state_change([&](sluice::app_state, sluice::app_state now) {
+    if (now == sluice::app_state::restoring) restoring_seen = true;
+  });
+  again.start();
+  for (int i = 0; i < 6000 && !restoring_seen && again.state() != sluice::app_state::running; ++i)
+    std::this_thread::sleep_for(5ms);
+  sluice::app second(examples::word_count_topology(in, out), instance("b"));
+  second.start();
+  std::cout << "joined while the first instance was " << (restoring_seen ? "restoring" : "already running") << "\n";
+  feed(2000);
+  EXPECT_EQ(read_counts(), expected);
+  second.close();
+  again.close();
+  EXPECT_NE(again.state(), sluice::app_state::error) << again.error_message();
+  EXPECT_NE(second.state(), sluice::app_state::error) << second.error_message();
 }

@@ -49,13 +49,24 @@ TEST(config, missing_file_is_an_io_error_naming_the_path) {
   EXPECT_NE(msg.find("/nonexistent/job.properties"), std::string::npos);
 }
 
+TEST(config, help_is_returned_to_the_caller_with_the_usage_instead_of_exiting) {
+  const char* argv[] = {"my-job", "--set", "application.id=x", "--help"};
+  auto args = sluice::config::from_args(4, argv, "My job does things.");
+  EXPECT_EQ(args.action, sluice::command_line::request::print_help);
+  EXPECT_NE(args.help.find("usage: my-job [--config FILE] [--set key=value]..."), std::string::npos) << args.help;
+  EXPECT_NE(args.help.find("My job does things."), std::string::npos);
+  EXPECT_NE(args.help.find("application.id"), std::string::npos) << "the key reference";
+}
+
 TEST(config, set_overrides_win_over_the_file_whatever_the_order) {
   auto path = std::filesystem::temp_directory_path() / ("sluice-config-" + std::to_string(::getpid()) + ".properties");
   std::ofstream(path) << "application.id=from-file\nnum.stream.threads=2\n";
   std::string p = path.string();
   const char* argv[] = {"job", "--set", "application.id=from-set", "--config", p.c_str()};
-  auto c = sluice::config::from_args(5, argv);
+  auto args = sluice::config::from_args(5, argv);
   std::filesystem::remove(path);
+  ASSERT_EQ(args.action, sluice::command_line::request::run);
+  const auto& c = args.settings;
   EXPECT_EQ(c.application_id(), "from-set");
   EXPECT_EQ(c.num_stream_threads(), 2);
 }
