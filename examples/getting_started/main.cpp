@@ -104,13 +104,13 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
     }
     sluice::config::declare_keys(job_keys);
-    auto line = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
-                                          "Page views: bots dropped, views counted per page, reported per interval.");
-    if (line.action == sluice::command_line::request::print_help) {
-      std::cout << line.help;
+    auto command = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
+                                             "Page views: bots dropped, views counted per page, reported per interval.");
+    if (command.action == sluice::command_line::request::print_help) {
+      std::cout << command.help;
       return 0;
     }
-    auto cfg = std::move(line.settings);
+    auto cfg = std::move(command.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "page-views");
 
     if (mode == "--create-topics") create_topics(cfg, static_cast<int>(number));

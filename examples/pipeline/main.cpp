@@ -106,13 +106,13 @@ int main(int argc, char** argv) {
       }
       args.push_back(argv[i]);
     }
-    auto line = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
-                                          "Orders pipeline: large orders out, orders counted per customer.");
-    if (line.action == sluice::command_line::request::print_help) {
-      std::cout << line.help;
+    auto command = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
+                                             "Orders pipeline: large orders out, orders counted per customer.");
+    if (command.action == sluice::command_line::request::print_help) {
+      std::cout << command.help;
       return 0;
     }
-    auto cfg = std::move(line.settings);
+    auto cfg = std::move(command.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-pipeline");
     if (demo > 0) return run_demo(cfg, demo);
     sluice::app app(examples::pipeline_topology(), cfg);
