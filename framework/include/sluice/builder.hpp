@@ -445,7 +445,8 @@ class kstream {
                   "repartition_by: the partition key must be callable as std::string_view(const K& key, const V& "
                   "value) (std::string works too)");
     auto& g = *g_;
-    std::string topic = name + "-repartition";
+    // The graph keeps the name; topology::resolve_topic() makes it the topic.
+    const std::string& topic = name;
     g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
            .factory = detail::factory_of(
                detail::partitioned_sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>, F>(

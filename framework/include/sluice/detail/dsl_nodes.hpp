@@ -156,7 +156,7 @@ class partitioned_sink_node final : public typed_node<K, V> {
       : topic_(std::move(topic)), partition_key_(std::move(partition_key)) {}
   void init(task_context& task) override {
     node::init(task);
-    topic_ = std::string(task.application_id()) + "-" + topic_;
+    topic_ = repartition_topic(task.application_id(), topic_);
   }
   void on_record(const record<K, V>& r) override {
     const auto& by = std::invoke(partition_key_, r.key, r.value);  // a returned std::string lives to the end
