@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "http/instance_server.hpp"
 #include "kafka/admin.hpp"
 #include "kafka/config.hpp"
 #include "kafka/mock_cluster.hpp"
@@ -43,6 +44,7 @@ struct app::impl {
   runtime::task_services services;
   std::unique_ptr<runtime::global_tables> globals;
   std::vector<std::unique_ptr<runtime::stream_thread>> threads;
+  std::unique_ptr<http::instance_server> http;
   std::string bootstrap;
   std::mutex mutex;
   std::condition_variable changed;
@@ -160,6 +162,7 @@ app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
     kafka::make_conf(props);  // throws naming an unknown or invalid librdkafka key
   }
   refuse_consumer_overrides(cfg);
+  http::options_from_config(cfg);
 }
 
 app::~app() {
@@ -175,6 +178,9 @@ void app::start() {
   const auto& cfg = d.cfg;
   auto app_id = cfg.application_id();
   auto guarantee = cfg.guarantee();
+  // First, so liveness and readiness probes answer while the app connects and restores.
+  d.http = http::instance_server::from_config(cfg, *this);
+  if (d.http) d.http->start();
 
   auto consumer_props = cfg.client_properties("consumer");
   auto producer_props = cfg.client_properties("producer");
@@ -333,6 +339,13 @@ void app::start() {
       settings.consumer["group.instance.id"] = app_id + "-" + instance + "-" + std::to_string(i);
     if (!settings.consumer.contains("auto.offset.reset")) settings.consumer["auto.offset.reset"] = "earliest";
     if (guarantee == processing_guarantee::exactly_once) settings.consumer["isolation.level"] = "read_committed";
+    // The instance's application.server rides in the client.id: other instances read it back
+    // from the group's description to route queries (http/instance_directory.hpp).
+    if (auto server = cfg.get("application.server"); server && !server->empty()) {
+      auto user = settings.consumer.find("client.id");
+      settings.consumer["client.id"] = http::member_client_id(
+          user != settings.consumer.end() ? user->second : settings.consumer["group.instance.id"], *server);
+    }
     settings.restore_consumer = consumer_props;
     settings.restore_consumer.erase("group.instance.id");
     settings.restore_consumer["isolation.level"] = "read_committed";
@@ -350,6 +363,13 @@ void app::start() {
     d.threads.push_back(std::make_unique<runtime::stream_thread>(
         std::move(settings), d.services, [&d, i](runtime::thread_state st) { d.on_thread_state(i, st); }));
   }
+  if (d.http) {
+    std::vector<runtime::query_inbox*> inboxes;
+    for (auto& t : d.threads) inboxes.push_back(&t->queries());
+    d.http->stores().attach(std::move(inboxes), s.subtopology_partitions);
+    d.http->set_directory(
+        std::make_unique<http::instance_directory>(admin_props, app_id, d.topo, base.topic_to_subtopology));
+  }
   d.set_state(app_state::rebalancing);
   for (auto& t : d.threads) t->start();
 }
@@ -364,6 +384,10 @@ void app::close(std::chrono::milliseconds) {
   if (d.state != app_state::error) d.set_state(app_state::pending_shutdown);
   for (auto& t : d.threads) t->request_stop();
   for (auto& t : d.threads) t->join();
+  if (d.http) {
+    d.http->stores().detach();
+    d.http->stop();
+  }
   if (d.globals) d.globals->stop();
   bool failed = d.state == app_state::error;
   d.threads.clear();

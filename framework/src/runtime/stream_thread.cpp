@@ -120,6 +120,7 @@ void stream_thread::run() {
     commit_all();
     close_tasks(true);
     consumer_->close();
+    queries_.close();
     set_state(thread_state::dead);
   } catch (const std::exception& e) {
     failure_ = e.what();
@@ -131,12 +132,16 @@ void stream_thread::run() {
     } catch (const std::exception& inner) {
       spdlog::warn("stream thread {}: cleanup after failure also failed: {}", settings_.index, inner.what());
     }
+    queries_.close();
     set_state(thread_state::failed);
   }
 }
 
 void stream_thread::loop_once() {
   try {
+    // Interactive queries (query_inbox.hpp); under exactly-once only outside a transaction.
+    if (queries_.pending() && !(services_.guarantee == processing_guarantee::exactly_once && collector_->transaction_open()))
+      queries_.serve(tasks_);
     auto timeout = restoring_.empty() ? settings_.poll_timeout : 0ms;
     timeout = until_next_release(services_.wall_clock_ms(), timeout);
     consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
@@ -246,6 +251,7 @@ void stream_thread::begin_restoration(stream_task& task) {
     if (from < low) from = low;  // compaction or retention removed the head: start at what exists
     if (from >= high) continue;
     restoring_.push_back({&task, &s, s.changelog_topic, task.partition(), from, high, from});
+    restore_remaining_.set(restore_remaining_.value() + (high - from));  // /ready shows the total at once
     any = true;
   }
   if (!any) {
@@ -384,6 +390,7 @@ void stream_thread::commit_all() {
     task->commit_stores(next_offset);
     task->mark_committed();
   }
+  if (queries_.pending()) queries_.serve(tasks_);  // right after the commit: committed state only
   collector_->reset_changelog_offsets();
   update_lag();
   bool interval_passed = clock_type::now() - last_checkpoint_ >= settings_.checkpoint_interval;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kafka/consumer.hpp"
+#include "runtime/query_inbox.hpp"
 #include "runtime/record_collector.hpp"
 #include "runtime/stream_task.hpp"
 
@@ -96,6 +97,8 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   void join();
   thread_state state() const noexcept { return state_.load(); }
   const std::string& failure() const noexcept { return failure_; }
+  /// Where HTTP handlers queue store queries for this thread's tasks; safe from any thread.
+  query_inbox& queries() noexcept { return queries_; }
 
  private:
   struct restoring {
@@ -167,6 +170,7 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   std::map<std::pair<std::string, std::int32_t>, std::int64_t, partition_less> unread_;  // not taken: seek back here
   std::map<std::pair<std::string, std::int32_t>, std::int64_t, partition_less> seeking_;  // sought back: offset expected
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_, last_restore_log_, restore_started_;
+  query_inbox queries_;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};
   std::string failure_;
