@@ -35,6 +35,11 @@ constexpr config_key keys[] = {
     {"poll.ms", "100", "How long a stream thread waits for records before running punctuators and commits, 0 to 10000."},
     {"max.poll.records", "1000", "Records a stream thread takes from its consumer per loop."},
     {"restore.log.interval.ms", "5000", "How often restoration logs its progress."},
+    {"application.server", "", "host:port of this instance's HTTP server (metrics, health, queries), as other instances and clients reach it. Empty: no server."},
+    {"http.bind.address", "127.0.0.1", "Address the HTTP server listens on (the port is application.server's). 0.0.0.0 listens on every interface."},
+    {"http.auth.token", "", "When set, every HTTP endpoint but /health and /ready needs 'Authorization: Bearer <token>'."},
+    {"http.max.connections", "512", "Open HTTP connections at most; more are closed as soon as they are accepted."},
+    {"http.request.timeout.ms", "10000", "Time for a whole HTTP request to arrive (slow clients and idle keep-alive connections are closed after it)."},
 };
 
 /// The values the runtime can honour for sluice's numeric keys, and why. get_int and get_ms

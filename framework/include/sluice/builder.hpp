@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "sluice/detail/dsl_nodes.hpp"
+#include "sluice/detail/store_codec.hpp"
+#include "sluice/http.hpp"
 #include "sluice/processor.hpp"
 #include "sluice/topology.hpp"
 
@@ -67,6 +69,7 @@ class graph_builder {
 
   std::vector<node_spec> nodes;
   std::vector<store_spec> stores;
+  std::vector<http::route> endpoints;
   std::size_t counter = 0;
 };
 
@@ -499,7 +502,7 @@ ktable<K, A> kgrouped_stream<K, V>::stateful(N prototype, materialized store) {
   in = in.repartitioned(store.name);
   auto& g = *g_;
   g.add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
-               .rocksdb_options = store.rocksdb_options});
+               .rocksdb_options = store.rocksdb_options, .codec = detail::make_store_codec<K, A>()});
   auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"), .kind = detail::node_kind::processor, .stores = {store.name},
                     .parents = {in.node_index()}, .factory = detail::factory_of(std::move(prototype))});
   return ktable<K, A>(g_, idx, store.name);
@@ -531,7 +534,7 @@ class streams_builder {
     auto src = g_->add({.name = g_->name("KTABLE-SOURCE"), .kind = detail::node_kind::source, .topics = {topic},
                         .factory = detail::factory_of(detail::source_node<K, std::optional<V>, KS, VS>())});
     g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
-                   .rocksdb_options = store.rocksdb_options});
+                   .rocksdb_options = store.rocksdb_options, .codec = detail::make_store_codec<K, V>()});
     auto idx = g_->add({.name = g_->name("KTABLE-MATERIALIZE"), .kind = detail::node_kind::processor,
                         .stores = {store.name}, .parents = {src},
                         .factory = detail::factory_of(detail::table_node<K, V>(store.name))});
@@ -556,6 +559,15 @@ class streams_builder {
   void add_state_store(materialized store) {
     g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
                    .rocksdb_options = store.rocksdb_options, .make_store = store.make_store});
+  }
+
+  /// Adds a read-only endpoint to the instance HTTP server (on when application.server is
+  /// set): GET `pattern` (literal segments and `{name}` placeholders, see sluice/http.hpp)
+  /// answered by `fn` on the server's handler threads. A malformed pattern, or one that
+  /// clashes with another (the built-in /metrics, /health, /ready, /topology, /stores/...
+  /// included), stops the app at start with its name.
+  void add_endpoint(std::string pattern, http::handler fn) {
+    g_->endpoints.push_back({std::move(pattern), std::move(fn)});
   }
 
   /// Freezes the graph. Throws sluice::error(errc::invalid_topology) when it cannot run

@@ -1,5 +1,5 @@
 // sluice::metrics_registry: counters, gauges and latency histograms of a running app, per
-// thread and task, read as a snapshot (and, later, served as Prometheus text).
+// thread and task, read as a snapshot or as Prometheus text (GET /metrics).
 //
 // Updating is lock-free (relaxed atomics) so the hot path pays an add; registering a new
 // metric takes a lock and happens on assignment, never per record.
@@ -70,14 +70,20 @@ class metrics_registry {
   std::vector<metric_sample> snapshot() const;
   /// Sum of a counter or gauge over all label sets; 0 when absent.
   double total(const std::string& name) const;
-  /// Prometheus text exposition format.
+  /// Prometheus text exposition format (0.0.4): # HELP and # TYPE per family, counters as
+  /// counters, gauges as gauges, histograms with cumulative `le` buckets; histograms named
+  /// `*_ms` are exposed as `*_seconds` (Prometheus' base unit), values scaled.
   std::string prometheus_text() const;
+  /// The # HELP line of a metric family (e.g. a topology's own counters). Sluice's own
+  /// metrics have theirs built in.
+  void set_help(const std::string& name, std::string help);
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<counter>> counters_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<gauge>> gauges_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<histogram>> histograms_;
+  std::map<std::string, std::string> help_;
 };
 
 }  // namespace sluice

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sluice/detail/node.hpp"
+#include "sluice/http.hpp"
 
 namespace sluice {
 
@@ -25,7 +26,8 @@ class topology {
   };
 
   topology() = default;
-  topology(std::vector<detail::node_spec> nodes, std::vector<detail::store_spec> stores);
+  topology(std::vector<detail::node_spec> nodes, std::vector<detail::store_spec> stores,
+           std::vector<http::route> endpoints = {});
 
   /// The graph in Kafka Streams' format: sub-topologies with their sources, processors,
   /// sinks and stores, then global stores and internal topics.
@@ -36,6 +38,8 @@ class topology {
   const std::vector<detail::node_spec>& nodes() const noexcept { return nodes_; }
   const std::vector<detail::store_spec>& stores() const noexcept { return stores_; }
   const std::vector<subtopology>& subtopologies() const noexcept { return subtopologies_; }
+  /// HTTP endpoints the topology adds to the instance server (streams_builder::add_endpoint).
+  const std::vector<http::route>& endpoints() const noexcept { return endpoints_; }
   /// The store named `name`, or nullptr.
   const detail::store_spec* find_store(std::string_view name) const;
   /// The names given to repartitioned(): each is the topic
@@ -50,6 +54,7 @@ class topology {
   std::vector<detail::node_spec> nodes_;
   std::vector<detail::store_spec> stores_;
   std::vector<subtopology> subtopologies_;
+  std::vector<http::route> endpoints_;
 };
 
 }  // namespace sluice

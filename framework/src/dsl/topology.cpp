@@ -62,10 +62,11 @@ std::string list(const std::vector<std::string>& items) {
 
 }  // namespace
 
-topology streams_builder::build() const { return topology(g_->nodes, g_->stores); }
+topology streams_builder::build() const { return topology(g_->nodes, g_->stores, g_->endpoints); }
 
-topology::topology(std::vector<detail::node_spec> nodes, std::vector<detail::store_spec> stores)
-    : nodes_(std::move(nodes)), stores_(std::move(stores)) {
+topology::topology(std::vector<detail::node_spec> nodes, std::vector<detail::store_spec> stores,
+                   std::vector<http::route> endpoints)
+    : nodes_(std::move(nodes)), stores_(std::move(stores)), endpoints_(std::move(endpoints)) {
   if (nodes_.empty()) throw error(errc::invalid_topology, "the topology has no nodes: add a stream() and an operation");
   for (const auto& n : nodes_) {
     if (!n.factory)

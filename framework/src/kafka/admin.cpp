@@ -209,4 +209,39 @@ config_map admin::describe_topic_configs(const std::string& topic,
   return out;
 }
 
+group_description admin::describe_group(const std::string& group, std::chrono::milliseconds timeout) {
+  if (mock_) throw sluice::error(errc::kafka, "the mock cluster cannot describe consumer groups");
+  const char* groups[] = {group.c_str()};
+  auto opts = options_for(rk_.get(), RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS, timeout);
+  rd_kafka_DescribeConsumerGroups(rk_.get(), groups, 1, opts.get(), queue_.get());
+  auto ev = wait_for(RD_KAFKA_EVENT_DESCRIBECONSUMERGROUPS_RESULT, timeout, "describe consumer group");
+  throw_if(rd_kafka_event_error(ev.get()), "describing consumer group '" + group + "'");
+  std::size_t n = 0;
+  const auto** results =
+      rd_kafka_DescribeConsumerGroups_result_groups(rd_kafka_event_DescribeConsumerGroups_result(ev.get()), &n);
+  group_description out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto* g = results[i];
+    if (const auto* err = rd_kafka_ConsumerGroupDescription_error(g))
+      throw sluice::error(errc::kafka, "describing consumer group '" + group + "' failed: " +
+                                           rd_kafka_error_string(err));
+    out.state = rd_kafka_consumer_group_state_name(rd_kafka_ConsumerGroupDescription_state(g));
+    const auto members = rd_kafka_ConsumerGroupDescription_member_count(g);
+    for (std::size_t m = 0; m < members; ++m) {
+      const auto* member = rd_kafka_ConsumerGroupDescription_member(g, m);
+      group_member gm;
+      auto text = [](const char* s) { return s ? std::string(s) : std::string(); };
+      gm.client_id = text(rd_kafka_MemberDescription_client_id(member));
+      gm.group_instance_id = text(rd_kafka_MemberDescription_group_instance_id(member));
+      gm.host = text(rd_kafka_MemberDescription_host(member));
+      if (const auto* a = rd_kafka_MemberDescription_assignment(member))
+        if (const auto* parts = rd_kafka_MemberAssignment_partitions(a))
+          for (int p = 0; p < parts->cnt; ++p)
+            gm.assignment.push_back({parts->elems[p].topic, parts->elems[p].partition});
+      out.members.push_back(std::move(gm));
+    }
+  }
+  return out;
+}
+
 }  // namespace sluice::kafka

@@ -9,6 +9,7 @@
 
 #include "kafka/config.hpp"
 #include "kafka/handles.hpp"
+#include "kafka/types.hpp"
 
 namespace sluice::kafka {
 
@@ -21,6 +22,20 @@ struct new_topic {
   int replication_factor = -1;
   // Topic configs, e.g. {"cleanup.policy", "compact"}. Default: none.
   config_map configs;
+};
+
+/// One member of a consumer group as the group coordinator describes it.
+struct group_member {
+  std::string client_id;
+  std::string group_instance_id;  ///< empty without static membership
+  std::string host;
+  std::vector<topic_partition> assignment;
+};
+
+/// A consumer group: its state ("Stable", "PreparingRebalance", ...) and members.
+struct group_description {
+  std::string state;
+  std::vector<group_member> members;
 };
 
 /// Admin operations over one client handle (a producer-type handle with a private result
@@ -45,6 +60,8 @@ class admin {
   std::optional<int> partition_count(const std::string& topic, std::chrono::milliseconds timeout);
   /// Every config entry of the topic (name → value), defaults included.
   config_map describe_topic_configs(const std::string& topic, std::chrono::milliseconds timeout);
+  /// The consumer group `group` as its coordinator sees it (DescribeConsumerGroups).
+  group_description describe_group(const std::string& group, std::chrono::milliseconds timeout);
 
  private:
   /// Polls the private queue until an event of `type` arrives or the timeout passes.

@@ -9,6 +9,11 @@
 
 namespace sluice::kafka {
 
+std::int32_t murmur2_partition(std::string_view key, std::int32_t partitions) noexcept {
+  // librdkafka's murmur2 partitioner reads neither the topic handle nor the opaques.
+  return rd_kafka_msg_partitioner_murmur2(nullptr, key.data(), key.size(), partitions, nullptr, nullptr);
+}
+
 sluice::error delivery_report::to_error() const {
   std::string context = "delivery to ";
   context.append(topic).append("[").append(std::to_string(partition)).append("] failed");

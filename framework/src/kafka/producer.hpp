@@ -58,6 +58,10 @@ using delivery_callback = std::function<void(const delivery_report&)>;
 
 /// A Kafka producer.
 ///
+/// The partition Kafka's murmur2 partitioner (Java's default for keyed records, and the
+/// producer's here) puts `key` in, out of `partitions`.
+std::int32_t murmur2_partition(std::string_view key, std::int32_t partitions) noexcept;
+
 /// Keys are partitioned with murmur2_random (what Java's default partitioner computes)
 /// unless the config sets `partitioner`. Delivery reports run in the thread that calls
 /// poll(), flush() or produce() (produce polls when the queue is full); an exception the

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "http/instance_server.hpp"
 #include "kafka/admin.hpp"
 #include "kafka/config.hpp"
 #include "kafka/mock_cluster.hpp"
@@ -45,6 +46,7 @@ struct app::impl {
   runtime::task_services services;
   std::unique_ptr<runtime::global_tables> globals;
   std::vector<std::unique_ptr<runtime::stream_thread>> threads;
+  std::unique_ptr<http::instance_server> http;
   std::string bootstrap;
   std::mutex mutex;
   std::condition_variable changed;
@@ -58,7 +60,7 @@ struct app::impl {
                               const std::map<std::string, int>& repartition_partitions);
   void start_global_tables(const kafka::config_map& consumer, kafka::admin& admin);
   void start_threads(const kafka::config_map& consumer_props, const kafka::config_map& producer_props,
-                     const std::map<int, int>& sub_partitions);
+                     const kafka::config_map& admin_props, const std::map<int, int>& sub_partitions);
 
   void set_state(app_state next) {
     app_state prev;
@@ -169,6 +171,7 @@ app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
     kafka::make_conf(props);  // throws naming an unknown or invalid librdkafka key
   }
   refuse_consumer_overrides(cfg);
+  http::options_from_config(cfg);
 }
 
 app::~app() {
@@ -330,7 +333,7 @@ void app::impl::start_global_tables(const kafka::config_map& consumer, kafka::ad
 }
 
 void app::impl::start_threads(const kafka::config_map& consumer_props, const kafka::config_map& producer_props,
-                              const std::map<int, int>& sub_partitions) {
+                              const kafka::config_map& admin_props, const std::map<int, int>& sub_partitions) {
   const auto app_id = cfg.application_id();
   const auto guarantee = cfg.guarantee();
   auto& s = services;
@@ -382,6 +385,13 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
       settings.consumer["group.instance.id"] = app_id + "-" + instance + "-" + std::to_string(i);
     if (!settings.consumer.contains("auto.offset.reset")) settings.consumer["auto.offset.reset"] = "earliest";
     if (guarantee == processing_guarantee::exactly_once) settings.consumer["isolation.level"] = "read_committed";
+    // The instance's application.server rides in the client.id: other instances read it back
+    // from the group's description to route queries (http/instance_directory.hpp).
+    if (auto server = cfg.get("application.server"); server && !server->empty()) {
+      auto user = settings.consumer.find("client.id");
+      settings.consumer["client.id"] = http::member_client_id(
+          user != settings.consumer.end() ? user->second : settings.consumer["group.instance.id"], *server);
+    }
     settings.restore_consumer = consumer_props;
     settings.restore_consumer.erase("group.instance.id");
     settings.restore_consumer["isolation.level"] = "read_committed";
@@ -399,12 +409,21 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
     threads.push_back(std::make_unique<runtime::stream_thread>(
         std::move(settings), services, [this, i](runtime::thread_state st) { on_thread_state(i, st); }));
   }
+  if (http) {
+    std::vector<runtime::query_inbox*> inboxes;
+    for (auto& t : threads) inboxes.push_back(&t->queries());
+    http->stores().attach(std::move(inboxes), s.subtopology_partitions);
+    http->set_directory(std::make_unique<http::instance_directory>(admin_props, app_id, topo, base.topic_to_subtopology));
+  }
   set_state(app_state::rebalancing);
   for (auto& t : threads) t->start();
 }
 
 void app::start() {
   auto& d = *impl_;
+  // First, so liveness and readiness probes answer while the app connects and restores.
+  d.http = http::instance_server::from_config(d.cfg, *this);
+  if (d.http) d.http->start();
   const auto clients = make_client_configs(d.cfg);
   d.bootstrap = clients.admin.at("bootstrap.servers");
   if (clients.embedded) spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
@@ -414,7 +433,7 @@ void app::start() {
   d.create_internal_topics(admin, sub_partitions, repartition_partitions);
   validate_output_topics(d.topo, admin, clients.embedded);
   d.start_global_tables(clients.consumer, admin);
-  d.start_threads(clients.consumer, clients.producer, sub_partitions);
+  d.start_threads(clients.consumer, clients.producer, clients.admin, sub_partitions);
 }
 
 void app::close(std::chrono::milliseconds timeout) {
@@ -430,9 +449,13 @@ void app::close(std::chrono::milliseconds timeout) {
   bool stopped = true;
   for (auto& t : d.threads) stopped = t->join_until(deadline) && stopped;
   if (!stopped) {
-    // They go on closing; the app's destructor waits for them.
+    // They go on closing; the app's destructor waits for them (and stops the server after).
     spdlog::warn("sluice: stream threads did not finish closing within {} ms", timeout.count());
     return;
+  }
+  if (d.http) {
+    d.http->stores().detach();
+    d.http->stop();
   }
   if (d.globals) d.globals->stop();
   d.threads.clear();

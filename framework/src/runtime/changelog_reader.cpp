@@ -37,6 +37,7 @@ bool changelog_reader::add(stream_task& task) {
     if (from < low) from = low;  // compaction or retention removed the head: start at what exists
     if (from >= high) continue;
     entries_.push_back({&task, &s, s.changelog_topic, task.partition(), from, high, from});
+    remaining_records_.set(remaining_records_.value() + (high - from));  // /ready shows the total at once
     any = true;
   }
   if (!any) return false;

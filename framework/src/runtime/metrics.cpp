@@ -2,7 +2,8 @@
 #include "sluice/metrics.hpp"
 
 #include <bit>
-#include <sstream>
+#include <charconv>
+#include <string_view>
 
 namespace sluice {
 
@@ -69,19 +70,109 @@ double metrics_registry::total(const std::string& name) const {
   return sum;
 }
 
-std::string metrics_registry::prometheus_text() const {
-  std::ostringstream out;
-  std::string last;
-  for (const auto& s : snapshot()) {
-    if (s.name != last) {
-      out << "# TYPE " << s.name << (s.name.ends_with("_total") ? " counter" : " gauge") << "\n";
-      last = s.name;
-    }
-    out << s.name;
-    if (!s.labels.empty()) out << "{" << s.labels << "}";
-    out << " " << s.value << "\n";
+void metrics_registry::set_help(const std::string& name, std::string help) {
+  std::lock_guard lock(mutex_);
+  help_[name] = std::move(help);
+}
+
+namespace {
+
+/// What each of sluice's own metrics means (docs/operations.md has the same table).
+constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
+    {"sluice_records_processed_total", "Input records a task processed, skipped ones included."},
+    {"sluice_records_skipped_total", "Records a log_and_continue or dead_letter error handler skipped."},
+    {"sluice_records_dead_lettered_total", "Records sent to the dead-letter topic."},
+    {"sluice_end_to_end_latency_seconds", "Wall clock at processing minus the record timestamp, sampled 1 in 64."},
+    {"sluice_records_sent_total", "Records produced: outputs, changelogs, repartition topics, dead letters."},
+    {"sluice_production_errors_total", "Records whose delivery failed for good."},
+    {"sluice_commit_latency_seconds", "One commit: producer flush plus offsets (plus the transaction commit under exactly_once)."},
+    {"sluice_transaction_aborts_total", "Transactions aborted (fencing, timeouts, unknown outcomes)."},
+    {"sluice_consumer_lag_records", "Records between the consumer position and the high watermark of the assigned partitions."},
+    {"sluice_restored_records_total", "Changelog records applied while restoring stores."},
+    {"sluice_restore_remaining_records", "Changelog records still to restore before the thread's tasks process."},
+    {"sluice_global_records_applied_total", "Records the global thread applied to global tables."},
+    {"sluice_http_responses_total", "HTTP responses of the instance server, by status code."},
+    {"sluice_http_connections_refused_total", "HTTP connections closed on accept because http.max.connections were open."},
+    {"sluice_http_requests_timed_out_total", "HTTP connections closed because no whole request arrived within http.request.timeout.ms (slow or idle clients)."},
+    {"sluice_http_open_connections", "Open connections to the instance HTTP server."},
+};
+
+/// Prometheus wants base units: histograms kept in milliseconds are exposed in seconds.
+std::string exposed_histogram_name(const std::string& name) {
+  if (name.ends_with("_ms")) return name.substr(0, name.size() - 3) + "_seconds";
+  return name;
+}
+
+void append_number(std::string& out, double v) {
+  // Integers exactly, other values in the shortest form that reads back the same.
+  char buf[32];
+  auto [end, ec] = v == static_cast<double>(static_cast<std::int64_t>(v)) && v > -9e15 && v < 9e15
+                       ? std::to_chars(buf, buf + sizeof buf, static_cast<std::int64_t>(v))
+                       : std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, ec == std::errc{} ? end : buf);
+}
+
+void append_sample(std::string& out, const std::string& name, const std::string& labels, std::string_view extra_label,
+                   double value) {
+  out += name;
+  if (!labels.empty() || !extra_label.empty()) {
+    out += '{';
+    out += labels;
+    if (!labels.empty() && !extra_label.empty()) out += ',';
+    out += extra_label;
+    out += '}';
   }
-  return out.str();
+  out += ' ';
+  append_number(out, value);
+  out += '\n';
+}
+
+}  // namespace
+
+std::string metrics_registry::prometheus_text() const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  auto header = [&](const std::string& name, const char* type) {
+    std::string help;
+    if (auto it = help_.find(name); it != help_.end()) help = it->second;
+    for (const auto& [n, h] : builtin_help)
+      if (help.empty() && n == name) help = h;
+    if (help.empty()) help = "sluice metric " + name + ".";
+    for (auto& c : help)
+      if (c == '\n') c = ' ';
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  std::string last;
+  for (const auto& [key, c] : counters_) {
+    if (key.first != last) header(last = key.first, "counter");
+    append_sample(out, key.first, key.second, {}, static_cast<double>(c->value()));
+  }
+  last.clear();
+  for (const auto& [key, g] : gauges_) {
+    if (key.first != last) header(last = key.first, "gauge");
+    append_sample(out, key.first, key.second, {}, static_cast<double>(g->value()));
+  }
+  last.clear();
+  for (const auto& [key, h] : histograms_) {
+    const auto name = exposed_histogram_name(key.first);
+    const double divisor = name != key.first ? 1000.0 : 1.0;  // ms -> s
+    if (name != last) header(last = name, "histogram");
+    // Bucket i holds values whose bit width is i: 0, 1, 2-3, 4-7, ... so its inclusive
+    // upper bound is 2^i - 1 ms. Cumulative counts from the buckets themselves, so +Inf and
+    // _count agree even while other threads record.
+    std::uint64_t cumulative = 0;
+    for (int i = 0; i < histogram::buckets; ++i) {
+      cumulative += h->bucket(i);
+      std::string le = "le=\"";
+      append_number(le, static_cast<double>((std::int64_t{1} << i) - 1) / divisor);
+      le += '"';
+      append_sample(out, name + "_bucket", key.second, le, static_cast<double>(cumulative));
+    }
+    append_sample(out, name + "_bucket", key.second, "le=\"+Inf\"", static_cast<double>(cumulative));
+    append_sample(out, name + "_sum", key.second, {}, static_cast<double>(h->sum()) / divisor);
+    append_sample(out, name + "_count", key.second, {}, static_cast<double>(cumulative));
+  }
+  return out;
 }
 
 }  // namespace sluice

@@ -106,6 +106,7 @@ void stream_thread::run() {
     commit_all();
     close_tasks(close_mode::clean);
     consumer_->close();
+    queries_.close();
     set_state(thread_state::dead);
   } catch (const std::exception& e) {
     failure_ = e.what();
@@ -117,12 +118,16 @@ void stream_thread::run() {
     } catch (const std::exception& inner) {
       spdlog::warn("stream thread {}: cleanup after failure also failed: {}", settings_.index, inner.what());
     }
+    queries_.close();
     set_state(thread_state::failed);
   }
 }
 
 void stream_thread::loop_once() {
   try {
+    // Interactive queries (query_inbox.hpp); under exactly-once only outside a transaction.
+    if (queries_.pending() && !(services_.guarantee == processing_guarantee::exactly_once && collector_->transaction_open()))
+      queries_.serve(tasks_->tasks());
     auto timeout = tasks_->restoring() ? 0ms : settings_.poll_timeout;
     timeout = until_next_release(services_.wall_clock_ms(), timeout);
     consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
@@ -231,6 +236,7 @@ void stream_thread::commit_all() {
     task->stores().commit(next_offset);
     task->mark_committed();
   }
+  if (queries_.pending()) queries_.serve(tasks_->tasks());  // right after the commit: committed state only
   collector_->reset_changelog_offsets();
   update_lag();
   bool interval_passed = clock_type::now() - last_checkpoint_ >= settings_.checkpoint_interval;

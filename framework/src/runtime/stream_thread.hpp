@@ -28,6 +28,7 @@
 
 #include "kafka/consumer.hpp"
 #include "runtime/changelog_reader.hpp"
+#include "runtime/query_inbox.hpp"
 #include "runtime/record_collector.hpp"
 #include "runtime/stream_task.hpp"
 #include "runtime/task_manager.hpp"
@@ -73,6 +74,8 @@ class stream_thread final : kafka::rebalance_listener {
   bool join_until(std::chrono::steady_clock::time_point deadline);
   thread_state state() const noexcept { return state_.load(); }
   const std::string& failure() const noexcept { return failure_; }
+  /// Where HTTP handlers queue store queries for this thread's tasks; safe from any thread.
+  query_inbox& queries() noexcept { return queries_; }
 
  private:
   void run();
@@ -117,6 +120,7 @@ class stream_thread final : kafka::rebalance_listener {
   std::vector<kafka::message> batch_;
   fetch_changes fetch_changes_;  // reused: filled by the tasks' partition groups
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_;
+  query_inbox queries_;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};
   std::string failure_;

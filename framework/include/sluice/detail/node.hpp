@@ -187,6 +187,8 @@ enum class store_backend { rocksdb, memory };
 using store_factory = std::function<std::unique_ptr<state::state_store>(std::unique_ptr<state::kv_store> storage,
                                                                          state::changelog_sink* changelog)>;
 
+struct store_codec;  // detail/store_codec.hpp
+
 /// A state store as declared on the topology.
 struct store_spec {
   std::string name;
@@ -197,6 +199,7 @@ struct store_spec {
   std::string source_topic;                    ///< global stores: the topic they follow
   state::rocksdb_config_setter rocksdb_options;  ///< expert hook (store_options::configure_rocksdb)
   store_factory make_store;                      ///< empty: the key-value store itself
+  std::shared_ptr<const store_codec> codec;      ///< key/value types for queries; null: untyped (Processor API)
 };
 
 }  // namespace sluice::detail

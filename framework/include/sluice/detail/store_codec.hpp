@@ -1,0 +1,80 @@
+// store_codec: a store's key and value types, erased into functions the HTTP server uses to
+// answer interactive queries: a key from its text in a URL, keys and values as JSON. Made
+// by the DSL where the types are known (count, reduce, aggregate, table) with the same
+// serdes the store uses (default_state_serde). Not part of the public API.
+#pragma once
+
+#include <charconv>
+#include <concepts>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "sluice/serde/serde.hpp"
+
+namespace sluice::detail {
+
+struct store_codec {
+  /// "string", "integer" or "other": how a key is written in a URL (other: not at all).
+  std::string key_kind;
+  /// The key's bytes from its text in a URL; nullopt when the text is not a valid key.
+  std::function<std::optional<std::string>(std::string_view)> key_from_text;
+  /// A stored key / value as JSON text. Throws sluice::serde_error when the bytes do not decode.
+  std::function<std::string(std::string_view)> key_to_json;
+  std::function<std::string(std::string_view)> value_to_json;
+};
+
+template <class T>
+struct is_optional_type : std::false_type {};
+template <class T>
+struct is_optional_type<std::optional<T>> : std::true_type {};
+
+/// A typed value as JSON text: strings and numbers as themselves, described structs through
+/// json_serde (the format their topics use), optionals as null or their value.
+template <class T>
+std::string to_json_text(const T& v) {
+  if constexpr (is_optional_type<T>::value) {
+    return v ? to_json_text(*v) : std::string("null");
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_arithmetic_v<T>) {
+    return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    std::string out;
+    json_serde<T>::serialize(v, out);
+    return out;
+  }
+}
+
+template <class K, class V, class KS = default_state_serde<K>, class VS = default_state_serde<V>>
+std::shared_ptr<const store_codec> make_store_codec() {
+  auto c = std::make_shared<store_codec>();
+  if constexpr (std::is_same_v<K, std::string>) {
+    c->key_kind = "string";
+    c->key_from_text = [](std::string_view text) -> std::optional<std::string> {
+      std::string out;
+      KS::serialize(std::string(text), out);
+      return out;
+    };
+  } else if constexpr (std::integral<K> && !std::is_same_v<K, bool>) {
+    c->key_kind = "integer";
+    c->key_from_text = [](std::string_view text) -> std::optional<std::string> {
+      K k{};
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), k);
+      if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+      std::string out;
+      KS::serialize(k, out);
+      return out;
+    };
+  } else {
+    c->key_kind = "other";
+    c->key_from_text = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
+  }
+  c->key_to_json = [](std::string_view bytes) { return to_json_text(KS::deserialize(bytes)); };
+  c->value_to_json = [](std::string_view bytes) { return to_json_text(VS::deserialize(bytes)); };
+  return c;
+}
+
+}  // namespace sluice::detail

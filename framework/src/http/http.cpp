@@ -1,0 +1,91 @@
+// The small pieces of the public sluice::http API: request lookups, JSON error bodies.
+#include "sluice/http.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "sluice/error.hpp"
+
+namespace sluice::http {
+
+std::string_view request::path_param(std::string_view name) const noexcept {
+  for (const auto& [n, v] : path_params_)
+    if (n == name) return v;
+  return {};
+}
+
+std::optional<std::string_view> request::query(std::string_view name) const noexcept {
+  for (const auto& [n, v] : query_)
+    if (n == name) return std::string_view(v);
+  return std::nullopt;
+}
+
+std::optional<std::string_view> request::header(std::string_view name) const noexcept {
+  for (const auto& [n, v] : headers_)
+    if (n.size() == name.size() &&
+        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b)); }))
+      return std::string_view(v);
+  return std::nullopt;
+}
+
+store_access& request::stores() const {
+  if (!stores_)
+    throw error(errc::invalid_config, "this request carries no store access: it is only available to handlers run by "
+                                      "an app's HTTP server");
+  return *stores_;
+}
+
+response store_access::refusal(outcome o, std::string_view store, std::int32_t partition, std::string_view failure) {
+  const std::string where = "partition " + std::to_string(partition) + " of store '" + std::string(store) + "'";
+  switch (o) {
+    case outcome::done: return response::json(status::ok, "{}");
+    case outcome::unknown_store:
+      return response::error(status::not_found, "no key-value store '" + std::string(store) + "' in this topology");
+    case outcome::not_local:
+      return response::error(status::not_found, where + " is not hosted by this instance; ask /metadata/stores/" +
+                                                    std::string(store) + "/keys/{key} which instance owns it");
+    case outcome::unavailable: {
+      auto r = response::error(status::service_unavailable, where + " is restoring or moving; retry shortly");
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    case outcome::timed_out: {
+      auto r = response::error(status::gateway_timeout, "the stream thread owning " + where + " did not answer in time");
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    case outcome::failed:
+      return response::error(status::internal_server_error, "the query on " + where + " failed: " + std::string(failure));
+  }
+  return response::error(status::internal_server_error, "unknown outcome");
+}
+
+response response::error(http::status code, std::string_view message) {
+  return json(code, "{\"error\": \"" + json_escape(message) + "\"}");
+}
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice::http

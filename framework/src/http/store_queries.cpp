@@ -1,0 +1,362 @@
+// Interactive queries of key-value stores: store_access over the stream threads' inboxes and
+// the /stores/... endpoints.
+#include "http/store_queries.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "http/client.hpp"
+#include "kafka/producer.hpp"
+#include "sluice/detail/store_codec.hpp"
+
+namespace sluice::http {
+
+void app_store_access::attach(std::vector<runtime::query_inbox*> inboxes,
+                              std::map<int, std::int32_t> subtopology_partitions) {
+  std::lock_guard lock(mutex_);
+  inboxes_ = std::move(inboxes);
+  partitions_ = std::move(subtopology_partitions);
+}
+
+void app_store_access::detach() {
+  std::lock_guard lock(mutex_);
+  inboxes_.clear();
+}
+
+int app_store_access::subtopology_of(std::string_view store) const {
+  const auto* spec = topo_.find_store(store);
+  if (!spec || spec->global) return -1;
+  for (const auto& sub : topo_.subtopologies())
+    if (std::find(sub.stores.begin(), sub.stores.end(), store) != sub.stores.end()) return sub.id;
+  return -1;
+}
+
+std::int32_t app_store_access::partitions(std::string_view store) const {
+  const int sub = subtopology_of(store);
+  std::lock_guard lock(mutex_);
+  auto it = partitions_.find(sub);
+  return it == partitions_.end() ? 0 : it->second;
+}
+
+std::optional<std::int32_t> app_store_access::partition_of(std::string_view store, std::string_view key_bytes) const {
+  const auto count = partitions(store);
+  if (count <= 0) return std::nullopt;
+  return kafka::murmur2_partition(key_bytes, count);
+}
+
+store_access::outcome app_store_access::run(std::string_view store, std::int32_t partition,
+                                            std::function<void(state::kv_store&)> fn,
+                                            std::chrono::milliseconds timeout, std::string* failure) {
+  const int sub = subtopology_of(store);
+  if (sub < 0) return outcome::unknown_store;
+  std::vector<runtime::query_inbox*> inboxes;
+  {
+    std::lock_guard lock(mutex_);
+    inboxes = inboxes_;
+  }
+  if (inboxes.empty()) return outcome::unavailable;  // starting or stopping
+  auto q = std::make_shared<runtime::store_query>(std::string(store), sub, partition, std::move(fn),
+                                                  static_cast<int>(inboxes.size()));
+  for (auto* inbox : inboxes) inbox->submit(q);
+  switch (q->wait(timeout)) {
+    case runtime::query_status::done: return outcome::done;
+    case runtime::query_status::not_here: return outcome::not_local;
+    case runtime::query_status::unavailable: return outcome::unavailable;
+    case runtime::query_status::timed_out: return outcome::timed_out;
+    case runtime::query_status::failed:
+      if (failure) *failure = q->failure();
+      return outcome::failed;
+  }
+  return outcome::failed;
+}
+
+namespace {
+
+std::string bytes_as_json(std::string_view bytes) {
+  return nlohmann::json(std::string(bytes)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+struct store_entry {
+  nlohmann::json key;  ///< for ordering entries merged from several partitions and instances
+  std::string key_json;
+  std::string value_json;
+  std::int32_t partition;
+};
+
+/// Renders a key and value through the store's codec (raw bytes as JSON strings for
+/// untyped stores of the Processor API).
+store_entry render(const detail::store_codec* codec, std::string_view key, std::string_view value,
+                   std::int32_t partition) {
+  auto key_json = codec ? codec->key_to_json(key) : bytes_as_json(key);
+  auto value_json = codec ? codec->value_to_json(value) : bytes_as_json(value);
+  return {nlohmann::json::parse(key_json), std::move(key_json), std::move(value_json), partition};
+}
+
+/// ?limit=: default_query_limit when absent; nullopt (with the 400 in `refusal`) when bad.
+std::optional<std::size_t> limit_of(const request& req, response& refusal) {
+  auto text = req.query("limit");
+  if (!text) return default_query_limit;
+  std::size_t n = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+  if (ec != std::errc{} || end != text->data() + text->size() || n == 0) {
+    refusal = response::error(status::bad_request, "limit '" + std::string(*text) + "' is not a positive integer");
+    return std::nullopt;
+  }
+  if (n > max_query_limit) {
+    refusal = response::error(status::bad_request, "limit " + std::string(*text) + " is above the maximum " +
+                                                       std::to_string(max_query_limit) +
+                                                       "; page with from= set past the last key returned");
+    return std::nullopt;
+  }
+  return n;
+}
+
+class store_endpoints {
+ public:
+  store_endpoints(store_access& stores, const topology& topo, std::string self, std::string auth_token,
+                  const directory_slot& directory)
+      : stores_(stores), topo_(topo), self_(std::move(self)), auth_token_(std::move(auth_token)), directory_(directory) {}
+
+  response key(const request& req) {
+    const auto store = std::string(req.path_param("store"));
+    const detail::store_spec* spec = nullptr;
+    if (auto r = find(store, spec)) return stamp(std::move(*r));
+    auto key = key_bytes(spec, store, req.path_param("key"));
+    if (!key) return stamp(response::error(status::bad_request, key.error));
+    auto partition = stores_.partition_of(store, key.bytes);
+    if (!partition) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    std::optional<std::string> value;
+    std::string failure;
+    auto outcome = stores_.run(
+        store, *partition, [&](state::kv_store& s) { value = s.get(key.bytes); }, std::chrono::seconds(5), &failure);
+    if (outcome == store_access::outcome::not_local) return forward_or_refuse(req, store, *partition);
+    if (outcome != store_access::outcome::done) return stamp(store_access::refusal(outcome, store, *partition, failure));
+    if (!value)
+      return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) + "' in store '" +
+                                                          store + "' (partition " + std::to_string(*partition) + ")"));
+    auto e = render(spec->codec.get(), key.bytes, *value, *partition);
+    return stamp(response::json(status::ok, "{\"store\": " + bytes_as_json(store) + ", \"partition\": " +
+                                                std::to_string(*partition) + ", \"key\": " + e.key_json +
+                                                ", \"value\": " + e.value_json + "}"));
+  }
+
+  /// /range (from/to) and /prefix/{prefix}: every partition of the store, merged in key order.
+  enum class scan { range, prefix };
+  response scan_all(const request& req, scan kind) {
+    const auto store = std::string(req.path_param("store"));
+    const detail::store_spec* spec = nullptr;
+    if (auto r = find(store, spec)) return stamp(std::move(*r));
+    response refusal;
+    auto limit = limit_of(req, refusal);
+    if (!limit) return stamp(std::move(refusal));
+    std::string from, to, prefix;
+    bool everything = false;
+    if (kind == scan::range) {
+      auto f = req.query("from"), t = req.query("to");
+      if (f.has_value() != t.has_value())
+        return stamp(response::error(status::bad_request, "give both from= and to= (inclusive), or neither for every key"));
+      everything = !f;
+      if (f) {
+        auto fb = key_bytes(spec, store, *f), tb = key_bytes(spec, store, *t);
+        if (!fb) return stamp(response::error(status::bad_request, fb.error));
+        if (!tb) return stamp(response::error(status::bad_request, tb.error));
+        from = fb.bytes;
+        to = tb.bytes;
+      }
+    } else {
+      if (spec->codec && spec->codec->key_kind != "string")
+        return stamp(response::error(status::bad_request, "store '" + store + "' has " + spec->codec->key_kind +
+                                                              " keys; prefix queries need string keys"));
+      prefix = std::string(req.path_param("prefix"));
+    }
+    const auto partitions = stores_.partitions(store);
+    if (partitions <= 0) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    std::vector<store_entry> entries;
+    std::vector<std::int32_t> missing;
+    for (std::int32_t p = 0; p < partitions; ++p) {
+      std::vector<std::pair<std::string, std::string>> raw;
+      std::string failure;
+      auto outcome = stores_.run(
+          store, p,
+          [&](state::kv_store& s) {
+            auto it = kind == scan::prefix ? s.prefix(prefix) : everything ? s.all() : s.range(from, to);
+            for (; it.valid() && raw.size() < *limit; it.next()) raw.emplace_back(it.key(), it.value());
+          },
+          std::chrono::seconds(5), &failure);
+      if (outcome == store_access::outcome::not_local) {
+        missing.push_back(p);
+        continue;
+      }
+      if (outcome != store_access::outcome::done) return stamp(store_access::refusal(outcome, store, p, failure));
+      for (auto& [k, v] : raw) entries.push_back(render(spec->codec.get(), k, v, p));
+    }
+    if (!missing.empty() && !req.header(forwarded_header)) {
+      if (auto refused = gather_remote(req, store, missing, entries)) return stamp(std::move(*refused));
+    }
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+    const bool truncated = entries.size() > *limit;
+    if (truncated) entries.resize(*limit);
+    std::string body = "{\"store\": " + bytes_as_json(store) + ", \"entries\": [";
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto& e = entries[i];
+      body += (i ? ", " : "") + std::string("{\"key\": ") + e.key_json + ", \"value\": " + e.value_json +
+              ", \"partition\": " + std::to_string(e.partition) + "}";
+    }
+    body += "], \"partitions_not_local\": [";
+    for (std::size_t i = 0; i < missing.size(); ++i) body += (i ? ", " : "") + std::to_string(missing[i]);
+    body += "]}";
+    return stamp(response::json(status::ok, std::move(body)));
+  }
+
+ private:
+  struct parsed_key {
+    std::string bytes;
+    std::string error;
+    explicit operator bool() const { return error.empty(); }
+  };
+
+  std::optional<response> find(const std::string& store, const detail::store_spec*& spec) {
+    spec = topo_.find_store(store);
+    if (!spec || spec->global)
+      return response::error(status::not_found, "no key-value store '" + store + "' in this topology");
+    return std::nullopt;
+  }
+
+  static parsed_key key_bytes(const detail::store_spec* spec, const std::string& store, std::string_view text) {
+    if (!spec->codec) return {std::string(text), {}};
+    if (auto b = spec->codec->key_from_text(text)) return {std::move(*b), {}};
+    if (spec->codec->key_kind == "other")
+      return {{}, "store '" + store + "' has keys that cannot be written in a URL (not a string or an integer)"};
+    return {{}, "'" + std::string(text) + "' is not a valid " + spec->codec->key_kind + " key of store '" + store + "'"};
+  }
+
+  response stamp(response r) const {
+    r.headers.emplace_back(served_by_header, self_);
+    return r;
+  }
+
+  std::vector<std::pair<std::string, std::string>> forward_headers() const {
+    std::vector<std::pair<std::string, std::string>> h{{forwarded_header, self_}};
+    if (!auth_token_.empty()) h.emplace_back("Authorization", "Bearer " + auth_token_);
+    return h;
+  }
+
+  /// One hop to the owner of (store, partition); 503 + Retry-After while it is moving.
+  response forward_or_refuse(const request& req, const std::string& store, std::int32_t partition) {
+    auto* directory = directory_.get();
+    if (req.header(forwarded_header) || !directory)
+      return stamp(store_access::refusal(store_access::outcome::unavailable, store, partition));
+    std::optional<std::string> owner;
+    try {
+      owner = directory->view()->owner(store, partition);
+      if (!owner || *owner == self_) owner = directory->view(true)->owner(store, partition);
+    } catch (const std::exception& e) {
+      auto r = response::error(status::service_unavailable, std::string("cannot learn which instance owns the key: ") + e.what());
+      r.headers.emplace_back("Retry-After", "1");
+      return stamp(std::move(r));
+    }
+    if (!owner || *owner == self_)  // unassigned or still moving here
+      return stamp(store_access::refusal(store_access::outcome::unavailable, store, partition));
+    return forward_get(*owner, std::string(req.target()), forward_headers(), std::chrono::seconds(3));
+  }
+
+  /// Asks the owners of `missing` partitions for the same scan and adds their entries of
+  /// those partitions; a refusal when some partition has no reachable owner.
+  std::optional<response> gather_remote(const request& req, const std::string& store,
+                                        const std::vector<std::int32_t>& missing, std::vector<store_entry>& entries) {
+    auto* directory = directory_.get();
+    if (!directory) return store_access::refusal(store_access::outcome::unavailable, store, missing.front());
+    std::map<std::string, std::vector<std::int32_t>> by_owner;
+    try {
+      auto view = directory->view();
+      for (auto p : missing) {
+        auto owner = view->owner(store, p);
+        if (!owner || *owner == self_) return store_access::refusal(store_access::outcome::unavailable, store, p);
+        by_owner[*owner].push_back(p);
+      }
+    } catch (const std::exception& e) {
+      auto r = response::error(status::service_unavailable, std::string("cannot learn which instances own the store: ") + e.what());
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    for (const auto& [owner, parts] : by_owner) {
+      auto r = forward_get(owner, std::string(req.target()), forward_headers(), std::chrono::seconds(3));
+      if (r.status != 200) return r;
+      auto j = nlohmann::json::parse(r.body, nullptr, false);
+      if (j.is_discarded() || !j.contains("entries"))
+        return response::error(status::bad_gateway, "instance " + owner + " answered the scan with malformed JSON");
+      for (auto& e : j["entries"]) {
+        const auto p = e.value("partition", -1);
+        if (std::find(parts.begin(), parts.end(), p) == parts.end()) continue;
+        entries.push_back({e["key"], e["key"].dump(), e["value"].dump(), p});
+      }
+      for (auto& p : j["partitions_not_local"])
+        if (std::find(parts.begin(), parts.end(), p.get<std::int32_t>()) != parts.end())
+          return store_access::refusal(store_access::outcome::unavailable, store, p.get<std::int32_t>());
+    }
+    return std::nullopt;
+  }
+
+ public:
+  response metadata() {
+    auto* directory = directory_.get();
+    if (!directory) return store_access::refusal(store_access::outcome::unavailable, "-", -1);
+    auto v = directory->view(true);
+    nlohmann::json j;
+    j["group_state"] = v->state;
+    j["instances"] = nlohmann::json::array();
+    for (const auto& i : v->instances) {
+      nlohmann::json inst;
+      inst["application_server"] = i.application_server;
+      inst["partitions"] = nlohmann::json::array();
+      for (const auto& tp : i.partitions) inst["partitions"].push_back({{"topic", tp.topic}, {"partition", tp.partition}});
+      inst["stores"] = nlohmann::json::object();
+      for (const auto& [store, parts] : i.stores) inst["stores"][store] = parts;
+      j["instances"].push_back(std::move(inst));
+    }
+    return stamp(response::json(status::ok, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  }
+
+  response key_metadata(const request& req) {
+    const auto store = std::string(req.path_param("store"));
+    const detail::store_spec* spec = nullptr;
+    if (auto r = find(store, spec)) return stamp(std::move(*r));
+    auto key = key_bytes(spec, store, req.path_param("key"));
+    if (!key) return stamp(response::error(status::bad_request, key.error));
+    auto partition = stores_.partition_of(store, key.bytes);
+    auto* directory = directory_.get();
+    if (!partition || !directory) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    auto v = directory->view(true);
+    auto owner = v->owner(store, *partition);
+    nlohmann::json j;
+    j["store"] = store;
+    j["key"] = nlohmann::json::parse(spec->codec ? spec->codec->key_to_json(key.bytes) : bytes_as_json(key.bytes));
+    j["partition"] = *partition;
+    j["instance"] = owner ? nlohmann::json(*owner) : nlohmann::json(nullptr);
+    j["group_state"] = v->state;
+    return stamp(response::json(status::ok, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  }
+
+ private:
+  store_access& stores_;
+  const topology& topo_;
+  std::string self_;
+  std::string auth_token_;
+  const directory_slot& directory_;
+};
+
+}  // namespace
+
+void add_store_endpoints(router& routes, store_access& stores, const topology& topo, std::string self,
+                         std::string auth_token, const directory_slot& directory) {
+  auto e = std::make_shared<store_endpoints>(stores, topo, std::move(self), std::move(auth_token), directory);
+  routes.add("/metadata", [e](const request&) { return e->metadata(); });
+  routes.add("/metadata/stores/{store}/keys/{key}", [e](const request& r) { return e->key_metadata(r); });
+  routes.add("/stores/{store}/keys/{key}", [e](const request& r) { return e->key(r); });
+  routes.add("/stores/{store}/range", [e](const request& r) { return e->scan_all(r, store_endpoints::scan::range); });
+  routes.add("/stores/{store}/prefix/{prefix}",
+             [e](const request& r) { return e->scan_all(r, store_endpoints::scan::prefix); });
+}
+
+}  // namespace sluice::http

@@ -1,0 +1,114 @@
+// Store queries answered by stream threads between polls (see query_inbox.hpp).
+#include "runtime/query_inbox.hpp"
+
+#include "runtime/stream_task.hpp"
+
+namespace sluice::runtime {
+
+query_status store_query::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!answered_.wait_for(lock, timeout, [&] { return finished_; })) {
+    finished_ = true;  // late answers are ignored; the function never runs after this
+    return query_status::timed_out;
+  }
+  return status_;
+}
+
+void store_query::run(state::kv_store& store) {
+  // The lock is held while fn_ runs: the handler's wait cannot time out and release what
+  // fn_ writes into until fn_ is done.
+  std::lock_guard lock(mutex_);
+  if (finished_) return;
+  try {
+    fn_(store);
+    status_ = query_status::done;
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+    status_ = query_status::failed;
+  } catch (...) {
+    failure_ = "the query threw a non-standard exception";
+    status_ = query_status::failed;
+  }
+  finished_ = true;
+  answered_.notify_all();
+}
+
+void store_query::fail(std::string message) {
+  std::lock_guard lock(mutex_);
+  if (finished_) return;
+  failure_ = std::move(message);
+  status_ = query_status::failed;
+  finished_ = true;
+  answered_.notify_all();
+}
+
+void store_query::reply(query_status s) {
+  std::lock_guard lock(mutex_);
+  if (finished_) return;
+  if (s == query_status::unavailable) {
+    finished_ = true;
+    status_ = s;
+  } else if (--remaining_ <= 0) {
+    finished_ = true;
+    status_ = query_status::not_here;
+  }
+  if (finished_) answered_.notify_all();
+}
+
+bool query_inbox::submit(std::shared_ptr<store_query> q) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!closed_) {
+      queue_.push_back(std::move(q));
+      pending_.store(true, std::memory_order_release);
+      return true;
+    }
+  }
+  q->reply(query_status::not_here);
+  return false;
+}
+
+void query_inbox::serve(const std::map<std::string, std::unique_ptr<stream_task>>& tasks) {
+  std::deque<std::shared_ptr<store_query>> batch;
+  {
+    std::lock_guard lock(mutex_);
+    batch.swap(queue_);
+    pending_.store(false, std::memory_order_release);
+  }
+  for (auto& q : batch) {
+    auto it = tasks.find(std::to_string(q->subtopology()) + "_" + std::to_string(q->partition()));
+    if (it == tasks.end()) {
+      q->reply(query_status::not_here);
+      continue;
+    }
+    auto& task = *it->second;
+    if (!task.running()) {
+      q->reply(query_status::unavailable);
+      continue;
+    }
+    bool found = false;
+    for (auto& s : task.stores().all())
+      if (s.spec->name == q->store()) {
+        if (auto* kv = dynamic_cast<state::kv_store*>(s.store.get()))
+          q->run(*kv);
+        else
+          q->fail("store '" + q->store() + "' is not a key-value store; query it through its own endpoints");
+        found = true;
+        break;
+      }
+    if (!found) q->reply(query_status::not_here);
+  }
+}
+
+void query_inbox::close() {
+  std::deque<std::shared_ptr<store_query>> batch;
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    batch.swap(queue_);
+    pending_.store(false, std::memory_order_release);
+  }
+  for (auto& q : batch) q->reply(query_status::not_here);
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,97 @@
+// query_inbox: how an HTTP handler reads a task's committed store state without a lock on
+// the stream thread's hot path. A handler submits a store_query to every stream thread's
+// inbox and waits (with a timeout); each thread, between polls, answers the queries queued
+// for it: the thread running the task of (store, partition) runs the query's function on
+// the store, a thread holding the task while it restores says "unavailable", the others
+// "not here".
+//
+// When a thread answers: under at-least-once at the start of its next loop iteration (the
+// store holds what the records processed so far wrote; its changelog is flushed at the next
+// commit); under exactly-once only while no transaction is open, i.e. right after a commit,
+// so a query never sees a write of an open transaction.
+//
+// Threading: submit() from any thread; pending(), serve() and close() from the owning stream
+// thread only. pending() is one atomic load: the only cost on the hot path.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "sluice/state/kv_store.hpp"
+
+namespace sluice::runtime {
+
+class stream_task;
+
+/// What a query found.
+enum class query_status {
+  done,         ///< a thread ran the function on the task's store
+  not_here,     ///< no stream thread of this instance has the task
+  unavailable,  ///< the task is here but not running (restoring)
+  timed_out,    ///< no answer within the timeout
+  failed,       ///< the function threw; see store_query::failure()
+};
+
+/// One query, shared by the handler waiting on it and the threads answering it.
+class store_query {
+ public:
+  store_query(std::string store, int subtopology, std::int32_t partition, std::function<void(state::kv_store&)> fn,
+              int threads)
+      : store_(std::move(store)), subtopology_(subtopology), partition_(partition), fn_(std::move(fn)),
+        remaining_(threads) {}
+
+  /// Handler side: waits for the answer until `timeout`. After a timeout the function
+  /// never runs (or has finished running).
+  query_status wait(std::chrono::milliseconds timeout);
+  /// The exception message when wait() returned failed.
+  const std::string& failure() const noexcept { return failure_; }
+
+  // Stream thread side.
+  const std::string& store() const noexcept { return store_; }
+  int subtopology() const noexcept { return subtopology_; }
+  std::int32_t partition() const noexcept { return partition_; }
+  /// Runs the function (on the answering stream thread) and records done (or failed).
+  void run(state::kv_store& store);
+  /// Records a failure without running the function.
+  void fail(std::string message);
+  /// Records one thread's answer other than done.
+  void reply(query_status s);
+
+ private:
+  std::string store_;
+  int subtopology_;
+  std::int32_t partition_;
+  std::function<void(state::kv_store&)> fn_;
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  int remaining_;
+  bool finished_ = false;
+  query_status status_ = query_status::not_here;
+  std::string failure_;
+};
+
+class query_inbox {
+ public:
+  /// Queues `q`; false when the thread no longer serves (then `q` got a not_here reply).
+  bool submit(std::shared_ptr<store_query> q);
+  bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
+  /// Answers every queued query against the thread's tasks (id "S_P" -> task).
+  void serve(const std::map<std::string, std::unique_ptr<stream_task>>& tasks);
+  /// The thread stops: queued and later queries are answered not_here.
+  void close();
+
+ private:
+  std::mutex mutex_;
+  std::deque<std::shared_ptr<store_query>> queue_;
+  std::atomic<bool> pending_{false};
+  bool closed_ = false;
+};
+
+}  // namespace sluice::runtime

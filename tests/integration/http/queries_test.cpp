@@ -1,0 +1,252 @@
+// Interactive queries of a running word count's store over HTTP against the real broker:
+// keys, ranges and prefixes decoded with the store's serdes, and the refusals.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "broker_env.hpp"
+#include "http_client.hpp"
+#include "sluice/sluice.hpp"
+#include "word_count/topology.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+sluice::config query_config(const std::string& app_id, std::uint16_t port) {
+  sluice::config c;
+  c.set("bootstrap.servers", sluice::test::broker_bootstrap());
+  c.set("application.id", app_id);
+  c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+  c.set("commit.interval.ms", "200");
+  c.set("poll.ms", "10");  // a query waits for the thread's next loop: keep the 1,000-key samples quick
+  c.set("application.server", "127.0.0.1:" + std::to_string(port));
+  return c;
+}
+
+/// 2,000 distinct words w0000..w1999, word i counted i % 7 + 1 times.
+std::map<std::string, std::int64_t> feed_words(const sluice::config& cfg, const std::string& topic) {
+  std::map<std::string, std::int64_t> expected;
+  sluice::topic_writer w(cfg);
+  for (int i = 0; i < 2000; ++i) {
+    char word[8];
+    std::snprintf(word, sizeof word, "w%04d", i);
+    for (int n = 0; n <= i % 7; ++n) {
+      w.send_raw(topic, std::nullopt, std::string(word));
+      ++expected[word];
+    }
+  }
+  w.flush();
+  return expected;
+}
+
+void wait_for_counts(const sluice::config& cfg, const std::string& topic, const std::map<std::string, std::int64_t>& expected) {
+  sluice::topic_reader r(cfg, {topic});
+  std::map<std::string, std::int64_t> counts;
+  auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (std::chrono::steady_clock::now() < deadline && counts != expected)
+    for (auto& m : r.poll(300ms)) counts[*m.key] = std::max(counts[*m.key], sluice::int64_serde::deserialize(*m.value));
+  ASSERT_EQ(counts, expected);
+}
+
+}  // namespace
+
+TEST(http_queries, keys_ranges_and_prefixes_of_a_word_count_store_answer_with_the_committed_counts) {
+  SLUICE_REQUIRE_BROKER();
+  auto in = sluice::test::unique_name("q-in"), out = sluice::test::unique_name("q-out");
+  const auto port = sluice::test::free_port();
+  auto cfg = query_config(sluice::test::unique_name("q"), port);
+  cfg.set("processing.guarantee", "exactly_once");
+  sluice::topic_admin admin(cfg);
+  admin.create_topic(in, 4);
+  admin.create_topic(out, 4);
+  auto expected = feed_words(cfg, in);
+  sluice::app app(examples::word_count_topology(in, out), cfg);
+  app.start();
+  wait_for_counts(cfg, out, expected);
+
+  // A sample of 1,000 keys, each answered with its count.
+  std::mt19937 rng(1);
+  std::vector<std::string> words;
+  for (auto& [w, n] : expected) words.push_back(w);
+  std::shuffle(words.begin(), words.end(), rng);
+  words.resize(1000);
+  for (const auto& w : words) {
+    auto r = sluice::test::http_get(port, "/stores/word-counts/keys/" + w);
+    ASSERT_EQ(r.status, 200) << w << ": " << r.body;
+    auto j = nlohmann::json::parse(r.body);
+    EXPECT_EQ(j["key"], w);
+    EXPECT_EQ(j["value"], expected[w]) << w;
+    EXPECT_EQ(r.header("X-Sluice-Served-By"), "127.0.0.1:" + std::to_string(port));
+  }
+
+  auto range = sluice::test::http_get(port, "/stores/word-counts/range?from=w0100&to=w0149&limit=1000");
+  ASSERT_EQ(range.status, 200) << range.body;
+  auto rj = nlohmann::json::parse(range.body);
+  ASSERT_EQ(rj["entries"].size(), 50u) << range.body;
+  for (std::size_t i = 0; i < 50; ++i) {
+    char word[8];
+    std::snprintf(word, sizeof word, "w%04zu", 100 + i);
+    EXPECT_EQ(rj["entries"][i]["key"], word);
+    EXPECT_EQ(rj["entries"][i]["value"], expected[word]);
+  }
+  EXPECT_TRUE(rj["partitions_not_local"].empty());
+
+  auto prefix = sluice::test::http_get(port, "/stores/word-counts/prefix/w19?limit=1000");
+  ASSERT_EQ(prefix.status, 200) << prefix.body;
+  auto pj = nlohmann::json::parse(prefix.body);
+  ASSERT_EQ(pj["entries"].size(), 100u);
+  EXPECT_EQ(pj["entries"][0]["key"], "w1900");
+  EXPECT_EQ(pj["entries"][99]["key"], "w1999");
+  EXPECT_EQ(pj["entries"][99]["value"], expected["w1999"]);
+
+  auto limited = nlohmann::json::parse(sluice::test::http_get(port, "/stores/word-counts/range").body);
+  EXPECT_EQ(limited["entries"].size(), 100u) << "the default limit";
+  EXPECT_EQ(limited["entries"][0]["key"], "w0000");
+
+  auto too_many = sluice::test::http_get(port, "/stores/word-counts/range?limit=5000");
+  EXPECT_EQ(too_many.status, 400);
+  EXPECT_NE(too_many.body.find("above the maximum 1000"), std::string::npos) << too_many.body;
+  EXPECT_EQ(sluice::test::http_get(port, "/stores/word-counts/range?limit=ten").status, 400);
+  EXPECT_EQ(sluice::test::http_get(port, "/stores/word-counts/range?from=a").status, 400);
+  EXPECT_EQ(sluice::test::http_get(port, "/stores/word-counts/keys/no-such-word").status, 404);
+  auto unknown = sluice::test::http_get(port, "/stores/no-such-store/keys/w0001");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(unknown.body.find("no key-value store 'no-such-store'"), std::string::npos) << unknown.body;
+  app.close();
+}
+
+TEST(http_queries, a_topology_endpoint_reads_a_store_through_the_extension_api) {
+  SLUICE_REQUIRE_BROKER();
+  auto in = sluice::test::unique_name("q-in"), out = sluice::test::unique_name("q-out");
+  const auto port = sluice::test::free_port();
+  auto cfg = query_config(sluice::test::unique_name("q"), port);
+  sluice::topic_admin admin(cfg);
+  admin.create_topic(in, 2);
+  admin.create_topic(out, 2);
+  auto expected = feed_words(cfg, in);
+
+  sluice::streams_builder b;
+  b.stream<std::optional<std::string>, std::string>(in)
+      .group_by([](const std::optional<std::string>&, const std::string& w) { return w; })
+      .count("word-counts")
+      .to_stream()
+      .to(out);
+  // Sums the counts of the words given in ?words=a,b,c: one read per word, on its partition.
+  b.add_endpoint("/word-totals", [](const sluice::http::request& req) {
+    auto& stores = req.stores();
+    std::int64_t total = 0;
+    std::string list(req.query("words").value_or(""));
+    for (std::size_t start = 0; start < list.size();) {
+      auto comma = list.find(',', start);
+      std::string word = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      start = comma == std::string::npos ? list.size() : comma + 1;
+      auto p = stores.partition_of("word-counts", word);
+      if (!p) return sluice::http::store_access::refusal(sluice::http::store_access::outcome::unavailable, "word-counts", -1);
+      std::optional<std::string> v;
+      auto outcome = stores.run("word-counts", *p, [&](sluice::state::kv_store& s) { v = s.get(word); });
+      if (outcome != sluice::http::store_access::outcome::done)
+        return sluice::http::store_access::refusal(outcome, "word-counts", *p);
+      if (v) total += sluice::int64_serde::deserialize(*v);
+    }
+    return sluice::http::response::json(200, "{\"total\": " + std::to_string(total) + "}");
+  });
+  sluice::app app(b.build(), cfg);
+  app.start();
+  wait_for_counts(cfg, out, expected);
+  auto r = sluice::test::http_get(port, "/word-totals?words=w0001,w0013,w1999,missing");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "{\"total\": " + std::to_string(expected["w0001"] + expected["w0013"] + expected["w1999"]) + "}");
+  app.close();
+}
+
+TEST(http_queries, two_instances_answer_every_key_from_either_and_one_answers_all_after_the_other_stops) {
+  SLUICE_REQUIRE_BROKER();
+  auto in = sluice::test::unique_name("q-in"), out = sluice::test::unique_name("q-out");
+  const auto port_a = sluice::test::free_port(), port_b = sluice::test::free_port();
+  auto app_id = sluice::test::unique_name("q");
+  auto cfg_a = query_config(app_id, port_a), cfg_b = query_config(app_id, port_b);
+  cfg_a.set("instance.id", "a");
+  cfg_b.set("instance.id", "b");
+  for (auto* c : {&cfg_a, &cfg_b}) c->set("consumer.session.timeout.ms", "6000");  // B takes over soon after A stops
+  sluice::topic_admin admin(cfg_a);
+  admin.create_topic(in, 4);
+  admin.create_topic(out, 4);
+  auto expected = feed_words(cfg_a, in);
+  auto a = std::make_unique<sluice::app>(examples::word_count_topology(in, out), cfg_a);
+  sluice::app b(examples::word_count_topology(in, out), cfg_b);
+  a->start();
+  b.start();
+  wait_for_counts(cfg_a, out, expected);
+  // Both running, the group stable and the partitions split between them.
+  for (int i = 0; i < 600; ++i) {
+    auto m = sluice::test::http_get(port_a, "/metadata");
+    auto j = nlohmann::json::parse(m.body, nullptr, false);
+    if (a->state() == sluice::app_state::running && b.state() == sluice::app_state::running && m.status == 200 &&
+        j["group_state"] == "Stable" && j["instances"].size() == 2)
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
+  auto meta = nlohmann::json::parse(sluice::test::http_get(port_a, "/metadata").body);
+  ASSERT_EQ(meta["instances"].size(), 2u) << meta.dump();
+  std::set<std::int32_t> store_partitions;
+  for (auto& inst : meta["instances"]) {
+    ASSERT_TRUE(inst["stores"].contains("word-counts")) << meta.dump();
+    for (auto& p : inst["stores"]["word-counts"]) EXPECT_TRUE(store_partitions.insert(p.get<std::int32_t>()).second);
+  }
+  EXPECT_EQ(store_partitions, (std::set<std::int32_t>{0, 1, 2, 3})) << meta.dump();
+
+  std::mt19937 rng(2);
+  std::vector<std::string> words;
+  for (auto& [w, n] : expected) words.push_back(w);
+  std::shuffle(words.begin(), words.end(), rng);
+  words.resize(1000);
+  std::set<std::string> served_by;
+  for (const auto& w : words)
+    for (auto port : {port_a, port_b}) {
+      auto r = sluice::test::http_get(port, "/stores/word-counts/keys/" + w);
+      ASSERT_EQ(r.status, 200) << w << " from " << port << ": " << r.body;
+      EXPECT_EQ(nlohmann::json::parse(r.body)["value"], expected[w]) << w;
+      served_by.insert(r.header("X-Sluice-Served-By"));
+      auto owner = nlohmann::json::parse(sluice::test::http_get(port, "/metadata/stores/word-counts/keys/" + w).body);
+      EXPECT_EQ(owner["instance"], r.header("X-Sluice-Served-By")) << owner.dump();
+    }
+  EXPECT_EQ(served_by.size(), 2u) << "keys of both instances were asked, locally and forwarded";
+  for (auto port : {port_a, port_b}) {
+    auto range = nlohmann::json::parse(sluice::test::http_get(port, "/stores/word-counts/range?from=w0500&to=w0999&limit=1000").body);
+    ASSERT_EQ(range["entries"].size(), 500u) << range.dump().substr(0, 500);
+    EXPECT_EQ(range["entries"][0]["key"], "w0500");
+    EXPECT_EQ(range["entries"][499]["key"], "w0999");
+    EXPECT_EQ(range["entries"][499]["value"], expected["w0999"]);
+    auto prefix = nlohmann::json::parse(sluice::test::http_get(port, "/stores/word-counts/prefix/w07?limit=1000").body);
+    EXPECT_EQ(prefix["entries"].size(), 100u);
+  }
+
+  // A stops; once B has taken over and restored, B answers every key itself.
+  a->close();
+  a.reset();
+  std::size_t answered = 0;
+  for (const auto& w : words) {
+    for (int attempt = 0; attempt < 600; ++attempt) {
+      auto r = sluice::test::http_get(port_b, "/stores/word-counts/keys/" + w);
+      if (r.status == 200) {
+        EXPECT_EQ(nlohmann::json::parse(r.body)["value"], expected[w]) << w;
+        EXPECT_EQ(r.header("X-Sluice-Served-By"), "127.0.0.1:" + std::to_string(port_b));
+        ++answered;
+        break;
+      }
+      EXPECT_TRUE(r.status == 503 || r.status == 502 || r.status == 504) << r.status << " " << r.body;
+      if (r.status == 503) {
+        EXPECT_FALSE(r.header("Retry-After").empty()) << r.body;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  EXPECT_EQ(answered, words.size());
+  b.close();
+}

@@ -1,0 +1,96 @@
+// Routing of the instance HTTP server: patterns, placeholders, precedence, decoding.
+#include <gtest/gtest.h>
+
+#include "error_of.hpp"
+#include "http/router.hpp"
+#include "sluice/error.hpp"
+
+using sluice::http::router;
+
+namespace {
+
+sluice::http::handler answering(std::string body) {
+  return [body](const sluice::http::request&) { return sluice::http::response::json(200, body); };
+}
+
+std::string answer_of(const router& r, std::string_view path) {
+  auto m = r.find(path);
+  if (!m) return "<none>";
+  return (*m->fn)(sluice::http::request(m->path, m->path_params, {})).body;
+}
+
+}  // namespace
+
+TEST(http_router, placeholders_match_one_decoded_segment) {
+  router r;
+  r.add("/stores/{store}/keys/{key}", answering("key"));
+  auto m = r.find("/stores/word-counts/keys/a%20b%2Fc");
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->path_params.size(), 2u);
+  EXPECT_EQ(m->path_params[0], (std::pair<std::string, std::string>{"store", "word-counts"}));
+  EXPECT_EQ(m->path_params[1], (std::pair<std::string, std::string>{"key", "a b/c"}));
+  EXPECT_EQ(m->path, "/stores/word-counts/keys/a b/c");
+}
+
+TEST(http_router, literal_segments_win_over_placeholders_whatever_the_order_added) {
+  router r;
+  r.add("/metadata/{x}", answering("placeholder"));
+  r.add("/metadata/stores", answering("literal"));
+  EXPECT_EQ(answer_of(r, "/metadata/stores"), "literal");
+  EXPECT_EQ(answer_of(r, "/metadata/other"), "placeholder");
+}
+
+TEST(http_router, unknown_paths_empty_segments_and_extra_segments_do_not_match) {
+  router r;
+  r.add("/metrics", answering("m"));
+  r.add("/stores/{store}/keys/{key}", answering("k"));
+  EXPECT_FALSE(r.find("/metric"));
+  EXPECT_FALSE(r.find("/metrics/"));
+  EXPECT_FALSE(r.find("/metrics/x"));
+  EXPECT_FALSE(r.find("/stores//keys/a"));
+  EXPECT_FALSE(r.find("/stores/s/keys/"));
+  EXPECT_EQ(answer_of(r, "/metrics"), "m");
+}
+
+TEST(http_router, a_malformed_escape_is_reported_as_bad_encoding) {
+  router r;
+  r.add("/stores/{store}", answering("s"));
+  router::miss why{};
+  EXPECT_FALSE(r.find("/stores/a%2", &why));
+  EXPECT_EQ(why, router::miss::bad_encoding);
+  EXPECT_FALSE(r.find("/stores/a%zz", &why));
+  EXPECT_EQ(why, router::miss::bad_encoding);
+  EXPECT_FALSE(r.find("/nothing", &why));
+  EXPECT_EQ(why, router::miss::not_found);
+}
+
+TEST(http_router, malformed_and_clashing_patterns_are_refused_with_the_pattern_named) {
+  router r;
+  r.add("/stores/{store}/keys/{key}", answering("k"));
+  auto clash = sluice::test::error_of([&] { r.add("/stores/{name}/keys/{id}", answering("x")); },
+                                      sluice::errc::invalid_config);
+  EXPECT_NE(clash.find("already served by '/stores/{store}/keys/{key}'"), std::string::npos) << clash;
+  for (const char* bad : {"metrics", "/a//b", "/a/{}", "/a/{b", "/a/x{b}", "/a/"}) {
+    auto e = sluice::test::error_of([&] { r.add(bad, answering("x")); }, sluice::errc::invalid_config);
+    EXPECT_NE(e.find(std::string("'") + bad + "'"), std::string::npos) << e;
+  }
+}
+
+TEST(http_query, parameters_are_split_and_decoded_with_plus_as_space) {
+  auto q = sluice::http::parse_query("from=a%20b&to=c+d&limit=10&&flag");
+  ASSERT_TRUE(q);
+  sluice::http::request req("/x", {}, *q);
+  EXPECT_EQ(req.query("from"), "a b");
+  EXPECT_EQ(req.query("to"), "c d");
+  EXPECT_EQ(req.query("limit"), "10");
+  EXPECT_EQ(req.query("flag"), "");
+  EXPECT_FALSE(req.query("missing"));
+  EXPECT_FALSE(sluice::http::parse_query("a=%G1"));
+}
+
+TEST(http_json, escape_keeps_json_valid_for_quotes_backslashes_and_control_bytes) {
+  EXPECT_EQ(sluice::http::json_escape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
+  auto r = sluice::http::response::error(sluice::http::status::not_found, "no \"x\"");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.body, "{\"error\": \"no \\\"x\\\"\"}");
+}
