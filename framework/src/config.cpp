@@ -35,6 +35,7 @@ constexpr config_key keys[] = {
     {"poll.ms", "100", "How long a stream thread waits for records before running punctuators and commits."},
     {"max.poll.records", "1000", "Records a stream thread takes from its consumer per loop."},
     {"restore.log.interval.ms", "5000", "How often restoration logs its progress."},
+    {"task.timeout.ms", "300000", "How long a stream thread retries after retriable failures (broker outage, leader move, fenced producer) without a successful commit before the job stops."},
 };
 
 std::mutex declared_mutex;

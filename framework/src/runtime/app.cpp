@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -17,6 +18,7 @@
 #include "runtime/global_tables.hpp"
 #include "runtime/stream_thread.hpp"
 #include "sluice/error.hpp"
+#include "sluice/state/task_directory.hpp"
 
 namespace sluice {
 
@@ -31,6 +33,7 @@ const char* to_string(app_state s) noexcept {
     case app_state::pending_shutdown: return "pending_shutdown";
     case app_state::not_running: return "not_running";
     case app_state::error: return "error";
+    case app_state::degraded: return "degraded";
   }
   return "unknown";
 }
@@ -40,6 +43,7 @@ struct app::impl {
   config cfg;
   metrics_registry metrics;
   std::unique_ptr<state::rocksdb_environment> rocksdb;
+  std::unique_ptr<state::application_directory> state_lock;  ///< held from start() to close()
   runtime::task_services services;
   std::unique_ptr<runtime::global_tables> globals;
   std::vector<std::unique_ptr<runtime::stream_thread>> threads;
@@ -76,14 +80,17 @@ struct app::impl {
       std::lock_guard lock(mutex);
       if (state == app_state::pending_shutdown || state == app_state::error || state == app_state::not_running) return;
     }
-    bool any_rebalancing = false, any_restoring = false, all_running = true;
+    bool any_rebalancing = false, any_restoring = false, all_running = true, any_degraded = false;
     for (auto& t : threads) {
+      if (t->degraded()) any_degraded = true;
       auto ts = t->state();
       if (ts == runtime::thread_state::rebalancing || ts == runtime::thread_state::starting) any_rebalancing = true;
       if (ts == runtime::thread_state::restoring) any_restoring = true;
       if (ts != runtime::thread_state::running) all_running = false;
     }
-    if (all_running && !threads.empty())
+    if (any_degraded)
+      set_state(app_state::degraded);
+    else if (all_running && !threads.empty())
       set_state(app_state::running);
     else if (any_rebalancing)
       set_state(app_state::rebalancing);
@@ -175,6 +182,9 @@ void app::start() {
   const auto& cfg = d.cfg;
   auto app_id = cfg.application_id();
   auto guarantee = cfg.guarantee();
+  // Before any Kafka client: a second instance on this state.dir would join the group with
+  // the same group.instance.id and transactional.id and fence this one's twin.
+  d.state_lock = std::make_unique<state::application_directory>(cfg.state_dir(), app_id);
 
   auto consumer_props = cfg.client_properties("consumer");
   auto producer_props = cfg.client_properties("producer");
@@ -308,6 +318,7 @@ void app::start() {
   base.max_poll_records = static_cast<std::size_t>(cfg.get_int("max.poll.records", 1, 1000000));
   base.restore_log_interval = cfg.get_ms("restore.log.interval.ms");
   base.on_production_error = cfg.get_error_policy("production.error.handler");
+  base.task_timeout = std::chrono::milliseconds(cfg.get_int("task.timeout.ms", 0, std::numeric_limits<std::int32_t>::max()));
   for (const auto& sub : topo.subtopologies())
     for (auto i : sub.nodes) {
       const auto& n = topo.nodes()[i];
@@ -367,6 +378,7 @@ void app::close(std::chrono::milliseconds) {
   if (d.globals) d.globals->stop();
   bool failed = d.state == app_state::error;
   d.threads.clear();
+  d.state_lock.reset();
   if (!failed) d.set_state(app_state::not_running);
 }
 

@@ -46,6 +46,11 @@ struct thread_settings {
   std::int64_t checkpoint_min_records = 1000;
   std::chrono::milliseconds restore_log_interval{5000};
   std::size_t max_poll_records = 1000;
+  /// How long the thread keeps retrying after a retriable failure (broker outage, leader
+  /// move, fenced producer) without a successful commit before it stops (task.timeout.ms).
+  std::chrono::milliseconds task_timeout{300000};
+  /// The pause between two recovery attempts that failed (the cluster is still away).
+  std::chrono::milliseconds recovery_backoff{1000};
   std::vector<std::string> source_topics;          ///< resolved names, all sub-topologies
   std::map<std::string, int> topic_to_subtopology;  ///< resolved source topic -> sub-topology
 };
@@ -95,6 +100,9 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   void request_stop() noexcept { stop_.store(true); }
   void join();
   thread_state state() const noexcept { return state_.load(); }
+  /// True from a retriable failure until the next successful commit: the thread is
+  /// recovering (or retrying) and its tasks may be closed. Safe from any thread.
+  bool degraded() const noexcept { return degraded_.load(); }
   const std::string& failure() const noexcept { return failure_; }
 
  private:
@@ -140,8 +148,23 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   void log_restore_progress(bool force);
   void commit_all();
   void close_tasks(bool clean);
-  void recover_from_transaction_failure(const std::exception& e);
+  /// Counts a retriable failure and marks the thread degraded; throws the message the thread
+  /// stops with once failures have lasted task.timeout.ms without a commit.
+  void note_failure(const std::exception& e);
+  enum class recovery_attempt { now, next_loop };
+  /// A failure `e` that reached the loop, classified in error_classification.hpp: fatal ones
+  /// are rethrown (call it inside a catch), retriable ones noted, then, when `attempt` is
+  /// now, the tasks are closed dirty and recovery is tried at once; a fenced consumer is
+  /// recreated once and is fatal when fenced again within twin_fencing_window.
+  void on_failure(const std::exception& e, recovery_attempt attempt);
+  /// recover_from_failure(); a retriable failure of it is noted and left for the next loop.
+  void try_recovery();
+  /// Aborts the transaction, closes the tasks dirty, recreates the producer, recreates the
+  /// tasks of the assignment and rewinds to the committed offsets. A retriable failure on
+  /// the way leaves recovery_pending_ set for the next loop to try again.
+  void recover_from_failure();
   void rewind_to_committed();
+  void set_degraded(bool degraded);
   /// Feeds records held for paused tasks once their pause ends; pauses/resumes partitions
   /// in the consumer to bound what is held (see the .cpp).
   void release_held_records();
@@ -169,6 +192,13 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_, last_restore_log_, restore_started_;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};
+  std::atomic<bool> degraded_{false};
+  /// Since when failures have kept the thread from committing (task.timeout.ms counts from it).
+  std::optional<std::chrono::steady_clock::time_point> failing_since_;
+  std::string last_failure_;
+  bool recovery_pending_ = false;
+  bool consumer_fenced_ = false;  ///< recovery recreates the consumer too
+  std::optional<std::chrono::steady_clock::time_point> last_member_fencing_;
   std::string failure_;
   std::thread thread_;
   void update_lag();
@@ -177,6 +207,8 @@ class stream_thread final : kafka::rebalance_listener, public record_sender {
   gauge& restore_remaining_;
   gauge& lag_;
   histogram& commit_latency_;
+  counter& retries_;
+  counter& recoveries_;
 };
 
 }  // namespace sluice::runtime
