@@ -577,7 +577,7 @@ void stream_thread::recover_from_failure() {
     set_state(thread_state::rebalancing);
   }
   collector_->recreate();
-  create_tasks(assignment_);
+  if (!assignment_.empty()) create_tasks(assignment_);  // none after a new consumer: it rejoins
   rewind_to_committed();
   recovery_pending_ = false;
   recoveries_.add();
