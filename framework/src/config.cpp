@@ -35,6 +35,7 @@ constexpr config_key keys[] = {
     {"poll.ms", "100", "How long a stream thread waits for records before running punctuators and commits, 0 to 10000."},
     {"max.poll.records", "1000", "Records a stream thread takes from its consumer per loop."},
     {"restore.log.interval.ms", "5000", "How often restoration logs its progress."},
+    {"task.timeout.ms", "300000", "How long a stream thread retries after retriable failures (broker outage, leader move, fenced producer) without a successful commit before the job stops."},
 };
 
 /// The values the runtime can honour for sluice's numeric keys, and why. get_int and get_ms
@@ -54,6 +55,7 @@ constexpr numeric_range ranges[] = {
      "longer wait delays all three"},
     {"commit.interval.ms", 0, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
     {"restore.log.interval.ms", 1, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
+    {"task.timeout.ms", 0, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
     {"max.poll.records", 1, 1000000, "a stream thread holds up to twice this many records per partition"},
     {"num.stream.threads", 1, 256, "each thread has three Kafka clients"},
     {"state.memory.budget.bytes", std::int64_t{8} << 20, std::int64_t{1} << 40,
