@@ -40,6 +40,7 @@ constexpr config_key keys[] = {
     {"http.auth.token", "", "When set, every HTTP endpoint but /health and /ready needs 'Authorization: Bearer <token>'."},
     {"http.max.connections", "512", "Open HTTP connections at most; more are closed as soon as they are accepted."},
     {"http.request.timeout.ms", "10000", "Time for a whole HTTP request to arrive (slow clients and idle keep-alive connections are closed after it)."},
+    {"task.timeout.ms", "300000", "How long a stream thread retries after retriable failures (broker outage, leader move, fenced producer) without a successful commit before the job stops."},
 };
 
 /// The values the runtime can honour for sluice's numeric keys, and why. get_int and get_ms
@@ -59,6 +60,7 @@ constexpr numeric_range ranges[] = {
      "longer wait delays all three"},
     {"commit.interval.ms", 0, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
     {"restore.log.interval.ms", 1, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
+    {"task.timeout.ms", 0, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
     {"max.poll.records", 1, 1000000, "a stream thread holds up to twice this many records per partition"},
     {"num.stream.threads", 1, 256, "each thread has three Kafka clients"},
     {"state.memory.budget.bytes", std::int64_t{8} << 20, std::int64_t{1} << 40,

@@ -39,6 +39,38 @@ std::string read_holder_pid(int fd) {
   return pid.empty() ? std::string("unknown") : pid;
 }
 
+/// An exclusive flock(2) on `<dir>/.lock` with this process's pid written into it; the
+/// open descriptor holds it. A lock held elsewhere throws errc::state naming `dir` and `fix`.
+int lock_directory(const fs::path& dir, std::string_view fix) {
+  const auto lock_path = dir / lock_file_name;
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw sluice::error(errc::io, "cannot create lock file '" + lock_path.string() +
+                                      "': " + std::strerror(errno));
+  }
+  // flock locks belong to the open file description: a second open() in this process
+  // conflicts just like another process does.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string pid = read_holder_pid(fd);
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      throw sluice::error(errc::state, "state directory '" + dir.string() +
+                                           "' is locked by another sluice instance (pid " + pid +
+                                           "); " + std::string(fix));
+    }
+    throw sluice::error(errc::io, "cannot lock state directory '" + dir.string() +
+                                      "': " + std::strerror(err));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    spdlog::warn("state: cannot write the pid into '{}': {}", lock_path.string(),
+                 std::strerror(errno));
+  }
+  return fd;
+}
+
 }  // namespace
 
 task_directory::task_directory(const fs::path& state_dir, std::string_view application_id,
@@ -52,33 +84,7 @@ task_directory::task_directory(const fs::path& state_dir, std::string_view appli
     throw sluice::error(errc::io, "cannot create state directory '" + path_.string() +
                                       "': " + ec.message() + "; check state.dir");
   }
-  const auto lock_path = path_ / lock_file_name;
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw sluice::error(errc::io, "cannot create lock file '" + lock_path.string() +
-                                      "': " + std::strerror(errno));
-  }
-  // flock locks belong to the open file description: a second open() in this process
-  // conflicts just like another process does.
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    std::string pid = read_holder_pid(fd);
-    ::close(fd);
-    if (err == EWOULDBLOCK) {
-      throw sluice::error(errc::state, "state directory '" + path_.string() +
-                                           "' is locked by another sluice instance (pid " + pid +
-                                           "); give each instance its own state.dir");
-    }
-    throw sluice::error(errc::io, "cannot lock state directory '" + path_.string() +
-                                      "': " + std::strerror(err));
-  }
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    spdlog::warn("state: cannot write the pid into '{}': {}", lock_path.string(),
-                 std::strerror(errno));
-  }
-  lock_fd_ = fd;
+  lock_fd_ = lock_directory(path_, "give each instance its own state.dir");
 }
 
 task_directory::task_directory(task_directory&& other) noexcept
@@ -135,6 +141,31 @@ void task_directory::wipe_store(std::string_view store_name) {
                                       "' in '" + path_.string() + "': " + ec.message());
   }
   spdlog::info("state: wiped store '{}' in '{}'", store_name, path_.string());
+}
+
+}  // namespace sluice::state
+
+namespace sluice::state {
+
+application_directory::application_directory(const fs::path& state_dir,
+                                             std::string_view application_id) {
+  validate_component("application.id", application_id);
+  path_ = state_dir / std::string(application_id);
+  std::error_code ec;
+  fs::create_directories(path_, ec);
+  if (ec) {
+    throw sluice::error(errc::io, "cannot create state directory '" + path_.string() +
+                                      "': " + ec.message() + "; check state.dir");
+  }
+  lock_fd_ = lock_directory(
+      path_, "it is already running with this state.dir; stop it first, or give this instance "
+             "its own state.dir (and instance.id)");
+}
+
+application_directory::~application_directory() {
+  if (lock_fd_ >= 0) {
+    ::close(lock_fd_);
+  }
 }
 
 }  // namespace sluice::state

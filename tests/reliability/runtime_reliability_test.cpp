@@ -112,7 +112,9 @@ class runtime_reliability : public ::testing::Test {
     if (sluice::test::broker_bootstrap().empty()) return;
     work_ = std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-reliability");
     std::filesystem::create_directories(work_);
-    cfg_.set("bootstrap.servers", sluice::test::broker_bootstrap());
+    bootstrap_ = start_broker();
+    if (bootstrap_.empty()) return;
+    cfg_.set("bootstrap.servers", bootstrap_);
     app_id_ = sluice::test::unique_name("rel-wc");
     input_ = sluice::test::unique_name("rel-lines");
     output_ = sluice::test::unique_name("rel-counts");
@@ -127,6 +129,10 @@ class runtime_reliability : public ::testing::Test {
     std::cout << "seed " << seed << " (SLUICE_TEST_SEED reproduces it), work dir " << work_ << "\n";
   }
 
+  /// The broker the test runs against: the shared one at SLUICE_BOOTSTRAP unless a fixture
+  /// starts its own (returns empty after a failure it reported).
+  virtual std::string start_broker() { return sluice::test::broker_bootstrap(); }
+
   void TearDown() override {
     jobs_.clear();  // kills what is left
     if (work_.empty()) return;
@@ -140,8 +146,10 @@ class runtime_reliability : public ::testing::Test {
     }
   }
 
-  /// Starts sluice-word-count as instance `instance` (its own state.dir and group.instance.id).
-  job_process& start_job(const std::string& instance, const std::string& guarantee) {
+  /// Starts sluice-word-count as instance `instance` (its group.instance.id and
+  /// transactional.id) with state.dir `state-<state>` (`state` defaults to the instance).
+  job_process& start_job(const std::string& instance, const std::string& guarantee, std::string state = {}) {
+    if (state.empty()) state = instance;
     auto log = work_ / (instance + "-run" + std::to_string(logs_.size()) + ".log");
     logs_.push_back(log);
     std::vector<std::string> args = {SLUICE_WORD_COUNT_BIN};
@@ -149,11 +157,11 @@ class runtime_reliability : public ::testing::Test {
       args.push_back("--set");
       args.push_back(key + "=" + value);
     };
-    set("bootstrap.servers", sluice::test::broker_bootstrap());
+    set("bootstrap.servers", bootstrap_);
     set("application.id", app_id_);
     set("input.topic", input_);
     set("output.topic", output_);
-    set("state.dir", (work_ / ("state-" + instance)).string());
+    set("state.dir", (work_ / ("state-" + state)).string());
     set("processing.guarantee", guarantee);
     set("commit.interval.ms", guarantee == "exactly_once" ? "100" : "500");
     set("consumer.session.timeout.ms", "6000");
@@ -250,6 +258,7 @@ class runtime_reliability : public ::testing::Test {
   void two_instances_take_over(int stop_signal, const std::string& guarantee);
 
   sluice::config cfg_;
+  std::string bootstrap_;
   std::filesystem::path work_;
   std::string app_id_, input_, output_;
   std::unique_ptr<sluice::topic_writer> writer_;
@@ -385,4 +394,168 @@ TEST_F(runtime_reliability, two_instances_split_partitions_and_take_over_on_sigk
 TEST_F(runtime_reliability, two_instances_exactly_once_take_over_on_sigkill) {
   SLUICE_REQUIRE_BROKER();
   two_instances_take_over(SIGKILL, "exactly_once");
+}
+
+namespace {
+
+/// Whether `text` occurs in the job's log.
+bool log_says(const job_process& job, const std::string& text) {
+  return read_file(job.log()).find(text) != std::string::npos;
+}
+
+}  // namespace
+
+// Issue 12, finding 3: a second instance started on the state.dir of a running one used to
+// join the group with the same derived group.instance.id and transactional.id before any
+// task lock was reached, and took the first one down. Now it exits at once, naming the
+// directory and the fix; the first never notices, and its output stays exact.
+TEST_F(runtime_reliability, second_instance_on_the_same_state_dir_exits_at_once_and_the_first_keeps_counting) {
+  SLUICE_REQUIRE_BROKER();
+  sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/true);
+  emitted_counts seen;
+  auto& first = start_job("a", "exactly_once");
+  feed(20000);
+  ASSERT_TRUE(wait_until_counted(progress, seen, 180s, {&first}));
+
+  auto& second = start_job("a", "exactly_once");  // same state.dir, hence the same identity
+  auto st = second.wait_exit(60s);
+  ASSERT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << second.log() << ": " << describe_status(st);
+  const auto dir = (work_ / "state-a" / app_id_).string();
+  EXPECT_TRUE(log_says(second, "state directory '" + dir + "' is locked by another sluice instance"))
+      << tail_of(second.log(), 5);
+  EXPECT_TRUE(log_says(second, "give this instance its own state.dir")) << tail_of(second.log(), 5);
+  EXPECT_FALSE(log_says(second, "assigned")) << "the second instance joined the consumer group";
+
+  feed(20000);
+  ASSERT_TRUE(wait_until_counted(progress, seen, 180s, {&first})) << "the first instance stopped counting";
+  ASSERT_TRUE(first.running());
+  stop_cleanly(first);
+  expect_exactly_once(read_all_output());
+}
+
+// Issue 12, finding 2: two instances with the same group.instance.id (a copied
+// configuration). The broker fences one consumer with FENCED_INSTANCE_ID, a fatal error;
+// it used to be retried as a transaction problem, tens of thousands of times, each new
+// producer fencing the healthy instance. Now the fenced instance stops with a message that
+// says what to do, the other keeps counting, and the output is exact.
+TEST_F(runtime_reliability, an_instance_fenced_by_its_twin_stops_with_advice_and_the_other_keeps_counting) {
+  SLUICE_REQUIRE_BROKER();
+  sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/true);
+  emitted_counts seen;
+  auto& a = start_job("twin", "exactly_once", "a");
+  feed(20000);
+  ASSERT_TRUE(wait_until_counted(progress, seen, 180s, {&a}));
+  auto& b = start_job("twin", "exactly_once", "b");  // own state.dir, copied instance.id
+
+  // One of them is fenced and stops; the input keeps coming meanwhile.
+  job_process* stopped = nullptr;
+  job_process* survivor = nullptr;
+  auto deadline = clock_type::now() + 180s;
+  while (!stopped && clock_type::now() < deadline) {
+    if (!a.running()) stopped = &a, survivor = &b;
+    else if (!b.running()) stopped = &b, survivor = &a;
+    else {
+      if (lines_fed_ < 40000) feed(500);
+      seen.add(progress.poll(100ms));
+    }
+  }
+  ASSERT_NE(stopped, nullptr) << "neither instance stopped within 180 s; a: " << tail_of(a.log(), 5)
+                              << "\nb: " << tail_of(b.log(), 5);
+  auto st = stopped->wait_exit(0ms);
+  EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << describe_status(st);
+  EXPECT_TRUE(log_says(*stopped, "FENCED_INSTANCE_ID")) << tail_of(stopped->log(), 5);
+  EXPECT_TRUE(log_says(*stopped, "give every instance its own instance.id")) << tail_of(stopped->log(), 5);
+  std::cout << "fenced and stopped: " << stopped->log() << "\n";
+
+  feed(20000);
+  ASSERT_TRUE(wait_until_counted(progress, seen, 300s, {survivor})) << "the surviving instance did not count the rest";
+  ASSERT_TRUE(survivor->running());
+  stop_cleanly(*survivor);
+  expect_exactly_once(read_all_output());
+}
+
+namespace {
+
+/// runtime_reliability against a broker of its own (scripts/kafka on
+/// SLUICE_OUTAGE_KAFKA_PORT, default 39192, data in the test's work dir), which the test
+/// SIGKILLs and restarts; the shared broker of the other tests is never touched.
+class broker_outage : public runtime_reliability {
+ protected:
+  std::string start_broker() override {
+    const char* port = std::getenv("SLUICE_OUTAGE_KAFKA_PORT");
+    env_ = std::string("SLUICE_KAFKA_PORT=") + (port && *port ? port : "39192") + " SLUICE_KAFKA_DIR='" +
+           (work_ / "kafka").string() + "' ";
+    auto out = kafka("start");
+    if (out.find("127.0.0.1:") == std::string::npos) {
+      ADD_FAILURE() << "scripts/kafka start failed: " << out;
+      return {};
+    }
+    started_ = true;
+    return out.substr(out.rfind("127.0.0.1:"), out.find_last_not_of("\n") + 1 - out.rfind("127.0.0.1:"));
+  }
+
+  void TearDown() override {
+    jobs_.clear();
+    if (started_) kafka("stop");
+    runtime_reliability::TearDown();
+  }
+
+  /// Runs scripts/kafka with `args` on this fixture's broker; returns its stdout.
+  std::string kafka(const std::string& args) {
+    std::string command = env_ + SLUICE_SOURCE_DIR "/scripts/kafka " + args + " 2>>'" + (work_ / "kafka.log").string() + "'";
+    std::string out;
+    if (FILE* p = ::popen(command.c_str(), "r")) {
+      char buf[256];
+      while (std::fgets(buf, sizeof buf, p)) out += buf;
+      ::pclose(p);
+    }
+    return out;
+  }
+
+  std::string env_;
+  bool started_ = false;
+};
+
+}  // namespace
+
+// Issue 12, finding 1: word count under exactly-once while its only broker is SIGKILLed and
+// restarted 5 times, 5 to 15 s down each time (plus the broker's own start). Delivery times
+// out (_MSG_TIMED_OUT), transactions time out, the coordinator comes back with a new epoch:
+// the job used to exit 1 on the first of these. It must ride them all out (close its tasks,
+// recreate the producer, rewind to the committed offsets), still run at the end, and the
+// output, read_committed to its end, must be exact.
+TEST_F(broker_outage, exactly_once_word_count_rides_out_five_broker_kills) {
+  SLUICE_REQUIRE_BROKER();
+  ASSERT_FALSE(bootstrap_.empty());
+  constexpr int rounds = 5, lines_per_round = 40000;  // 200,000 input records
+  auto& job = start_job("a", "exactly_once");
+  std::uniform_int_distribution<int> down_ms(5000, 15000);
+  int outages = 0;
+  for (int round = 0; round < rounds; ++round) {
+    feed(lines_per_round);
+    // Kill while the job is processing: wait for its first new counts of this round.
+    sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/false);
+    auto deadline = clock_type::now() + 180s;
+    bool busy = false;
+    while (!busy && clock_type::now() < deadline && job.running()) busy = !progress.poll(200ms).empty();
+    ASSERT_TRUE(job.running()) << "round " << round << ": the job " << describe_status(job.wait_exit(0ms));
+    ASSERT_TRUE(busy) << "round " << round << ": no output within 180 s";
+    const auto down = std::chrono::milliseconds(down_ms(rng_));
+    kafka("kill");
+    std::this_thread::sleep_for(down);
+    auto back = kafka("start");
+    ASSERT_NE(back.find("127.0.0.1:"), std::string::npos) << "round " << round << ": the broker did not restart";
+    ++outages;
+    std::cout << "round " << round << ": broker killed, down " << down.count() << " ms before restart; "
+              << lines_fed_ << " lines fed; job " << describe_status(job.wait_exit(0ms)) << "\n";
+  }
+  EXPECT_EQ(outages, rounds);
+  sluice::topic_reader all(cfg_, {output_}, /*read_committed=*/true);
+  emitted_counts seen;
+  ASSERT_TRUE(wait_until_counted(all, seen, 600s, {&job})) << "the job did not finish counting after the outages";
+  ASSERT_TRUE(job.running()) << "the job stopped: " << tail_of(job.log(), 10);
+  EXPECT_TRUE(log_says(job, "recovered; resuming from the last committed offsets"))
+      << "no outage reached the job (it never had to recover)";
+  stop_cleanly(job);
+  expect_exactly_once(read_all_output());
 }

@@ -26,8 +26,11 @@ namespace sluice::test {
 
 class job_process {
  public:
-  /// Starts args[0] (a path) with args[1..]; output goes to `log` (truncated).
-  job_process(const std::vector<std::string>& args, std::filesystem::path log) : log_(std::move(log)) {
+  /// Starts args[0] (a path) with args[1..]; output goes to `log` (truncated). The child's
+  /// environment is this process's plus `extra_env` ("NAME=value" entries).
+  job_process(const std::vector<std::string>& args, std::filesystem::path log,
+              const std::vector<std::string>& extra_env = {})
+      : log_(std::move(log)) {
     std::vector<char*> argv;
     argv.reserve(args.size() + 1);
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -37,7 +40,11 @@ class job_process {
     posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-    int rc = ::posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    std::vector<char*> envp;
+    for (char** e = environ; *e; ++e) envp.push_back(*e);
+    for (const auto& e : extra_env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    int rc = ::posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
   }
@@ -70,6 +77,7 @@ class job_process {
     return status_;
   }
   const std::filesystem::path& log() const { return log_; }
+  pid_t pid() const { return pid_; }
 
  private:
   std::filesystem::path log_;

@@ -5,8 +5,8 @@
 //   sluice::app app(builder.build(), std::move(args.settings));
 //   return app.run();  // until SIGTERM / SIGINT, then a final commit and a clean close
 //
-// Lifecycle: created -> (rebalancing <-> restoring <-> running) -> pending_shutdown -> not_running, or
-// error when a thread failed. run() blocks; start()/close() are for embedding in a
+// Lifecycle: created -> (rebalancing <-> restoring <-> running <-> degraded) -> pending_shutdown ->
+// not_running, or error when a thread failed. run() blocks; start()/close() are for embedding in a
 // process that owns its own main loop. state() and metrics() are safe from any thread.
 #pragma once
 
@@ -23,7 +23,11 @@ namespace sluice {
 
 /// restoring: some task is replaying its changelog before it processes (see the restore
 /// lines in the log and sluice_restore_remaining_records).
-enum class app_state { created, rebalancing, restoring, running, pending_shutdown, not_running, error };
+/// degraded: a stream thread is riding out a retriable failure (broker outage, leader or
+/// coordinator move, fenced producer): its tasks were closed and are being recovered from
+/// the last commit, retried for up to task.timeout.ms; it leaves degraded at its next
+/// successful commit (sluice_task_retries_total and sluice_task_recoveries_total count).
+enum class app_state { created, rebalancing, restoring, running, pending_shutdown, not_running, error, degraded };
 
 /// A readable name of the state ("running").
 const char* to_string(app_state s) noexcept;

@@ -20,6 +20,7 @@
 #include "runtime/stream_thread.hpp"
 #include "sluice/detail/internal_topics.hpp"
 #include "sluice/error.hpp"
+#include "sluice/state/task_directory.hpp"
 
 namespace sluice {
 
@@ -34,6 +35,7 @@ const char* to_string(app_state s) noexcept {
     case app_state::pending_shutdown: return "pending_shutdown";
     case app_state::not_running: return "not_running";
     case app_state::error: return "error";
+    case app_state::degraded: return "degraded";
   }
   return "unknown";
 }
@@ -43,6 +45,7 @@ struct app::impl {
   config cfg;
   metrics_registry metrics;
   std::unique_ptr<state::rocksdb_environment> rocksdb;
+  std::unique_ptr<state::application_directory> state_lock;  ///< held from start() to close()
   runtime::task_services services;
   std::unique_ptr<runtime::global_tables> globals;
   std::vector<std::unique_ptr<runtime::stream_thread>> threads;
@@ -87,14 +90,17 @@ struct app::impl {
       std::lock_guard lock(mutex);
       if (state == app_state::pending_shutdown || state == app_state::error || state == app_state::not_running) return;
     }
-    bool any_rebalancing = false, any_restoring = false, all_running = true;
+    bool any_rebalancing = false, any_restoring = false, all_running = true, any_degraded = false;
     for (auto& t : threads) {
+      if (t->degraded()) any_degraded = true;
       auto ts = t->state();
       if (ts == runtime::thread_state::rebalancing || ts == runtime::thread_state::starting) any_rebalancing = true;
       if (ts == runtime::thread_state::restoring) any_restoring = true;
       if (ts != runtime::thread_state::running) all_running = false;
     }
-    if (all_running && !threads.empty())
+    if (any_degraded)
+      set_state(app_state::degraded);
+    else if (all_running && !threads.empty())
       set_state(app_state::running);
     else if (any_rebalancing)
       set_state(app_state::rebalancing);
@@ -360,6 +366,7 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
   base.max_poll_records = static_cast<std::size_t>(cfg.get_int("max.poll.records", 1, 1000000));
   base.restore_log_interval = cfg.get_ms("restore.log.interval.ms");
   base.on_production_error = cfg.get_error_policy("production.error.handler");
+  base.task_timeout = cfg.get_ms("task.timeout.ms");
   for (const auto& sub : topo.subtopologies())
     for (auto i : sub.nodes) {
       const auto& n = topo.nodes()[i];
@@ -421,7 +428,10 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
 
 void app::start() {
   auto& d = *impl_;
-  // First, so liveness and readiness probes answer while the app connects and restores.
+  // Before any Kafka client: a second instance on this state.dir would join the group with
+  // the same group.instance.id and transactional.id and fence this one's twin.
+  d.state_lock = std::make_unique<state::application_directory>(d.cfg.state_dir(), d.cfg.application_id());
+  // Then the HTTP server, so liveness and readiness probes answer while the app connects and restores.
   d.http = http::instance_server::from_config(d.cfg, *this);
   if (d.http) d.http->start();
   const auto clients = make_client_configs(d.cfg);
@@ -459,6 +469,7 @@ void app::close(std::chrono::milliseconds timeout) {
   }
   if (d.globals) d.globals->stop();
   d.threads.clear();
+  d.state_lock.reset();
   if (state() != app_state::error) d.set_state(app_state::not_running);
 }
 

@@ -5,30 +5,11 @@
 
 #include <algorithm>
 
+#include "runtime/error_classification.hpp"
 #include "sluice/detail/dsl_nodes.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::runtime {
-namespace {
-
-bool stops_the_job(const std::exception& e) {
-  auto* se = dynamic_cast<const sluice::error*>(&e);
-  if (!se) return false;
-  switch (se->code()) {
-    case errc::kafka:
-    case errc::kafka_fatal:
-    case errc::fenced:
-    case errc::transaction_aborted:
-    case errc::timeout:
-    case errc::state:
-    case errc::invalid_topology:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
 
 stream_task::stream_task(int subtopology, std::int32_t partition, const task_services& services, record_sender& sender,
                          std::string thread_label)
@@ -151,7 +132,7 @@ void stream_task::process(const kafka::message& m) {
   } catch (const detail::deserialization_failure& e) {
     handle_failure(m, services_.on_deserialization_error, "deserialization", e.what());
   } catch (const std::exception& e) {
-    if (stops_the_job(e)) throw;
+    if (classify_failure(e) != failure_kind::record) throw;
     handle_failure(m, services_.on_processing_error, "processing", e.what());
   }
   next_offsets_[input] = m.offset + 1;

@@ -1,5 +1,5 @@
 // The stream thread's loop: poll, restore, process, punctuate, commit; rebalances and
-// transaction recovery.
+// recovery from retriable failures (see error_classification.hpp).
 #include "runtime/stream_thread.hpp"
 
 #include <spdlog/spdlog.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/error_classification.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::runtime {
@@ -22,23 +23,10 @@ std::string parts_text(const std::vector<kafka::topic_partition>& parts) {
   return out.empty() ? "none" : out;
 }
 
-bool transaction_trouble(const std::exception& e) {
-  auto* se = dynamic_cast<const sluice::error*>(&e);
-  if (!se) return false;
-  switch (se->code()) {
-    case errc::kafka_fatal:
-    case errc::fenced:
-    case errc::transaction_aborted:
-    case errc::timeout:
-      return true;
-    case errc::kafka:
-      // A record Kafka rejects for good (too large, invalid) fails the same way on every
-      // retry: stop with its message instead of aborting and rewinding forever.
-      return se->kafka().retriable || se->kafka().txn_requires_abort;
-    default:
-      return false;
-  }
-}
+/// A consumer fenced again this soon after it rejoined is not fencing its own stale member
+/// id after an outage (that happens once per outage) but competing with a twin instance that
+/// has the same group.instance.id: each rejoin fences the other within a heartbeat or two.
+constexpr auto twin_fencing_window = std::chrono::seconds(30);
 
 }  // namespace
 
@@ -51,7 +39,9 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       restored_records_(services.metrics->get_counter("sluice_restored_records_total", label_)),
       restore_remaining_(services.metrics->get_gauge("sluice_restore_remaining_records", label_)),
       lag_(services.metrics->get_gauge("sluice_consumer_lag_records", label_)),
-      commit_latency_(services.metrics->get_histogram("sluice_commit_latency_ms", label_)) {}
+      commit_latency_(services.metrics->get_histogram("sluice_commit_latency_ms", label_)),
+      retries_(services.metrics->get_counter("sluice_task_retries_total", label_)),
+      recoveries_(services.metrics->get_counter("sluice_task_recoveries_total", label_)) {}
 
 stream_thread::~stream_thread() {
   request_stop();
@@ -103,13 +93,26 @@ void stream_thread::run() {
     last_commit_ = last_checkpoint_ = clock_type::now();
     while (!stop_.load()) loop_once();
     set_state(thread_state::pending_shutdown);
-    commit_all();
-    close_tasks(close_mode::clean);
+    bool committed = false;
+    if (!recovery_pending_) {
+      try {
+        commit_all();
+        committed = true;
+      } catch (const std::exception& e) {
+        if (classify_failure(e) != failure_kind::retriable) throw;
+        // Nothing is lost: the next owner of the tasks resumes from the last commit.
+        spdlog::warn("stream thread {}: the final commit failed ({}); closing the tasks without it", settings_.index,
+                     e.what());
+        collector_->abort_transaction();
+      }
+    }
+    close_tasks(committed ? close_mode::clean : close_mode::dirty);
     consumer_->close();
     queries_.close();
     set_state(thread_state::dead);
   } catch (const std::exception& e) {
     failure_ = e.what();
+    if (auto advice = fatal_advice(e); !advice.empty()) failure_ += "; " + advice;
     spdlog::error("stream thread {} stops: {}", settings_.index, failure_);
     try {
       if (collector_) collector_->abort_transaction();
@@ -124,6 +127,22 @@ void stream_thread::run() {
 }
 
 void stream_thread::loop_once() {
+  if (recovery_pending_) {
+    // The cluster was still away at the last attempt: wait a little (a stop request cuts
+    // it short), then try again; nothing is processed meanwhile.
+    try {
+      auto until = clock_type::now() + settings_.recovery_backoff;
+      while (!stop_.load() && clock_type::now() < until) {
+        // Keeps the group membership and rebalances going; what it fetches is read again
+        // after the rewind.
+        consumer_->poll_batch(batch_, settings_.max_poll_records, 100ms);
+      }
+      if (!stop_.load()) recover_from_failure();
+    } catch (const std::exception& e) {
+      on_failure(e, recovery_attempt::next_loop);
+    }
+    return;
+  }
   try {
     // Interactive queries (query_inbox.hpp); under exactly-once only outside a transaction.
     if (queries_.pending() && !(services_.guarantee == processing_guarantee::exactly_once && collector_->transaction_open()))
@@ -168,11 +187,7 @@ void stream_thread::loop_once() {
     });
     if (due || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
   } catch (const std::exception& e) {
-    if (services_.guarantee == processing_guarantee::exactly_once && transaction_trouble(e)) {
-      recover_from_transaction_failure(e);
-      return;
-    }
-    throw;
+    on_failure(e, recovery_attempt::now);
   }
 }
 
@@ -229,6 +244,11 @@ void stream_thread::commit_all() {
   } else {
     collector_->flush();
     if (!offsets.empty()) consumer_->commit(offsets);
+  }
+  if (!offsets.empty() || services_.guarantee == processing_guarantee::exactly_once) {
+    // Progress: whatever failed before has been ridden out.
+    failing_since_.reset();
+    set_degraded(false);
   }
   commit_latency_.record(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started).count());
   for (auto& [id, task] : tasks) {
@@ -315,16 +335,100 @@ void stream_thread::close_tasks(close_mode mode) {
   if (tasks_) tasks_->close_all(mode);
 }
 
-void stream_thread::recover_from_transaction_failure(const std::exception& e) {
-  spdlog::warn("stream thread {}: transaction failed ({}); aborting, recreating the producer and resuming from the "
-               "last committed offsets",
-               settings_.index, e.what());
-  services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
+void stream_thread::note_failure(const std::exception& e) {
+  const auto now = clock_type::now();
+  if (!failing_since_) failing_since_ = now;
+  retries_.add();
+  last_failure_ = e.what();
+  set_degraded(true);
+  const auto failing_for = std::chrono::duration_cast<std::chrono::milliseconds>(now - *failing_since_);
+  if (failing_for >= settings_.task_timeout)
+    throw sluice::error(errc::timeout,
+                        "stream thread " + std::to_string(settings_.index) + " has not committed for " +
+                            std::to_string(failing_for.count() / 1000) + " s of retriable failures (task.timeout.ms=" +
+                            std::to_string(settings_.task_timeout.count()) + "); the last one: " + last_failure_ +
+                            ". Check that the brokers at bootstrap.servers are up and reachable, then restart the job "
+                            "(it resumes from its last commit); raise task.timeout.ms to ride out longer outages");
+}
+
+void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt) {
+  switch (classify_failure(e)) {
+    case failure_kind::member_fenced: {
+      const auto now = clock_type::now();
+      if (last_member_fencing_ && now - *last_member_fencing_ < twin_fencing_window) {
+        // Fenced again right after rejoining: a twin instance keeps taking the identity back.
+        auto* se = dynamic_cast<const sluice::error*>(&e);
+        throw sluice::error(errc::kafka_fatal,
+                            std::string(e.what()) + "; fenced again " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                   now - *last_member_fencing_).count()) +
+                                " s after the consumer rejoined",
+                            se ? se->kafka() : kafka_flags{});
+      }
+      last_member_fencing_ = now;
+      consumer_fenced_ = true;
+      break;
+    }
+    case failure_kind::retriable:
+      break;
+    default:
+      throw;  // rethrows the exception being handled by the caller's catch
+  }
+  note_failure(e);
+  if (attempt == recovery_attempt::next_loop) {
+    spdlog::warn("stream thread {}: recovery failed ({}); retrying in {} ms", settings_.index, last_failure_,
+                 settings_.recovery_backoff.count());
+    return;
+  }
+  spdlog::warn("stream thread {}: {}; closing its tasks, recreating the {} and resuming from the last committed "
+               "offsets (retrying for up to task.timeout.ms={})",
+               settings_.index, last_failure_, consumer_fenced_ ? "consumer and the producer" : "producer",
+               settings_.task_timeout.count());
+  if (services_.guarantee == processing_guarantee::exactly_once)
+    services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
   collector_->abort_transaction();
   close_tasks(close_mode::dirty);
+  recovery_pending_ = true;
+  try_recovery();
+}
+
+void stream_thread::try_recovery() {
+  try {
+    recover_from_failure();
+  } catch (const std::exception& e) {
+    on_failure(e, recovery_attempt::next_loop);
+  }
+}
+
+void stream_thread::recover_from_failure() {
+  close_tasks(close_mode::dirty);
+  if (consumer_fenced_) {
+    // A fenced consumer stays fenced: a new one joins the group under the same
+    // group.instance.id and resumes from the committed offsets of what it is assigned.
+    // Its revocation (inside close) finds no task left to commit; the task manager,
+    // which pauses and resumes through the consumer, is recreated with it.
+    assignment_.clear();
+    consumer_->close();
+    tasks_.reset();
+    consumer_.reset();
+    consumer_ = std::make_unique<kafka::consumer>(settings_.consumer);
+    tasks_ = std::make_unique<task_manager>(services_, settings_.topic_to_subtopology, *collector_, *reader_,
+                                            *consumer_, label_);
+    consumer_->subscribe(settings_.source_topics, this);
+    consumer_fenced_ = false;
+    set_state(thread_state::rebalancing);
+  }
   collector_->recreate();
-  create_tasks(assignment_);
+  if (!assignment_.empty()) create_tasks(assignment_);  // none after a new consumer: it rejoins
   rewind_to_committed();
+  recovery_pending_ = false;
+  recoveries_.add();
+  spdlog::info("stream thread {}: recovered; resuming from the last committed offsets", settings_.index);
+}
+
+void stream_thread::set_degraded(bool degraded) {
+  if (degraded_.exchange(degraded) == degraded) return;
+  if (on_state_change_) on_state_change_(state_.load());
 }
 
 void stream_thread::rewind_to_committed() {

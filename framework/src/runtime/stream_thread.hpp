@@ -1,16 +1,19 @@
 // stream_thread: one consumer, one producer (record collector), and the loop that feeds
 // the thread's tasks: poll, restore, process, punctuate, commit. Its task_manager owns
 // the tasks, its changelog_reader restores their stores; both report back, and only the
-// thread sets its state. Under exactly-once it owns one transaction at a time and, when
-// the outcome of one is unknown, aborts, recreates its producer and resumes from the last
-// committed offsets.
+// thread sets its state. Under exactly-once it owns one transaction at a time. A failure
+// that reaches the loop is classified once (error_classification.hpp): a retriable one
+// closes the tasks dirty, aborts, recreates the producer (and, when the group fenced the
+// consumer, the consumer and task manager) and resumes from the last committed offsets,
+// retried for up to task.timeout.ms while the thread reports degraded(); a fatal one stops
+// the thread.
 //
 // Lifecycle: created -> start() (starting) -> rebalancing -> restoring / running, back to
 // rebalancing on every assignment -> request_stop() -> pending_shutdown -> dead; failed
 // when an error stops it (failure() says why).
 //
-// Threading: everything here runs on the thread's own std::thread except request_stop()
-// and state(), which are safe from any thread.
+// Threading: everything here runs on the thread's own std::thread except request_stop(),
+// state() and degraded(), which are safe from any thread.
 #pragma once
 
 #include <atomic>
@@ -56,6 +59,11 @@ struct thread_settings {
   std::int64_t checkpoint_min_records = 1000;
   std::chrono::milliseconds restore_log_interval{5000};
   std::size_t max_poll_records = 1000;
+  /// How long the thread keeps retrying after a retriable failure (broker outage, leader
+  /// move, fenced producer) without a successful commit before it stops (task.timeout.ms).
+  std::chrono::milliseconds task_timeout{300000};
+  /// The pause between two recovery attempts that failed (the cluster is still away).
+  std::chrono::milliseconds recovery_backoff{1000};
   std::vector<std::string> source_topics;          ///< resolved names, all sub-topologies
   std::map<std::string, int> topic_to_subtopology;  ///< resolved source topic -> sub-topology
 };
@@ -73,6 +81,9 @@ class stream_thread final : kafka::rebalance_listener {
   /// Joins if the thread finishes by `deadline`; returns false (not joined) otherwise.
   bool join_until(std::chrono::steady_clock::time_point deadline);
   thread_state state() const noexcept { return state_.load(); }
+  /// True from a retriable failure until the next successful commit: the thread is
+  /// recovering (or retrying) and its tasks may be closed. Safe from any thread.
+  bool degraded() const noexcept { return degraded_.load(); }
   const std::string& failure() const noexcept { return failure_; }
   /// Where HTTP handlers queue store queries for this thread's tasks; safe from any thread.
   query_inbox& queries() noexcept { return queries_; }
@@ -84,7 +95,7 @@ class stream_thread final : kafka::rebalance_listener {
   void on_assigned(const std::vector<kafka::topic_partition>& parts) override;
   void on_revoked(const std::vector<kafka::topic_partition>& parts) override;
 
-  /// Re-creates the tasks of `parts` outside a rebalance (after a transaction failure):
+  /// Re-creates the tasks of `parts` outside a rebalance (recovery from a failure):
   /// their restoring inputs are paused at once, before any seek.
   void create_tasks(const std::vector<kafka::topic_partition>& parts);
   /// The thread's state once tasks exist: restoring while a store is behind.
@@ -93,8 +104,24 @@ class stream_thread final : kafka::rebalance_listener {
   /// Drops held records (never processed: the next owner or the rewind reads them again)
   /// and closes every task.
   void close_tasks(close_mode mode);
-  void recover_from_transaction_failure(const std::exception& e);
+  /// Counts a retriable failure and marks the thread degraded; throws the message the thread
+  /// stops with once failures have lasted task.timeout.ms without a commit.
+  void note_failure(const std::exception& e);
+  enum class recovery_attempt { now, next_loop };
+  /// A failure `e` that reached the loop, classified in error_classification.hpp: fatal ones
+  /// are rethrown (call it inside a catch), retriable ones noted, then, when `attempt` is
+  /// now, the tasks are closed dirty and recovery is tried at once; a fenced consumer is
+  /// recreated once and is fatal when fenced again within twin_fencing_window.
+  void on_failure(const std::exception& e, recovery_attempt attempt);
+  /// recover_from_failure(); a retriable failure of it is noted and left for the next loop.
+  void try_recovery();
+  /// Aborts the transaction, closes the tasks dirty, recreates the producer, recreates the
+  /// tasks of the assignment and rewinds to the committed offsets; after a fenced consumer,
+  /// recreates the consumer and the task manager instead and rejoins the group. A retriable
+  /// failure on the way leaves recovery_pending_ set for the next loop to try again.
+  void recover_from_failure();
   void rewind_to_committed();
+  void set_degraded(bool degraded);
   /// Feeds queued records to their tasks (lowest timestamp first, until a processor pauses
   /// the input); pauses/resumes partitions in the consumer to bound what is queued.
   void release_held_records();
@@ -123,6 +150,13 @@ class stream_thread final : kafka::rebalance_listener {
   query_inbox queries_;
   std::atomic<bool> stop_{false};
   std::atomic<thread_state> state_{thread_state::created};
+  std::atomic<bool> degraded_{false};
+  /// Since when failures have kept the thread from committing (task.timeout.ms counts from it).
+  std::optional<std::chrono::steady_clock::time_point> failing_since_;
+  std::string last_failure_;
+  bool recovery_pending_ = false;
+  bool consumer_fenced_ = false;  ///< recovery recreates the consumer too
+  std::optional<std::chrono::steady_clock::time_point> last_member_fencing_;
   std::string failure_;
   std::thread thread_;
   std::mutex finished_mutex_;
@@ -134,6 +168,8 @@ class stream_thread final : kafka::rebalance_listener {
   gauge& restore_remaining_;
   gauge& lag_;
   histogram& commit_latency_;
+  counter& retries_;
+  counter& recoveries_;
 };
 
 }  // namespace sluice::runtime

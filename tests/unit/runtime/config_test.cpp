@@ -203,6 +203,8 @@ TEST(config, numeric_keys_are_limited_to_what_the_runtime_honours) {
       {"commit.interval.ms", "2147483648", "an integer from 0 to 2147483647"},
       {"restore.log.interval.ms", "0", "an integer from 1 to 2147483647"},
       {"restore.log.interval.ms", "1125899906842624", "an integer from 1 to 2147483647"},
+      {"task.timeout.ms", "-1", "an integer from 0 to 2147483647"},
+      {"task.timeout.ms", "2147483648", "an integer from 0 to 2147483647"},
       {"max.poll.records", "1000001", "an integer from 1 to 1000000"},
       {"num.stream.threads", "257", "an integer from 1 to 256"},
       {"state.memory.budget.bytes", "1099511627777", "an integer from 8388608 to 1099511627776"},
@@ -226,6 +228,7 @@ TEST(config, numeric_keys_at_the_ends_of_their_ranges_are_accepted) {
       .set("poll.ms", "10000")
       .set("commit.interval.ms", "2147483647")
       .set("restore.log.interval.ms", "1")
+      .set("task.timeout.ms", "2147483647")
       .set("max.poll.records", "1000000")
       .set("num.stream.threads", "256")
       .set("state.memory.budget.bytes", "8388608")

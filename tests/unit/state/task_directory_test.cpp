@@ -93,5 +93,26 @@ TEST(task_directory, path_like_ids_are_rejected) {
   EXPECT_EQ(e.code(), errc::invalid_config);
 }
 
+TEST(application_directory, second_instance_on_the_same_state_dir_is_rejected_naming_the_directory) {
+  temp_dir dir;
+  application_directory first(dir.path(), "app");
+  EXPECT_EQ(first.path(), dir.path() / "app");
+  auto e = test::thrown_error([&] { application_directory second(dir.path(), "app"); });
+  EXPECT_EQ(e.code(), errc::state);
+  EXPECT_EQ(std::string(e.what()),
+            "state directory '" + first.path().string() + "' " + locked_message_tail +
+                std::to_string(::getpid()) +
+                "); it is already running with this state.dir; stop it first, or give this instance "
+                "its own state.dir (and instance.id)");
+  application_directory other_app(dir.path(), "other-app");  // another job is independent
+  task_directory task(dir.path(), "app", "0_0");  // the instance's own tasks still lock
+}
+
+TEST(application_directory, lock_is_released_on_destruction) {
+  temp_dir dir;
+  { application_directory first(dir.path(), "app"); }
+  application_directory again(dir.path(), "app");
+}
+
 }  // namespace
 }  // namespace sluice::state

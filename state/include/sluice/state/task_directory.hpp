@@ -47,4 +47,33 @@ class task_directory {
   int lock_fd_ = -1;
 };
 
+/// The directory `<state_dir>/<application_id>/` of one instance of a job, locked for the
+/// whole life of the instance by an exclusive flock(2) on `<state_dir>/<application_id>/.lock`.
+///
+/// The app takes it before it creates any Kafka client: a second instance started on the
+/// same state.dir would otherwise join the group with the same derived group.instance.id
+/// and transactional.id and fence the first one before any task directory lock is reached.
+/// It fails at once with sluice::error(errc::state, "state directory '<path>' is locked by
+/// another sluice instance (pid N); ..."). The lock dies with the process.
+///
+/// Threading: not thread-safe; the app owns it from start() to close().
+class application_directory {
+ public:
+  /// Creates the directory if needed and takes the lock. Throws sluice::error(errc::state)
+  /// if the lock is held, sluice::error(errc::io) if the directory or lock file cannot be
+  /// created, sluice::error(errc::invalid_config) for an empty or path-like id.
+  application_directory(const std::filesystem::path& state_dir, std::string_view application_id);
+  application_directory(const application_directory&) = delete;
+  application_directory& operator=(const application_directory&) = delete;
+  /// Releases the lock (the directory stays).
+  ~application_directory();
+
+  /// `<state_dir>/<application_id>`.
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  int lock_fd_ = -1;
+};
+
 }  // namespace sluice::state

@@ -1,0 +1,44 @@
+// The one place that decides what an exception means for a running job: a record's own
+// failure (the error handlers deal with it), a cluster fault the stream thread rides out
+// (close its tasks dirty, recreate the producer, rewind to the committed offsets, retry
+// for up to task.timeout.ms, as Kafka Streams does), or a fault no retry can fix (the
+// instance stops with a message saying what to do). stream_task and stream_thread both ask
+// here, so they never disagree.
+//
+// Threading: pure functions; any thread.
+#pragma once
+
+#include <exception>
+#include <string>
+
+namespace sluice::runtime {
+
+enum class failure_kind {
+  /// The record's own failure (a user function threw, a value does not decode): the
+  /// processing or deserialization handler decides; fatal only when the handler is `fail`.
+  record,
+  /// The cluster, not the job: timeouts, leader and coordinator moves, all brokers down,
+  /// an aborted or timed-out transaction, a producer fenced after an outage, a record not
+  /// acknowledged in time. The thread recovers and retries for up to task.timeout.ms.
+  retriable,
+  /// The group coordinator fenced this thread's consumer (FENCED_INSTANCE_ID): another
+  /// member joined with its group.instance.id. After an outage that member is this very
+  /// consumer rejoining (librdkafka 2.0.2 fences its own stale member id); otherwise it is a
+  /// twin instance with a copied instance.id. The thread recreates its consumer once; fenced
+  /// again soon after, it is a twin, and the instance stops with the advice to fix it.
+  member_fenced,
+  /// Retrying cannot help (missing authorisation, a record Kafka refuses for good, a state or topology error):
+  /// the instance stops with the message.
+  fatal,
+};
+
+/// What `e` is; sluice::error by its errc and librdkafka's flags (fatal / retriable /
+/// txn_requires_abort) and code, anything else (a user's exception) is `record`.
+failure_kind classify_failure(const std::exception& e) noexcept;
+
+/// What a person should do about a fatal failure `e`, appended to the message the job stops
+/// with ("another instance joined ... give each instance its own instance.id"); empty when
+/// the error's own message already says it.
+std::string fatal_advice(const std::exception& e);
+
+}  // namespace sluice::runtime
