@@ -459,7 +459,9 @@ class kstream {
                       .factory = detail::factory_of(
                           detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
                       .internal_topic = true});
-    return kstream(g_, src, false);
+    // Partitioned by the computed key, not by the record key: a later key-based stateful
+    // step (an aggregation, repartitioned()) goes through a repartition topic again.
+    return kstream(g_, src, true);
   }
 
   std::size_t node_index() const noexcept { return node_; }

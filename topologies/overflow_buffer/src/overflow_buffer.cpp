@@ -135,9 +135,12 @@ overflow_buffer_outlets apply_overflow_buffer(streams_builder& builder,
                                               const kstream<overflow_detail::bytes, overflow_detail::bytes>& in,
                                               const overflow_buffer_options& options) {
   add_overflow_buffer_stores(builder, options);
+  // A customer's buffer and token bucket live in one task: when the stream is not partitioned
+  // by its key (e.g. after the throttle repartitioned it by throttle key), bring it back.
+  const auto by_customer = in.repartitioned(options.buffer_store);
   auto buffered = options.rates_topic.empty()
-                      ? in.process(overflow_buffer(options), options.buffer_store, options.customer_store)
-                      : in.process(overflow_buffer(options), options.buffer_store, options.customer_store,
+                      ? by_customer.process(overflow_buffer(options), options.buffer_store, options.customer_store)
+                      : by_customer.process(overflow_buffer(options), options.buffer_store, options.customer_store,
                                    options.rates_store);
   auto all = [](const bytes&, const bytes&) { return true; };
   // Created in this order, so they are the processor's first and second children.

@@ -141,7 +141,6 @@ class ranked_index final : public state_store {
   struct index_table;
   std::unique_ptr<index_table> indexes_;
   std::size_t memory_bytes_ = 0;
-  std::uint64_t tick_ = 0;
   std::string key_buf_, value_buf_;
 };
 
