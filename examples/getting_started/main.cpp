@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
     if (mode == "--create-topics") create_topics(cfg, static_cast<int>(number));
     if (mode == "--produce") produce(cfg, number);
     if (mode == "--read") read_counts(cfg, std::chrono::seconds(number), [](const auto&) { return false; });
+    // --demo feeds and reads in this process, so it asks for the embedded cluster unless
+    // bootstrap.servers names another.
+    if (mode == "--demo" && !cfg.contains("bootstrap.servers")) cfg.set("bootstrap.servers", "embedded");
     if (mode == "--demo") return demo(cfg, number);
     if (!mode.empty()) return 0;
 

@@ -188,6 +188,9 @@ int main(int argc, char** argv) {
     auto cfg = std::move(line.settings);
     if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-notification-pipeline");
     if (!cfg.contains("processing.error.handler")) cfg.set("processing.error.handler", "dead_letter");
+    // --demo feeds and reads in this process, so it asks for the embedded cluster unless
+    // bootstrap.servers names another.
+    if (demo > 0 && !cfg.contains("bootstrap.servers")) cfg.set("bootstrap.servers", "embedded");
     if (demo > 0) return run_demo(cfg, demo);
     sluice::app app(notification_topology(), cfg);
     return app.run();

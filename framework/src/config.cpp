@@ -20,7 +20,7 @@ namespace {
 
 constexpr config_key keys[] = {
     {"application.id", "", "Names the job: the consumer group, the prefix of internal topics and the state folder. Required."},
-    {"bootstrap.servers", "embedded", "Kafka brokers, host:port[,host:port]. 'embedded' starts librdkafka's in-process mock cluster (demos and examples; it does not compact)."},
+    {"bootstrap.servers", "", "Kafka brokers, host:port[,host:port]. Required: there is no default. 'embedded' starts librdkafka's in-process mock cluster (demos and examples; it does not compact)."},
     {"processing.guarantee", "at_least_once", "at_least_once or exactly_once (transactions; inputs read read_committed)."},
     {"commit.interval.ms", "", "How often tasks commit. Default 30000, or 100 under exactly_once."},
     {"num.stream.threads", "1", "Stream threads per instance, each with one consumer and one producer."},
@@ -303,7 +303,14 @@ int config::num_stream_threads() const { return static_cast<int>(get_int("num.st
 
 std::filesystem::path config::state_dir() const { return require("state.dir"); }
 
-std::string config::bootstrap_servers() const { return require("bootstrap.servers"); }
+std::string config::bootstrap_servers() const {
+  auto v = get("bootstrap.servers");
+  if (!v || v->empty())
+    throw error(errc::invalid_config,
+                "configuration key 'bootstrap.servers' is not set: set it to your brokers (host:port[,host:port]), "
+                "or to 'embedded' for librdkafka's in-process mock cluster (demos and tests; it does not compact)");
+  return *v;
+}
 
 std::string config::dead_letter_topic() const {
   auto v = get("dead.letter.topic");
@@ -334,7 +341,6 @@ std::map<std::string, std::string> config::client_properties(std::string_view cl
   std::string prefix = std::string(client) + ".";
   for (const auto& [k, v] : values_)
     if (std::string_view(k).starts_with(prefix)) out[k.substr(prefix.size())] = v;
-  if (!embedded()) out["bootstrap.servers"] = bootstrap_servers();
   return out;
 }
 

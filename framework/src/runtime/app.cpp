@@ -252,6 +252,16 @@ void validate_output_topics(const topology& topo, kafka::admin& admin, bool embe
     }
 }
 
+/// On the embedded cluster the topics global tables read are created too, like sources: a
+/// demo's global table starts empty instead of failing. Against Kafka they must exist (the
+/// global-table reader says so).
+void create_global_table_topics_on_embedded(const topology& topo, kafka::admin& admin, bool embedded) {
+  if (!embedded) return;
+  for (const auto& spec : topo.stores())
+    if (spec.global && !admin.partition_count(spec.source_topic, 30s))
+      admin.create_topics({{.name = spec.source_topic, .partitions = 4}}, 30s);
+}
+
 }  // namespace
 
 std::map<std::string, int> runtime::infer_repartition_partitions(const topology& topo,
@@ -442,6 +452,7 @@ void app::start() {
   const auto repartition_partitions = runtime::infer_repartition_partitions(d.topo, sub_partitions);
   d.create_internal_topics(admin, sub_partitions, repartition_partitions);
   validate_output_topics(d.topo, admin, clients.embedded);
+  create_global_table_topics_on_embedded(d.topo, admin, clients.embedded);
   d.start_global_tables(clients.consumer, admin);
   d.start_threads(clients.consumer, clients.producer, clients.admin, sub_partitions);
 }

@@ -14,10 +14,12 @@ using sluice::test::error_of;
 
 namespace {
 
-/// An app over a one-step topology ("in" -> "out") with `c`.
-sluice::app app_with(const sluice::config& c) {
+/// An app over a one-step topology ("in" -> "out") with `c` (on the embedded cluster unless
+/// `c` names brokers).
+sluice::app app_with(sluice::config c) {
   sluice::streams_builder b;
   b.stream<std::string, std::string>("in").to("out");
+  if (!c.contains("bootstrap.servers")) c.set("bootstrap.servers", "embedded");
   return sluice::app(b.build(), c);
 }
 
@@ -79,7 +81,18 @@ TEST(config, defaults_follow_the_guarantee) {
   c.set("processing.guarantee", "exactly_once");
   EXPECT_EQ(c.commit_interval(), std::chrono::milliseconds(100));
   EXPECT_EQ(c.dead_letter_topic(), "a-dlq");
+}
+
+TEST(config, bootstrap_servers_has_no_silent_default) {
+  sluice::config c;
+  c.set("application.id", "a");
+  auto e = error_of([&] { (void)c.bootstrap_servers(); }, sluice::errc::invalid_config);
+  EXPECT_NE(e.find("'bootstrap.servers' is not set"), std::string::npos) << e;
+  EXPECT_NE(e.find("'embedded'"), std::string::npos) << e;
+  c.set("bootstrap.servers", "embedded");
   EXPECT_TRUE(c.embedded());
+  c.set("bootstrap.servers", "broker-1:9092");
+  EXPECT_FALSE(c.embedded());
 }
 
 TEST(config, invalid_values_name_the_key_and_what_is_allowed) {
