@@ -524,8 +524,26 @@ class streams_builder {
   }
   template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
   kstream<K, V> stream(std::vector<std::string> topics) {
+    return stream<K, V, KS, VS>(std::move(topics), detail::record_timestamp{});
+  }
+
+  /// A stream of `topic` whose records' timestamps come from `extractor(key, value,
+  /// record_timestamp) -> std::int64_t` (milliseconds since the epoch), Kafka Streams'
+  /// TimestampExtractor: stream time, stream-time punctuation, windows and output
+  /// timestamps follow it. An extractor that throws or returns a negative time makes the
+  /// record a deserialization error (deserialization.error.handler decides; counted in
+  /// sluice_records_skipped_total): it never enters the topology.
+  template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>, class X>
+  kstream<K, V> stream(const std::string& topic, X extractor) {
+    return stream<K, V, KS, VS>(std::vector<std::string>{topic}, std::move(extractor));
+  }
+  template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>, class X>
+  kstream<K, V> stream(std::vector<std::string> topics, X extractor) {
+    static_assert(std::is_invocable_r_v<std::int64_t, X&, const K&, const V&, std::int64_t>,
+                  "stream: the timestamp extractor must be callable as std::int64_t(const K& key, const V& value, "
+                  "std::int64_t record_timestamp)");
     auto idx = g_->add({.name = g_->name("KSTREAM-SOURCE"), .kind = detail::node_kind::source, .topics = std::move(topics),
-                        .factory = detail::factory_of(detail::source_node<K, V, KS, VS>())});
+                        .factory = detail::factory_of(detail::source_node<K, V, KS, VS, X>(std::move(extractor)))});
     return kstream<K, V>(g_, idx, false);
   }
 
@@ -533,8 +551,17 @@ class streams_builder {
   /// deletes the key). Co-partitioned with the streams it joins.
   template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
   ktable<K, V> table(const std::string& topic, materialized store) {
+    return table<K, V, KS, VS>(topic, std::move(store), detail::record_timestamp{});
+  }
+  /// A table whose records' timestamps come from `extractor(key, value, record_timestamp)`
+  /// (see stream(topic, extractor)); a tombstone keeps its record timestamp.
+  template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>, class X>
+  ktable<K, V> table(const std::string& topic, materialized store, X extractor) {
+    static_assert(std::is_invocable_r_v<std::int64_t, X&, const K&, const V&, std::int64_t>,
+                  "table: the timestamp extractor must be callable as std::int64_t(const K& key, const V& value, "
+                  "std::int64_t record_timestamp)");
     auto src = g_->add({.name = g_->name("KTABLE-SOURCE"), .kind = detail::node_kind::source, .topics = {topic},
-                        .factory = detail::factory_of(detail::source_node<K, std::optional<V>, KS, VS>())});
+                        .factory = detail::factory_of(detail::table_source<K, V, KS, VS>(std::move(extractor)))});
     g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
                    .rocksdb_options = store.rocksdb_options, .codec = detail::make_store_codec<K, V>()});
     auto idx = g_->add({.name = g_->name("KTABLE-MATERIALIZE"), .kind = detail::node_kind::processor,

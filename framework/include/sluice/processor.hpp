@@ -66,8 +66,13 @@ class processor_context {
     return global_store_view<K, V, KS, VS>(task_->global_store(name));
   }
 
-  /// Calls `callback(time)` every `interval` of stream time (record timestamps) or of wall
-  /// clock. The returned handle cancels it.
+  /// Calls `callback(time)` every `interval` of stream time (record timestamps, as the
+  /// sources' timestamp extractors give them) or of wall clock. The returned handle cancels
+  /// it. Stream time, as in Kafka Streams 3.9: the schedule is a fixed grid of multiples of
+  /// `interval` from the epoch; the first call comes after the first record processed after
+  /// scheduling; a record crossing a grid point is processed first, then the punctuator runs
+  /// once with the current stream time (grid points skipped by a jump in time are not
+  /// replayed). Wall clock: every `interval` from the time of scheduling.
   cancellable schedule(std::chrono::milliseconds interval, punctuation_type type,
                        std::function<void(std::int64_t)> callback) {
     return task_->schedule(interval, type, std::move(callback));

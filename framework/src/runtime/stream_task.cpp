@@ -74,8 +74,11 @@ cancellable stream_task::schedule(std::chrono::milliseconds interval, punctuatio
     throw error(errc::invalid_topology, "schedule: the interval must be positive, got " +
                                             std::to_string(interval.count()) + " ms");
   auto cancelled = std::make_shared<bool>(false);
-  std::int64_t base = type == punctuation_type::wall_clock ? wall_clock_ms() : std::max<std::int64_t>(stream_time_, 0);
-  punctuators_.push_back({interval, type, base + interval.count(), std::move(callback), cancelled});
+  // As Kafka Streams: wall-clock punctuators first fire one interval from now; stream-time
+  // ones are due at 0 (aligned to the epoch), so the first fires with the first record
+  // processed after scheduling and later ones on the grid of multiples of the interval.
+  std::int64_t first_due = type == punctuation_type::wall_clock ? wall_clock_ms() + interval.count() : 0;
+  punctuators_.push_back({interval, type, first_due, std::move(callback), cancelled});
   return cancellable(cancelled);
 }
 
@@ -123,17 +126,22 @@ void stream_task::process(const kafka::message& m) {
   if (m.value) raw.value = std::string_view(*m.value);
   raw.timestamp = m.timestamp;
   raw.headers = &m.headers;
-  if (m.timestamp > stream_time_) {
-    stream_time_ = m.timestamp;
-    stream_clock_->store(stream_time_, std::memory_order_relaxed);
-  }
+  // Decode and extract the timestamp first: stream time follows the extracted timestamp,
+  // and a record that fails here (bytes, extractor, negative time) never moves it.
+  bool decoded = false;
   try {
-    sources_[input]->process_raw(raw);
+    const std::int64_t ts = sources_[input]->decode_raw(raw);
+    decoded = true;
+    if (ts > stream_time_) {
+      stream_time_ = ts;
+      stream_clock_->store(stream_time_, std::memory_order_relaxed);
+    }
+    sources_[input]->forward_decoded();
   } catch (const detail::deserialization_failure& e) {
-    handle_failure(m, services_.on_deserialization_error, "deserialization", e.what());
+    if (decoded) throw_or_handle_processing(m, e);
+    else handle_failure(m, services_.on_deserialization_error, "deserialization", e.what());
   } catch (const std::exception& e) {
-    if (classify_failure(e) != failure_kind::record) throw;
-    handle_failure(m, services_.on_processing_error, "processing", e.what());
+    throw_or_handle_processing(m, e);
   }
   next_offsets_[input] = m.offset + 1;
   dirty_offsets_ = true;
@@ -145,12 +153,23 @@ void stream_task::process(const kafka::message& m) {
   run_punctuators(punctuation_type::stream_time, stream_time_);
 }
 
+void stream_task::throw_or_handle_processing(const kafka::message& m, const std::exception& e) {
+  if (classify_failure(e) != failure_kind::record) throw;
+  handle_failure(m, services_.on_processing_error, "processing", e.what());
+}
+
 void stream_task::process_queued(std::int64_t now_ms) {
   while (!queued_.empty() && !input_paused(now_ms)) {
     process(queued_.next());
     queued_.pop_next();
   }
 }
+
+namespace {
+/// A dead letter keeps its record's timestamp; a negative one (the reason it is dead, when
+/// the timestamp is invalid) becomes 0, which the producer replaces with the current time.
+std::int64_t dead_letter_timestamp(const kafka::message& m) { return m.timestamp < 0 ? 0 : m.timestamp; }
+}  // namespace
 
 void stream_task::handle_failure(const kafka::message& m, error_policy policy, std::string_view kind,
                                  const std::string& what) {
@@ -182,7 +201,7 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, s
       if (m.key) k = *m.key;
       if (m.value) v = *m.value;
       try {
-        sender_.send(services_.dead_letter_topic, -1, k, v, m.timestamp, h);
+        sender_.send(services_.dead_letter_topic, -1, k, v, dead_letter_timestamp(m), h);
         skipped_.add();
         dead_lettered_.add();
         return;
@@ -214,7 +233,7 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, s
         if (m.key) cut.add("sluice.original.key.bytes", std::to_string(m.key->size()));
         if (m.value) cut.add("sluice.original.value.bytes", std::to_string(m.value->size()));
         try {
-          sender_.send(services_.dead_letter_topic, -1, key, value, m.timestamp, cut);
+          sender_.send(services_.dead_letter_topic, -1, key, value, dead_letter_timestamp(m), cut);
         } catch (const sluice::error& e) {
           if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
           continue;

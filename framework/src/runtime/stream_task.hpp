@@ -125,6 +125,9 @@ class stream_task final : public detail::task_context {
     std::shared_ptr<bool> cancelled;
   };
   void run_punctuators(punctuation_type type, std::int64_t now);
+  /// A processing failure of record `m`: rethrown when it is not the record's fault
+  /// (classify_failure), else to the processing handler. Call inside a catch block.
+  void throw_or_handle_processing(const kafka::message& m, const std::exception& e);
   void handle_failure(const kafka::message& m, error_policy policy, std::string_view kind, const std::string& what);
   /// Index in inputs_ of `topic`, or inputs_.size() when the task does not read it.
   std::size_t input_index(std::string_view topic);

@@ -99,10 +99,37 @@ class emitting_node : public typed_node<K, V> {
   record<KOut, VOut> out_;
 };
 
-template <class K, class V, class KS, class VS>
+/// The default timestamp extractor: the record's own timestamp (the producer's CreateTime or
+/// the broker's LogAppendTime), as Kafka Streams' FailOnInvalidTimestamp.
+struct record_timestamp {
+  template <class K, class V>
+  std::int64_t operator()(const K&, const V&, std::int64_t record_timestamp) const noexcept {
+    return record_timestamp;
+  }
+};
+
+/// A table's extractor over std::optional values: a tombstone (null value) keeps its record
+/// timestamp, a value goes to the user's extractor(key, value, record timestamp).
+template <class X>
+struct table_timestamp {
+  X extract;
+  template <class K, class V>
+  std::int64_t operator()(const K& key, const std::optional<V>& value, std::int64_t record_timestamp) {
+    if (!value) return record_timestamp;
+    return std::invoke(extract, key, *value, record_timestamp);
+  }
+};
+
+/// Reads a source topic: decodes key and value, extracts the timestamp (X: record_timestamp
+/// or the source's extractor), then forwards. A failing extractor or a negative timestamp is
+/// a deserialization failure of the record: it never enters the topology, never moves
+/// stream time, and goes to the deserialization handler (counted like an undecodable one).
+template <class K, class V, class KS, class VS, class X = record_timestamp>
 class source_node final : public node {
  public:
-  void process_raw(const raw_record& raw) override {
+  source_node() = default;
+  explicit source_node(X extract) : extract_(std::move(extract)) {}
+  std::int64_t decode_raw(const raw_record& raw) override {
     try {
       record_.key = decode_field<KS, K>(raw.key, "key");
     } catch (const serialization_error& e) {
@@ -113,18 +140,46 @@ class source_node final : public node {
     } catch (const serialization_error& e) {
       throw deserialization_failure(std::string("value: ") + e.what());
     }
-    record_.timestamp = raw.timestamp;
+    std::int64_t ts;
+    try {
+      ts = std::invoke(extract_, std::as_const(record_.key), std::as_const(record_.value), raw.timestamp);
+    } catch (const std::exception& e) {
+      throw deserialization_failure(std::string("the timestamp extractor threw: ") + e.what());
+    }
+    if (ts < 0) throw_negative_timestamp(ts, raw.timestamp);
+    record_.timestamp = ts;
     if (raw.headers)
       record_.headers = *raw.headers;
     else
       record_.headers.clear();
-    forward_erased(&record_);
+    return ts;
   }
+  void forward_decoded() override { forward_erased(&record_); }
   void process(const void* r) override { forward_erased(r); }
 
  private:
+  [[noreturn]] static void throw_negative_timestamp(std::int64_t ts, std::int64_t record_ts) {
+    if constexpr (std::is_same_v<X, record_timestamp>)
+      throw deserialization_failure("the record's timestamp is " + std::to_string(ts) +
+                                    "; timestamps must be >= 0 (produce records with a timestamp, or give the "
+                                    "source a timestamp extractor)");
+    else
+      throw deserialization_failure("the timestamp extractor returned " + std::to_string(ts) +
+                                    " (record timestamp " + std::to_string(record_ts) +
+                                    "); timestamps must be >= 0");
+  }
+  X extract_{};
   record<K, V> record_;  // reused: no allocation per record once capacities settle
 };
+
+/// The source node of a table over std::optional<V> values, with its extractor.
+template <class K, class V, class KS, class VS, class X>
+auto table_source(X extractor) {
+  if constexpr (std::is_same_v<X, record_timestamp>)
+    return source_node<K, std::optional<V>, KS, VS>();
+  else
+    return source_node<K, std::optional<V>, KS, VS, table_timestamp<X>>(table_timestamp<X>{std::move(extractor)});
+}
 
 template <class K, class V, class KS, class VS>
 class sink_node final : public typed_node<K, V> {

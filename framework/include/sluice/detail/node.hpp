@@ -119,14 +119,21 @@ class task_context {
   virtual metrics_registry& metrics() = 0;
 };
 
-/// One node of a task's graph. Sources get raw bytes through process_raw; every other node
-/// gets a `const record<K, V>*` of its declared input type through process.
+/// One node of a task's graph. Sources get raw bytes in two steps: decode_raw (deserialize,
+/// extract the timestamp) then forward_decoded, so the task advances stream time between the
+/// two; every other node gets a `const record<K, V>*` of its declared input type through
+/// process.
 class node {
  public:
   virtual ~node() = default;
   virtual void init(task_context& context) { context_ = &context; }
   virtual void process(const void* record) = 0;
-  virtual void process_raw(const raw_record&) {}
+  /// Sources: decodes `raw` and returns the record's timestamp (its timestamp extractor's,
+  /// or the record's own). Throws deserialization_failure when the key or value does not
+  /// decode or the timestamp is negative or cannot be extracted.
+  virtual std::int64_t decode_raw(const raw_record& raw) { return raw.timestamp; }
+  /// Sources: passes the record decode_raw() made to the children.
+  virtual void forward_decoded() {}
   virtual void close() {}
 
   /// Wiring, done by the task when it instantiates the graph.
