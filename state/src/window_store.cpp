@@ -1,0 +1,225 @@
+// The window store: segment-first key layout, retention by observed stream time, whole
+// segments dropped with one range delete (see the header).
+#include "sluice/state/window_store.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "sluice/error.hpp"
+
+namespace sluice::state {
+namespace {
+
+constexpr std::size_t segment_bytes = 8;
+constexpr std::size_t length_bytes = 4;
+constexpr std::size_t start_bytes = 8;
+
+void append_u64(std::string& out, std::uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
+}
+
+std::uint64_t read_u64(std::string_view in) noexcept {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+  return v;
+}
+
+std::string segment_prefix(std::int64_t segment) {
+  std::string out;
+  append_u64(out, static_cast<std::uint64_t>(segment));
+  return out;
+}
+
+// <segment> <u32 length> <key>: every window of `key` in `segment` starts with it, and no
+// window of another key does (the length makes keys prefix-free).
+void key_prefix(std::string& out, std::int64_t segment, std::string_view key) {
+  out.clear();
+  append_u64(out, static_cast<std::uint64_t>(segment));
+  const auto n = static_cast<std::uint32_t>(key.size());
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xFF));
+  out.append(key);
+}
+
+struct parsed_key {
+  std::string_view key;
+  std::int64_t start = 0;
+};
+
+std::optional<parsed_key> parse(std::string_view k) {
+  if (k.size() < segment_bytes + length_bytes + start_bytes) return std::nullopt;
+  std::uint32_t n = 0;
+  for (std::size_t i = 0; i < length_bytes; ++i) n = (n << 8) | static_cast<unsigned char>(k[segment_bytes + i]);
+  if (k.size() != segment_bytes + length_bytes + n + start_bytes) return std::nullopt;
+  return parsed_key{k.substr(segment_bytes + length_bytes, n),
+                    static_cast<std::int64_t>(read_u64(k.substr(segment_bytes + length_bytes + n)))};
+}
+
+std::chrono::milliseconds checked_interval(const window_store_options& o, const std::string& name) {
+  if (o.retention.count() <= 0)
+    throw sluice::error(errc::invalid_config, "window store '" + name + "': retention must be positive, got " +
+                                                  std::to_string(o.retention.count()) + " ms");
+  if (o.segment_interval.count() < 0)
+    throw sluice::error(errc::invalid_config, "window store '" + name + "': segment_interval must be >= 0, got " +
+                                                  std::to_string(o.segment_interval.count()) + " ms");
+  if (o.segment_interval.count() > 0) return o.segment_interval;
+  return std::max(o.retention / 2, std::chrono::milliseconds(60'000));
+}
+
+}  // namespace
+
+std::string window_entry_key(std::string_view key, std::int64_t start, std::chrono::milliseconds segment_interval) {
+  std::string out;
+  key_prefix(out, start / segment_interval.count(), key);
+  append_u64(out, static_cast<std::uint64_t>(start));
+  return out;
+}
+
+window_store::window_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog, window_store_options options)
+    : storage_(std::move(storage)),
+      changelog_(changelog),
+      retention_(options.retention),
+      segment_interval_(checked_interval(options, storage_->name())) {
+  observed_ = committed_observed_ = read_observed_from_storage();
+}
+
+window_store::~window_store() { close(); }
+
+const std::string& window_store::name() const noexcept { return storage_->name(); }
+
+std::optional<std::int64_t> window_store::committed_offset() const noexcept { return storage_->committed_offset(); }
+
+std::int64_t window_store::read_observed_from_storage() {
+  // The newest segment is the last key's; the highest start is somewhere in that segment.
+  std::int64_t newest_segment = -1;
+  {
+    auto it = storage_->all(direction::reverse);
+    if (!it.valid()) return -1;
+    newest_segment = static_cast<std::int64_t>(read_u64(it.key()));
+  }
+  std::int64_t observed = -1;
+  for (auto it = storage_->prefix(segment_prefix(newest_segment)); it.valid(); it.next())
+    if (auto p = parse(it.key())) observed = std::max(observed, p->start);
+  return observed;
+}
+
+std::int64_t window_store::min_live_start() const noexcept { return observed_ - retention_.count() + 1; }
+
+void window_store::drop_expired_segments() {
+  const std::int64_t live = min_live_start();
+  if (live <= 0) return;
+  const std::int64_t first_live_segment = segment_of(live);
+  if (first_live_segment <= dropped_below_) return;
+  // One range tombstone over every segment below the first live one: nothing of them is
+  // read again, and RocksDB drops their files in compaction.
+  storage_->remove_range(segment_prefix(0), segment_prefix(first_live_segment));
+  dropped_below_ = first_live_segment;
+}
+
+void window_store::commit(std::int64_t next_changelog_offset) {
+  storage_->commit(next_changelog_offset);
+  committed_observed_ = observed_;
+}
+
+void window_store::abort() {
+  storage_->abort();
+  observed_ = committed_observed_;
+  // A drop of the aborted batch is gone too; the next put decides again.
+  dropped_below_ = 0;
+}
+
+void window_store::restore(std::span<const restore_record> batch, std::int64_t next_offset) {
+  // Observed time first, over the whole batch: a record is skipped when it is expired by
+  // the end of what is restored, as the original store would have dropped it by then.
+  for (const auto& r : batch)
+    if (auto p = parse(r.key)) observed_ = std::max(observed_, p->start);
+  std::vector<restore_record> kept;
+  kept.reserve(batch.size());
+  const std::int64_t live = min_live_start();
+  for (const auto& r : batch) {
+    auto p = parse(r.key);
+    if (!p)
+      throw sluice::error(errc::state, "window store '" + name() +
+                                           "': a changelog record's key is not a window key; the changelog belongs to "
+                                           "another store kind (reset the application to rebuild it)");
+    if (p->start < live && r.value) continue;
+    kept.push_back(r);
+  }
+  storage_->restore(kept, next_offset);
+  const auto dropped = dropped_below_;
+  drop_expired_segments();
+  if (dropped_below_ != dropped) storage_->commit(next_offset);
+  committed_observed_ = observed_;
+}
+
+void window_store::flush() { storage_->flush(); }
+
+std::size_t window_store::pending_bytes() const noexcept { return storage_->pending_bytes(); }
+
+void window_store::close() {
+  if (closed_) return;
+  closed_ = true;
+  storage_->close();
+}
+
+void window_store::log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp_ms) {
+  if (changelog_) changelog_->log(key, value, timestamp_ms);
+}
+
+bool window_store::put(std::string_view key, std::int64_t window_start, std::string_view value,
+                       std::int64_t timestamp_ms) {
+  if (window_start < 0)
+    throw sluice::error(errc::state, "window store '" + name() + "': window start " + std::to_string(window_start) +
+                                         " is negative; windows start at or after the epoch");
+  observed_ = std::max(observed_, window_start);
+  drop_expired_segments();
+  if (window_start < min_live_start()) return false;
+  key_scratch_ = window_entry_key(key, window_start, segment_interval_);
+  storage_->put(key_scratch_, value);
+  log(key_scratch_, value, timestamp_ms);
+  return true;
+}
+
+void window_store::remove(std::string_view key, std::int64_t window_start, std::int64_t timestamp_ms) {
+  if (window_start < 0) return;
+  key_scratch_ = window_entry_key(key, window_start, segment_interval_);
+  storage_->remove(key_scratch_);
+  log(key_scratch_, std::nullopt, timestamp_ms);
+}
+
+std::optional<std::string> window_store::fetch(std::string_view key, std::int64_t window_start) {
+  if (window_start < 0 || window_start < min_live_start()) return std::nullopt;
+  return storage_->get(window_entry_key(key, window_start, segment_interval_));
+}
+
+void window_store::fetch(std::string_view key, std::int64_t from, std::int64_t to, std::vector<window_entry>& out) {
+  out.clear();
+  from = std::max({from, min_live_start(), std::int64_t{0}});
+  to = std::min(to, observed_);  // nothing starts later: bounds the segments visited
+  if (from > to) return;
+  std::string lo, hi;
+  for (std::int64_t s = segment_of(from); s <= segment_of(to); ++s) {
+    key_prefix(lo, s, key);
+    hi = lo;
+    append_u64(lo, static_cast<std::uint64_t>(from));
+    append_u64(hi, static_cast<std::uint64_t>(to));
+    for (auto it = storage_->range(lo, hi); it.valid(); it.next())
+      out.push_back({static_cast<std::int64_t>(read_u64(it.key().substr(it.key().size() - start_bytes))),
+                     std::string(it.value())});
+  }
+}
+
+void window_store::fetch_all(
+    std::int64_t from, std::int64_t to,
+    const std::function<void(std::string_view key, std::int64_t start, std::string_view value)>& visit) {
+  from = std::max({from, min_live_start(), std::int64_t{0}});
+  to = std::min(to, observed_);
+  if (from > to) return;
+  for (auto it = storage_->range(segment_prefix(segment_of(from)), segment_prefix(segment_of(to) + 1)); it.valid();
+       it.next()) {
+    auto p = parse(it.key());
+    if (!p || p->start < from || p->start > to) continue;
+    visit(p->key, p->start, it.value());
+  }
+}
+
+}  // namespace sluice::state

@@ -1,0 +1,269 @@
+// One behaviour suite for window_store over both kv_store backends (RocksDB and in-memory):
+// fetch by key and time range, retention by observed stream time, whole segments dropped
+// by one range delete (no per-entry deletes), writes held until commit, and restore from
+// its own changelog.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/state/kv_store.hpp"
+#include "sluice/state/rocksdb_store.hpp"
+#include "sluice/state/window_store.hpp"
+#include "state_test_util.hpp"
+
+namespace sluice::state {
+namespace {
+
+using namespace std::chrono_literals;
+using test::temp_dir;
+
+rocksdb_environment& shared_environment() {
+  static rocksdb_environment env({.memory_budget_bytes = std::size_t{32} << 20});
+  return env;
+}
+
+struct backend {
+  std::string name;
+  std::function<std::unique_ptr<kv_store>(const store_options&)> open;
+  bool persistent;
+};
+void PrintTo(const backend& b, std::ostream* os) { *os << b.name; }
+
+struct recording_sink final : changelog_sink {
+  struct entry {
+    std::string key;
+    std::optional<std::string> value;
+    std::int64_t timestamp;
+  };
+  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
+    records.push_back({std::string(key), value ? std::optional<std::string>(*value) : std::nullopt, timestamp});
+  }
+  std::vector<entry> records;
+};
+
+/// Forwards to another kv_store and counts deletes: evidence of how retention removes.
+class delete_counting_store final : public kv_store {
+ public:
+  explicit delete_counting_store(std::unique_ptr<kv_store> inner) : inner_(std::move(inner)) {}
+  ~delete_counting_store() override { close(); }
+  const std::string& name() const noexcept override { return inner_->name(); }
+  std::optional<std::string> get(std::string_view key) override { return inner_->get(key); }
+  bool get(std::string_view key, std::string& out) override { return inner_->get(key, out); }
+  void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
+  bool put_if_absent(std::string_view key, std::string_view value) override { return inner_->put_if_absent(key, value); }
+  void remove(std::string_view key) override {
+    ++point_deletes;
+    inner_->remove(key);
+  }
+  void remove_range(std::string_view from, std::string_view to) override {
+    ++range_deletes;
+    inner_->remove_range(from, to);
+  }
+  std::uint64_t approximate_count() override { return inner_->approximate_count(); }
+  std::optional<std::int64_t> committed_offset() const noexcept override { return inner_->committed_offset(); }
+  void commit(std::int64_t o) override { inner_->commit(o); }
+  void abort() override { inner_->abort(); }
+  void restore(std::span<const restore_record> b, std::int64_t o) override { inner_->restore(b, o); }
+  void flush() override { inner_->flush(); }
+  std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
+  void close() override {
+    if (inner_) inner_->close();
+  }
+  int point_deletes = 0;
+  int range_deletes = 0;
+
+ protected:
+  kv_iterator make_range(std::string_view f, std::string_view t, direction d) override { return inner_->range(f, t, d); }
+  kv_iterator make_prefix(std::string_view p, direction d) override { return inner_->prefix(p, d); }
+  kv_iterator make_all(direction d) override { return inner_->all(d); }
+
+ private:
+  std::unique_ptr<kv_store> inner_;
+};
+
+std::vector<std::pair<std::int64_t, std::string>> windows(window_store& s, std::string_view key, std::int64_t from,
+                                                          std::int64_t to) {
+  std::vector<window_entry> out;
+  s.fetch(key, from, to, out);
+  std::vector<std::pair<std::int64_t, std::string>> v;
+  for (auto& e : out) v.emplace_back(e.start, e.value);
+  return v;
+}
+
+std::size_t keys_in(kv_store& s) {
+  std::size_t n = 0;
+  for (auto it = s.all(); it.valid(); it.next()) ++n;
+  return n;
+}
+
+using W = std::vector<std::pair<std::int64_t, std::string>>;
+
+class window_store_conformance : public ::testing::TestWithParam<backend> {
+ protected:
+  std::unique_ptr<kv_store> open_kv(const std::string& name = "windows") {
+    store_options so;
+    so.name = name;
+    so.directory = dir_.path();
+    return GetParam().open(so);
+  }
+  /// Retention 100 ms in segments of 50 ms: a window is live while start > observed - 100.
+  std::unique_ptr<window_store> open(changelog_sink* sink = nullptr, const std::string& name = "windows") {
+    return std::make_unique<window_store>(open_kv(name), sink, window_store_options{.retention = 100ms, .segment_interval = 50ms});
+  }
+  temp_dir dir_;
+};
+
+TEST_P(window_store_conformance, fetch_returns_a_keys_windows_in_the_time_range_ordered_by_start_across_segments) {
+  auto s = open();
+  for (std::int64_t t : {0, 10, 49, 50, 60, 99}) s->put("page", t, "v" + std::to_string(t), t);
+  s->put("pag", 10, "other key", 10);    // a prefix of "page": never mixed in
+  s->put("pages", 10, "other key", 10);  // and one that "page" is a prefix of
+  s->commit(1);
+  EXPECT_EQ(windows(*s, "page", 10, 60), (W{{10, "v10"}, {49, "v49"}, {50, "v50"}, {60, "v60"}}));
+  EXPECT_EQ(windows(*s, "page", 0, 1000), (W{{0, "v0"}, {10, "v10"}, {49, "v49"}, {50, "v50"}, {60, "v60"}, {99, "v99"}}));
+  EXPECT_EQ(windows(*s, "pag", 0, 1000), (W{{10, "other key"}}));
+  EXPECT_EQ(s->fetch("page", 49), std::optional<std::string>("v49"));
+  EXPECT_EQ(s->fetch("page", 48), std::nullopt);
+  EXPECT_TRUE(windows(*s, "page", 61, 98).empty());
+}
+
+TEST_P(window_store_conformance, a_put_overwrites_and_remove_deletes_one_window) {
+  auto s = open();
+  s->put("k", 20, "a", 20);
+  s->put("k", 20, "b", 21);
+  s->put("k", 30, "c", 30);
+  s->remove("k", 20, 31);
+  s->commit(1);
+  EXPECT_EQ(windows(*s, "k", 0, 100), (W{{30, "c"}}));
+}
+
+TEST_P(window_store_conformance, windows_at_or_below_observed_time_minus_retention_are_expired) {
+  auto s = open();
+  s->put("k", 100, "a", 100);
+  s->put("k", 101, "b", 101);
+  s->put("k", 200, "c", 200);  // observed 200: live starts are > 100
+  EXPECT_EQ(s->observed_stream_time(), 200);
+  EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{101, "b"}, {200, "c"}}));
+  EXPECT_EQ(s->fetch("k", 100), std::nullopt);
+  EXPECT_FALSE(s->put("k", 100, "late", 201));  // an expired window is not written
+  EXPECT_FALSE(s->put("other", 50, "late", 201));
+  s->commit(1);
+  EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{101, "b"}, {200, "c"}}));
+  EXPECT_TRUE(windows(*s, "other", 0, 1000).empty());
+}
+
+TEST_P(window_store_conformance, retention_drops_whole_segments_with_one_range_delete_and_no_per_entry_delete) {
+  auto counting = std::make_unique<delete_counting_store>(open_kv());
+  auto* kv = counting.get();
+  window_store s(std::move(counting), nullptr, {.retention = 100ms, .segment_interval = 50ms});
+  // 200 keys in each of segments 0 (starts 0..49) and 1 (50..99).
+  for (int k = 0; k < 200; ++k) {
+    s.put("k" + std::to_string(k), k % 50, "x", 0);
+    s.put("k" + std::to_string(k), 50 + k % 50, "x", 0);
+  }
+  s.commit(1);
+  EXPECT_EQ(keys_in(*kv), 400u);
+  // Observed 160: live starts are > 60, so segment 0 is wholly expired; segment 1 holds
+  // live windows (61..99) and stays whole.
+  s.put("k0", 160, "x", 160);
+  s.commit(2);
+  EXPECT_EQ(kv->point_deletes, 0);
+  EXPECT_EQ(kv->range_deletes, 1);
+  EXPECT_EQ(keys_in(*kv), 201u);  // segment 1's 200 + the new one; segment 0 is gone
+  // Observed 260: segments 1 and 2 (50..149) leave; still one range delete more, none per entry.
+  s.put("k1", 260, "x", 260);
+  s.commit(3);
+  EXPECT_EQ(kv->point_deletes, 0);
+  EXPECT_EQ(kv->range_deletes, 2);
+  EXPECT_EQ(keys_in(*kv), 2u);  // windows 160 (segment 3) and 260 (segment 5)
+}
+
+TEST_P(window_store_conformance, writes_wait_for_the_commit_and_abort_drops_them_with_the_time_they_advanced) {
+  auto s = open();
+  s->put("k", 10, "committed", 10);
+  s->commit(1);
+  s->put("k", 20, "pending", 20);
+  s->put("k", 500, "pending", 500);  // would expire window 10
+  EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{500, "pending"}}));
+  s->abort();
+  EXPECT_EQ(s->observed_stream_time(), 10);
+  EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{10, "committed"}}));
+  EXPECT_EQ(s->committed_offset(), 1);
+}
+
+TEST_P(window_store_conformance, restore_from_its_changelog_rebuilds_live_windows_and_skips_expired_ones) {
+  recording_sink sink;
+  {
+    auto s = open(&sink);
+    s->put("a", 10, "a10", 10);
+    s->put("a", 60, "a60", 60);
+    s->put("b", 60, "b60", 60);
+    s->remove("b", 60, 61);
+    s->put("a", 140, "a140", 140);  // observed 140: window 10 expires (segment 0 dropped)
+    s->commit(5);
+  }
+  ASSERT_EQ(sink.records.size(), 5u);
+  EXPECT_EQ(sink.records[0].key, window_entry_key("a", 10, 50ms));
+  EXPECT_EQ(sink.records[3].value, std::nullopt);  // the remove is a tombstone
+  EXPECT_EQ(sink.records[4].timestamp, 140);
+
+  auto r = open(nullptr, "restored");
+  std::vector<restore_record> batch;
+  for (const auto& e : sink.records)
+    batch.push_back({e.key, e.value ? std::optional<std::string_view>(*e.value) : std::nullopt, e.timestamp});
+  r->restore(batch, 5);
+  EXPECT_EQ(r->committed_offset(), 5);
+  EXPECT_EQ(r->observed_stream_time(), 140);
+  EXPECT_EQ(windows(*r, "a", 0, 1000), (W{{60, "a60"}, {140, "a140"}}));
+  EXPECT_TRUE(windows(*r, "b", 0, 1000).empty());
+  EXPECT_EQ(keys_in(r->storage()), 2u);  // the expired window was never written
+}
+
+TEST_P(window_store_conformance, a_reopened_store_keeps_committed_windows_and_its_observed_time) {
+  if (!GetParam().persistent) GTEST_SKIP() << "the in-memory store starts empty on every open (restored from its changelog)";
+  {
+    auto s = open();
+    s->put("k", 30, "a", 30);
+    s->put("k", 120, "b", 120);
+    s->commit(7);
+    s->put("k", 125, "never committed", 125);
+  }  // closed with a pending write: dropped
+  auto s = open();
+  EXPECT_EQ(s->committed_offset(), 7);
+  EXPECT_EQ(s->observed_stream_time(), 120);
+  EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{30, "a"}, {120, "b"}}));
+}
+
+TEST_P(window_store_conformance, invalid_options_and_negative_starts_are_refused_with_the_store_name) {
+  try {
+    window_store s(open_kv(), nullptr, {.retention = 0ms});
+    FAIL() << "expected a refusal";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::invalid_config);
+    EXPECT_NE(std::string(e.what()).find("'windows'"), std::string::npos) << e.what();
+  }
+  auto s = open(nullptr, "w2");
+  EXPECT_THROW(s->put("k", -1, "x", 0), sluice::error);
+}
+
+TEST(window_store, default_segment_interval_is_kafka_streams_max_of_half_the_retention_and_a_minute) {
+  store_options so;
+  so.name = "w";
+  EXPECT_EQ(window_store(open_memory_store(so), nullptr, {.retention = 24h}).segment_interval(), 12h);
+  EXPECT_EQ(window_store(open_memory_store(so), nullptr, {.retention = 10s}).segment_interval(), 60s);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    backends, window_store_conformance,
+    ::testing::Values(
+        backend{"rocksdb", [](const store_options& o) { return open_rocksdb_store(o, shared_environment()); }, true},
+        backend{"memory", [](const store_options& o) { return open_memory_store(o); }, false}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace sluice::state
