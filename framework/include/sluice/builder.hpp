@@ -86,6 +86,9 @@ template <class K, class V>
 class ktable;
 template <class K, class V>
 class global_table;
+class time_windows;
+template <class K, class V>
+class ktime_windowed_stream;  // sluice/windowed_stream.hpp
 
 /// A grouped stream: the input of count, reduce and aggregate.
 template <class K, class V>
@@ -130,7 +133,14 @@ class kgrouped_stream {
     return aggregate(std::move(initializer), std::move(aggregator), materialized{.name = std::move(store)});
   }
 
+  /// Cuts each key's records into time windows (tumbling or hopping, with grace) for a
+  /// windowed count, reduce or aggregate (defined in sluice/windowed_stream.hpp, which
+  /// sluice/sluice.hpp includes).
+  ktime_windowed_stream<K, V> windowed_by(const time_windows& windows) const;
+
  private:
+  template <class, class>
+  friend class ktime_windowed_stream;
   /// Repartitions if needed, declares the store, adds the aggregating node.
   template <class A, class N>
   ktable<K, A> stateful(N prototype, materialized store);

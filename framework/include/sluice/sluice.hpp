@@ -13,3 +13,4 @@
 #include "sluice/serde/serde.hpp"
 #include "sluice/store.hpp"
 #include "sluice/topology.hpp"
+#include "sluice/windowed_stream.hpp"

@@ -1,0 +1,124 @@
+// ktime_windowed_stream<K, V>: a grouped stream cut into time windows
+// (kgrouped_stream::windowed_by), the input of windowed count, reduce and aggregate. Their
+// results live in a window store (sluice/window_store.hpp) and come out as a
+// ktable<windowed<K>, A>, one update per record and window (Kafka Streams 3.9's default
+// emit strategy, "on window update"). See docs/time-and-windows.md.
+//
+// Thread-safety: build on one thread, like the rest of the DSL.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "sluice/builder.hpp"
+#include "sluice/detail/window_nodes.hpp"
+#include "sluice/error.hpp"
+#include "sluice/window_store.hpp"
+#include "sluice/windows.hpp"
+
+namespace sluice {
+
+/// The handle to a windowed aggregation's store, e.g. to inspect it in a test:
+/// `driver.state_store<sluice::windowed_aggregate_store<std::string, std::int64_t>>("counts")`
+/// then `.fetch(key, window_start)` -> value_and_timestamp<A>.
+template <class K, class A>
+using windowed_aggregate_store = detail::window_aggregate_store_handle<K, A>;
+
+template <class K, class V>
+class ktime_windowed_stream {
+ public:
+  ktime_windowed_stream(std::shared_ptr<detail::graph_builder> g, std::size_t node, bool repartition,
+                        time_windows windows)
+      : g_(std::move(g)), node_(node), repartition_(repartition), windows_(windows) {}
+
+  /// Counts records per key and window into the window store `store`.
+  ktable<windowed<K>, std::int64_t> count(materialized store) {
+    auto fold = [](const K&, const V&, std::optional<std::int64_t> n) { return n.value_or(0) + 1; };
+    return stateful<std::int64_t>(std::move(fold), std::move(store));
+  }
+  ktable<windowed<K>, std::int64_t> count(std::string store) { return count(named(std::move(store))); }
+
+  /// Combines values per key and window: reducer(aggregate, value); the window's first
+  /// value starts it.
+  template <class F>
+  ktable<windowed<K>, V> reduce(F reducer, materialized store) {
+    static_assert(std::is_invocable_r_v<V, F&, const V&, const V&>,
+                  "reduce: the reducer must be callable as V(const V& aggregate, const V& value)");
+    auto fold = [reducer = std::move(reducer)](const K&, const V& v, std::optional<V> agg) mutable -> V {
+      if (!agg) return v;
+      return std::invoke(reducer, *agg, v);
+    };
+    return stateful<V>(std::move(fold), std::move(store));
+  }
+  template <class F>
+  ktable<windowed<K>, V> reduce(F reducer, std::string store) {
+    return reduce(std::move(reducer), named(std::move(store)));
+  }
+
+  /// Folds values per key and window: initializer() -> A starts each window,
+  /// aggregator(key, value, A) -> A.
+  template <class Init, class Agg>
+  auto aggregate(Init initializer, Agg aggregator, materialized store) {
+    static_assert(std::is_invocable_v<Init&>, "aggregate: the initializer must be callable as A()");
+    using A = std::remove_cvref_t<std::invoke_result_t<Init&>>;
+    static_assert(std::is_invocable_r_v<A, Agg&, const K&, const V&, A>,
+                  "aggregate: the aggregator must be callable as A(const K& key, const V& value, A aggregate)");
+    auto fold = [initializer = std::move(initializer), aggregator = std::move(aggregator)](
+                    const K& k, const V& v, std::optional<A> agg) mutable -> A {
+      return std::invoke(aggregator, k, v, agg ? std::move(*agg) : std::invoke(initializer));
+    };
+    return stateful<A>(std::move(fold), std::move(store));
+  }
+  template <class Init, class Agg>
+  auto aggregate(Init initializer, Agg aggregator, std::string store) {
+    return aggregate(std::move(initializer), std::move(aggregator), named(std::move(store)));
+  }
+
+ private:
+  static materialized named(std::string name) {
+    materialized m;
+    m.name = std::move(name);
+    return m;
+  }
+
+  /// Repartitions if needed, declares the window store (retention = size + grace, Kafka
+  /// Streams' default), adds the aggregating node.
+  template <class A, class Fold>
+  ktable<windowed<K>, A> stateful(Fold fold, materialized store) {
+    if (store.ttl.count() != 0)
+      throw error(errc::invalid_topology, "windowed store '" + store.name +
+                                              "': ttl does not apply to window stores; windows are kept for the window "
+                                              "size + grace and dropped by time segment");
+    kstream<K, V> in(g_, node_, repartition_);
+    in = in.repartitioned(store.name);
+    auto& g = *g_;
+    const state::window_store_options options{.retention = windows_.size() + windows_.grace()};
+    g.add_store({.name = store.name, .backend = store.backend, .logged = store.logged,
+                 .rocksdb_options = store.rocksdb_options,
+                 .make_store = [options](std::unique_ptr<state::kv_store> storage,
+                                         state::changelog_sink* changelog) -> std::unique_ptr<state::state_store> {
+                   return std::make_unique<state::window_store>(std::move(storage), changelog, options);
+                 }});
+    auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"), .kind = detail::node_kind::processor, .stores = {store.name},
+                      .parents = {in.node_index()},
+                      .factory = detail::factory_of(
+                          detail::window_aggregate_node<K, V, A, Fold>(store.name, windows_, std::move(fold)))});
+    return ktable<windowed<K>, A>(g_, idx, store.name);
+  }
+
+  std::shared_ptr<detail::graph_builder> g_;
+  std::size_t node_;
+  bool repartition_;
+  time_windows windows_;
+};
+
+template <class K, class V>
+ktime_windowed_stream<K, V> kgrouped_stream<K, V>::windowed_by(const time_windows& windows) const {
+  return ktime_windowed_stream<K, V>(g_, node_, repartition_, windows);
+}
+
+}  // namespace sluice

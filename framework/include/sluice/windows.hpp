@@ -1,0 +1,159 @@
+// Time windows for the DSL, with Kafka Streams 3.9's semantics: time_windows (tumbling and
+// hopping, with a grace period), windowed<K> (a key and its window) and its serde in Kafka
+// Streams' TimeWindowedSerializer layout for output topics.
+//
+//   b.stream<std::string, view>("views")
+//       .group_by_key()
+//       .windowed_by(sluice::time_windows::of_size_and_grace(1min, 10s))
+//       .count("views-per-minute")            // a window store
+//       .to_stream()
+//       .to("views-per-minute");              // key: the page's bytes + 8-byte window start
+//
+// See docs/time-and-windows.md for which records are late and when windows are emitted.
+//
+// Thread-safety: values; copy freely.
+#pragma once
+
+#include <chrono>
+#include <compare>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "sluice/error.hpp"
+#include "sluice/serde/serde.hpp"
+
+namespace sluice {
+
+/// A window [start, end): start inclusive, end exclusive, in ms since the epoch.
+struct time_window {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  friend auto operator<=>(const time_window&, const time_window&) = default;
+};
+
+/// A key and the window its aggregate belongs to (Kafka Streams' Windowed<K>).
+template <class K>
+struct windowed {
+  K key{};
+  time_window window{};
+  friend auto operator<=>(const windowed&, const windowed&) = default;
+};
+
+/// Fixed-size windows that advance by a fixed step: tumbling when the step is the size
+/// (the default), hopping (overlapping) when it is smaller. Windows are aligned to the epoch:
+/// a window starts at every multiple of `advance` (Kafka Streams' TimeWindows).
+class time_windows {
+ public:
+  /// Tumbling windows of `size` with no grace period: a record is late once stream time
+  /// reaches its window's end.
+  static time_windows of_size_with_no_grace(std::chrono::milliseconds size) { return time_windows(size, {}); }
+  /// Tumbling windows of `size` that accept out-of-order records until stream time reaches
+  /// window end + `grace`.
+  static time_windows of_size_and_grace(std::chrono::milliseconds size, std::chrono::milliseconds grace) {
+    return time_windows(size, grace);
+  }
+  /// Hopping windows: a new window every `advance` (0 < advance <= size).
+  time_windows advance_by(std::chrono::milliseconds advance) const {
+    if (advance.count() <= 0 || advance > size_)
+      throw error(errc::invalid_topology, "time_windows: advance_by(" + std::to_string(advance.count()) +
+                                              " ms) must be positive and at most the window size (" +
+                                              std::to_string(size_.count()) + " ms)");
+    auto w = *this;
+    w.advance_ = advance;
+    return w;
+  }
+
+  std::chrono::milliseconds size() const noexcept { return size_; }
+  std::chrono::milliseconds advance() const noexcept { return advance_; }
+  std::chrono::milliseconds grace() const noexcept { return grace_; }
+
+  /// The windows a record at `timestamp` belongs to, by start (Kafka Streams'
+  /// TimeWindows.windowsFor): starts from max(0, timestamp - size + advance) rounded down to
+  /// a multiple of advance, up to timestamp.
+  template <class F>
+  void for_each_window(std::int64_t timestamp, F&& f) const {
+    const std::int64_t size = size_.count(), advance = advance_.count();
+    std::int64_t start = std::max<std::int64_t>(0, timestamp - size + advance) / advance * advance;
+    for (; start <= timestamp; start += advance) f(time_window{start, start + size});
+  }
+
+ private:
+  time_windows(std::chrono::milliseconds size, std::chrono::milliseconds grace)
+      : size_(size), advance_(size), grace_(grace) {
+    if (size.count() <= 0)
+      throw error(errc::invalid_topology,
+                  "time_windows: the window size must be positive, got " + std::to_string(size.count()) + " ms");
+    if (grace.count() < 0)
+      throw error(errc::invalid_topology,
+                  "time_windows: the grace period must be >= 0, got " + std::to_string(grace.count()) + " ms");
+  }
+  std::chrono::milliseconds size_, advance_, grace_;
+};
+
+/// A windowed key in Kafka Streams' TimeWindowedSerializer layout: the key's bytes (KS),
+/// then the window start as 8 bytes big-endian. The layout has no window end: deserialize
+/// gives end = start + window_size_ms, or INT64_MAX when the size is not known (as Kafka
+/// Streams' TimeWindowedDeserializer without a window size).
+template <class KS, std::int64_t WindowSizeMs = 0>
+struct time_windowed_serde {
+  using value_type = windowed<typename KS::value_type>;
+  static void serialize(const value_type& w, std::string& out) {
+    KS::serialize(w.key, out);
+    const auto start = static_cast<std::uint64_t>(w.window.start);
+    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((start >> shift) & 0xFF));
+  }
+  static value_type deserialize(std::string_view in) {
+    if (in.size() < 8)
+      throw serialization_error("a time-windowed key needs at least 8 bytes (key bytes + window start), got " +
+                                std::to_string(in.size()));
+    std::uint64_t start = 0;
+    for (std::size_t i = in.size() - 8; i < in.size(); ++i) start = (start << 8) | static_cast<unsigned char>(in[i]);
+    const auto s = static_cast<std::int64_t>(start);
+    const std::int64_t end = WindowSizeMs > 0 && s <= std::numeric_limits<std::int64_t>::max() - WindowSizeMs
+                                 ? s + WindowSizeMs
+                                 : std::numeric_limits<std::int64_t>::max();
+    return {KS::deserialize(in.substr(0, in.size() - 8)), time_window{s, end}};
+  }
+};
+
+namespace serde_detail {
+template <class K>
+struct default_serde_for<windowed<K>> {
+  using type = time_windowed_serde<typename default_serde_for<K>::type>;
+};
+}  // namespace serde_detail
+
+/// A value with the timestamp of the record that last updated it, as a windowed
+/// aggregation keeps it (Kafka Streams' ValueAndTimestamp): the output timestamp of a
+/// window's update is the highest timestamp of the records folded into it.
+template <class V>
+struct value_and_timestamp {
+  V value{};
+  std::int64_t timestamp = 0;
+  friend bool operator==(const value_and_timestamp&, const value_and_timestamp&) = default;
+};
+
+/// State serde of value_and_timestamp<V>: 8 bytes big-endian timestamp, then VS's bytes.
+template <class VS>
+struct value_and_timestamp_serde {
+  using value_type = value_and_timestamp<typename VS::value_type>;
+  static void serialize(const value_type& v, std::string& out) {
+    out.clear();
+    const auto ts = static_cast<std::uint64_t>(v.timestamp);
+    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((ts >> shift) & 0xFF));
+    std::string payload;
+    VS::serialize(v.value, payload);
+    out.append(payload);
+  }
+  static value_type deserialize(std::string_view in) {
+    if (in.size() < 8) throw serialization_error("a timestamped value needs at least 8 bytes, got " + std::to_string(in.size()));
+    std::uint64_t ts = 0;
+    for (std::size_t i = 0; i < 8; ++i) ts = (ts << 8) | static_cast<unsigned char>(in[i]);
+    return {VS::deserialize(in.substr(8)), static_cast<std::int64_t>(ts)};
+  }
+};
+
+}  // namespace sluice
