@@ -121,8 +121,11 @@ class topology_test_driver {
   test_input_topic<K, V> input_topic(const std::string& topic) {
     return test_input_topic<K, V>(*this, topic);
   }
+  /// Throws sluice::error(errc::invalid_topology) when the topology never writes `topic`
+  /// (no sink, changelog, repartition or dead-letter topic of that name), listing those it does.
   template <class K, class V>
   test_output_topic<K, V> output_topic(const std::string& topic) {
+    check_written_topic(topic);
     return test_output_topic<K, V>(*this, topic);
   }
 
@@ -159,6 +162,8 @@ class topology_test_driver {
   const std::string& application_id() const noexcept;
   metrics_registry& metrics() noexcept;
   std::int64_t last_timestamp() const noexcept;
+  /// See output_topic.
+  void check_written_topic(const std::string& topic) const;
 
  private:
   std::pair<detail::store_binding, detail::task_context*> store_binding(const std::string& name, std::int32_t partition);
@@ -183,8 +188,19 @@ record<K, V> test_output_topic<K, V>::read() {
   std::optional<std::string_view> k, v;
   if (m.key) k = std::string_view(*m.key);
   if (m.value) v = std::string_view(*m.value);
-  return record<K, V>{detail::decode_field<detail::topic_serde_t<K>, K>(k, "key"),
-                      detail::decode_field<detail::topic_serde_t<V>, V>(v, "value"), m.timestamp, m.headers};
+  const char* part = "key";
+  try {
+    auto key = detail::decode_field<detail::topic_serde_t<K>, K>(k, "key");
+    part = "value";
+    return record<K, V>{std::move(key), detail::decode_field<detail::topic_serde_t<V>, V>(v, "value"), m.timestamp,
+                        m.headers};
+  } catch (const serialization_error& e) {
+    throw serialization_error("reading topic '" + topic_ + "' (partition " + std::to_string(m.partition) + ", offset " +
+                              std::to_string(m.offset) + "): the record's " + part +
+                              " does not decode as the type this output_topic reads it with (check the template "
+                              "arguments against the topology's serdes): " +
+                              e.what());
+  }
 }
 
 template <class K, class V>

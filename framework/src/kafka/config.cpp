@@ -54,6 +54,33 @@ const std::string* find(const config_map& config, std::string_view key) {
   return it == config.end() ? nullptr : &it->second;
 }
 
+bool is_librdkafka_property(std::string_view name) {
+  // Setting a property on a scratch conf tells unknown names from bad values; the value
+  // given ("") is never kept.
+  conf_ptr scratch(rd_kafka_conf_new());
+  char reason[512] = {0};
+  return rd_kafka_conf_set(scratch.get(), std::string(name).c_str(), "", reason, sizeof reason) !=
+         RD_KAFKA_CONF_UNKNOWN;
+}
+
+const std::vector<std::string>& librdkafka_property_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    conf_ptr conf(rd_kafka_conf_new());
+    std::size_t count = 0;
+    const char** pairs = rd_kafka_conf_dump(conf.get(), &count);
+    for (std::size_t i = 0; i + 1 < count; i += 2) out.emplace_back(pairs[i]);
+    rd_kafka_conf_dump_free(pairs, count);
+    rd_kafka_topic_conf_t* topic = rd_kafka_topic_conf_new();
+    pairs = rd_kafka_topic_conf_dump(topic, &count);
+    for (std::size_t i = 0; i + 1 < count; i += 2) out.emplace_back(pairs[i]);
+    rd_kafka_conf_dump_free(pairs, count);
+    rd_kafka_topic_conf_destroy(topic);
+    return out;
+  }();
+  return names;
+}
+
 void set_property(rd_kafka_conf_t* conf, const std::string& key, const std::string& value) {
   char reason[512] = {0};
   if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), reason, sizeof reason) !=

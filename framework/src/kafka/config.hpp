@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kafka/handles.hpp"
 
@@ -31,6 +32,12 @@ std::shared_ptr<spdlog::logger> layer_logger();
 /// sluice::error(errc::invalid_config) naming the key, the value (redacted for secrets)
 /// and librdkafka's reason.
 conf_ptr make_conf(const config_map& config);
+
+/// True when librdkafka knows `name` as a global or topic property (whatever its value).
+bool is_librdkafka_property(std::string_view name);
+
+/// The names of librdkafka's global and topic properties (for typo suggestions).
+const std::vector<std::string>& librdkafka_property_names();
 
 /// Sets one property on `conf`; throws like make_conf.
 void set_property(rd_kafka_conf_t* conf, const std::string& key, const std::string& value);

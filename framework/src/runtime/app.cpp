@@ -15,6 +15,7 @@
 #include "kafka/admin.hpp"
 #include "kafka/config.hpp"
 #include "kafka/mock_cluster.hpp"
+#include "runtime/config_checks.hpp"
 #include "runtime/global_tables.hpp"
 #include "runtime/partition_counts.hpp"
 #include "runtime/stream_thread.hpp"
@@ -109,75 +110,10 @@ struct app::impl {
   }
 };
 
-namespace {
-
-/// RocksDB's smallest workable block cache plus write buffers (state/src/rocksdb_environment.cpp).
-constexpr std::int64_t min_state_memory_budget = std::int64_t{8} << 20;
-
-/// Consumer settings the runtime owns: a user value that differs would silently break
-/// offsets, the group or the guarantee, so it is refused with what to do instead.
-void refuse_consumer_overrides(const config& cfg) {
-  const auto consumer = cfg.client_properties("consumer");
-  auto value = [&](const char* key) -> const std::string* {
-    auto it = consumer.find(key);
-    return it == consumer.end() ? nullptr : &it->second;
-  };
-  auto refuse = [](const std::string& key, const std::string& v, const std::string& why) {
-    throw error(errc::invalid_config, "configuration key '" + key + "' has value '" + v + "': " + why);
-  };
-  const auto app_id = cfg.application_id();
-  if (const auto* v = value("group.id"); v && *v != app_id)
-    refuse("group.id", *v,
-           "the consumer group of a sluice job is its application.id ('" + app_id +
-               "'); remove group.id, or set application.id=" + *v + " to join that group");
-  for (const char* key : {"enable.auto.commit", "enable.auto.offset.store"})
-    if (const auto* v = value(key); v && *v != "false")
-      refuse(key, *v,
-             "sluice commits input offsets itself, together with its stores (and inside its transactions under "
-             "exactly_once); remove it");
-  if (const auto* v = value("partition.assignment.strategy"); v && v->find("cooperative") != std::string::npos)
-    refuse("partition.assignment.strategy", *v,
-           "stream threads rebalance eagerly (every task closes on a revocation) and librdkafka 2.0.2's "
-           "cooperative-sticky assignor loses and duplicates assignments; use range (the default) or roundrobin");
-  if (const auto* v = value("isolation.level");
-      v && *v != "read_committed" && cfg.guarantee() == processing_guarantee::exactly_once)
-    refuse("isolation.level", *v, "exactly_once reads its inputs read_committed; remove it");
-}
-
-/// replication.factor: -1 (the broker's default) or 1 .. 32767.
-int internal_replication_factor(const config& cfg) {
-  const auto r = cfg.get_int("replication.factor", -1, 32767);
-  if (r == 0)
-    throw error(errc::invalid_config, "configuration key 'replication.factor' has value '0'; allowed: -1 (the "
-                                      "broker's default.replication.factor) or 1 to 32767");
-  return static_cast<int>(r);
-}
-
-}  // namespace
-
 app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
   impl_->topo = std::move(t);
   impl_->cfg = std::move(c);
-  // Validate everything that can be validated before connecting.
-  const auto& cfg = impl_->cfg;
-  cfg.application_id();
-  cfg.guarantee();
-  cfg.commit_interval();
-  cfg.num_stream_threads();
-  cfg.get_error_policy("deserialization.error.handler");
-  cfg.get_error_policy("processing.error.handler");
-  if (cfg.get_error_policy("production.error.handler") == error_policy::dead_letter)
-    throw error(errc::invalid_config,
-                "configuration key 'production.error.handler' has value 'dead_letter'; allowed: fail or log_and_continue");
-  cfg.get_int("state.memory.budget.bytes", min_state_memory_budget, std::int64_t{1} << 40);
-  internal_replication_factor(cfg);
-  for (const char* client : {"consumer", "producer", "admin"}) {
-    auto props = cfg.client_properties(client);
-    props.erase("bootstrap.servers");
-    kafka::make_conf(props);  // throws naming an unknown or invalid librdkafka key
-  }
-  refuse_consumer_overrides(cfg);
-  http::options_from_config(cfg);
+  runtime::validate_config(impl_->cfg);  // everything that can be checked before connecting
 }
 
 app::~app() {
@@ -310,7 +246,7 @@ void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, 
   // Created with the partitions their tasks need; one that exists with another count means
   // the sources changed since it was made, and tasks would lose state.
   const auto app_id = cfg.application_id();
-  const int replication = internal_replication_factor(cfg);
+  const int replication = runtime::internal_replication_factor(cfg);
   std::vector<kafka::new_topic> internal;
   auto add_internal = [&](std::string name, int count, kafka::config_map configs, const char* what) {
     if (auto existing = admin.partition_count(name, 30s); existing && *existing != count)
@@ -341,7 +277,7 @@ void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, 
 void app::impl::start_global_tables(const kafka::config_map& consumer, kafka::admin& admin) {
   state::rocksdb_environment_options env;
   env.memory_budget_bytes =
-      static_cast<std::size_t>(cfg.get_int("state.memory.budget.bytes", min_state_memory_budget, std::int64_t{1} << 40));
+      static_cast<std::size_t>(runtime::state_memory_budget(cfg));
   rocksdb = std::make_unique<state::rocksdb_environment>(env);
   globals = std::make_unique<runtime::global_tables>(topo, consumer, admin, metrics);
   globals->catch_up();

@@ -7,8 +7,10 @@
 #include <set>
 
 #include "kafka/types.hpp"
+#include "runtime/config_checks.hpp"
 #include "runtime/global_tables.hpp"
 #include "runtime/stream_task.hpp"
+#include "sluice/detail/internal_topics.hpp"
 #include "sluice/error.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 
@@ -151,6 +153,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   d.wall = options.start_wall_clock_ms;
   if (options.partitions < 1) throw error(errc::invalid_config, "driver_options.partitions must be at least 1");
   if (!d.cfg.contains("application.id")) d.cfg.set("application.id", "test-driver");
+  runtime::validate_config(d.cfg);  // refuses exactly what sluice::app refuses
 
   auto& s = d.services;
   s.topo = &d.topo;
@@ -240,6 +243,21 @@ void topology_test_driver::advance_wall_clock(std::chrono::milliseconds by) {
 std::int64_t topology_test_driver::wall_clock_ms() const noexcept { return impl_->wall; }
 
 std::deque<raw_message>& topology_test_driver::records(const std::string& topic) { return impl_->topics[topic]; }
+
+void topology_test_driver::check_written_topic(const std::string& topic) const {
+  const auto& d = *impl_;
+  const auto& app_id = d.services.application_id;
+  std::set<std::string> written{d.services.dead_letter_topic};
+  for (const auto& n : d.topo.nodes())
+    if (n.kind == detail::node_kind::sink)
+      for (const auto& t : n.topics) written.insert(topology::resolve_topic(n, t, app_id));
+  for (const auto& spec : d.topo.stores())
+    if (spec.logged && !spec.global) written.insert(detail::changelog_topic(app_id, spec.name));
+  if (written.contains(topic)) return;
+  std::string list;
+  for (const auto& t : written) list += (list.empty() ? "'" : ", '") + t + "'";
+  throw error(errc::invalid_topology, "the topology never writes topic '" + topic + "'; it writes " + list);
+}
 
 std::vector<std::string> topology_test_driver::topics() const {
   std::vector<std::string> out;

@@ -267,3 +267,35 @@ TEST(config, an_exactly_once_commit_interval_the_broker_would_refuse_as_a_transa
   cfg.set("processing.guarantee", "at_least_once").set("commit.interval.ms", "3600000");
   EXPECT_EQ(cfg.commit_interval().count(), 3600000);
 }
+
+TEST(config, a_misspelt_sluice_key_gets_did_you_mean_not_a_librdkafka_error) {
+  sluice::config c;
+  c.set("application.id", "a").set("procesing.guarantee", "exactly_once");
+  auto msg = refusal_of(c);
+  EXPECT_NE(msg.find("unknown configuration key 'procesing.guarantee'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'processing.guarantee'?"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("librdkafka rejected"), std::string::npos) << msg;
+}
+
+TEST(config, a_misspelt_librdkafka_key_gets_did_you_mean_with_its_client_prefix_kept) {
+  sluice::config c;
+  c.set("application.id", "a").set("consumer.sesion.timeout.ms", "30000");
+  auto msg = refusal_of(c);
+  EXPECT_NE(msg.find("'consumer.sesion.timeout.ms'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'session.timeout.ms'?"), std::string::npos) << msg;
+}
+
+TEST(config, a_key_far_from_every_known_one_is_refused_without_a_guess) {
+  sluice::config c;
+  c.set("application.id", "a").set("zzzz.qqqq.wwww", "1");
+  auto msg = refusal_of(c);
+  EXPECT_NE(msg.find("unknown configuration key 'zzzz.qqqq.wwww'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
+}
+
+TEST(config, librdkafka_keys_bare_and_prefixed_and_topic_level_are_accepted) {
+  sluice::config c;
+  c.set("application.id", "a").set("linger.ms", "5").set("producer.compression.type", "lz4").set("consumer.fetch.max.bytes",
+                                                                                                  "1048576");
+  EXPECT_NO_THROW(app_with(c));
+}
