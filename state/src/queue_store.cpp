@@ -90,8 +90,9 @@ std::string queue_entry_key(std::string_view queue, queue_sequence sequence) {
   return out;
 }
 
-queue_store::queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog)
-    : storage_(std::move(storage)), changelog_(changelog) {
+queue_store::queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog,
+                         queue_store_options options)
+    : storage_(std::move(storage)), changelog_(changelog), options_(options) {
   if (!storage_) {
     throw sluice::error(errc::invalid_topology, "queue store opened without a kv_store");
   }
@@ -109,10 +110,19 @@ std::optional<std::int64_t> queue_store::committed_offset() const noexcept {
 void queue_store::commit(std::int64_t next_changelog_offset) {
   storage_->commit(next_changelog_offset);
   touched_.clear();
+  consumed_uncompacted_ += consumed_pending_;
+  consumed_pending_ = 0;
+  if (options_.compact_after_consumed > 0 && consumed_uncompacted_ >= options_.compact_after_consumed) {
+    consumed_uncompacted_ = 0;
+    // Every entry key starts with entry_tag: [entry_tag, entry_tag + 1) is all of them.
+    storage_->compact_range(std::string(1, entry_tag), std::string(1, static_cast<char>(entry_tag + 1)),
+                            compaction_mode::background);
+  }
 }
 
 void queue_store::abort() {
   storage_->abort();
+  consumed_pending_ = 0;
   for (const auto& q : touched_) {
     if (read_meta(q).size > 0) {
       non_empty_.insert(q);
@@ -281,6 +291,7 @@ std::size_t queue_store::pop(std::string_view queue, std::size_t n,
   std::string from = key_scratch_;
   entry_key(key_scratch_, queue, m.head);
   storage_->remove_range(from, key_scratch_);
+  consumed_pending_ += popped.size();
   return popped.size();
 }
 

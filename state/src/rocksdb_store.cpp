@@ -10,6 +10,7 @@
 
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
+#include <rocksdb/experimental.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -316,6 +317,21 @@ class rocksdb_store final : public kv_store {
   void remove_range(std::string_view from, std::string_view to) override {
     cache_.remove_range(from, to);
     maybe_write_through();
+  }
+
+  void compact_range(std::string_view from, std::string_view to, compaction_mode mode) override {
+    if (from >= to) {
+      return;
+    }
+    const rocksdb::Slice begin = slice(from);
+    const rocksdb::Slice end = slice(to);
+    if (mode == compaction_mode::background) {
+      check(rocksdb::experimental::SuggestCompactRange(db_.get(), data_cf_, &begin, &end), "compact_range");
+      return;
+    }
+    rocksdb::CompactRangeOptions o;
+    o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
+    check(db_->CompactRange(o, data_cf_, &begin, &end), "compact_range");
   }
 
   std::uint64_t approximate_count() override {

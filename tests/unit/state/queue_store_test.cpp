@@ -383,5 +383,84 @@ TEST_F(queue_store_rocksdb, restore_leaves_no_point_tombstones_in_front_of_a_hea
   EXPECT_EQ(r->front("c")->sequence, (queue_sequence{0, 1990}));
 }
 
+/// An in-memory kv_store that records the compactions asked of it.
+class compaction_recording_store final : public kv_store {
+ public:
+  struct request {
+    std::string from, to;
+    compaction_mode mode;
+  };
+  explicit compaction_recording_store(std::vector<request>* requests)
+      : inner_(open_memory_store({.name = "q"})), requests_(requests) {}
+  ~compaction_recording_store() override { close(); }
+  const std::string& name() const noexcept override { return inner_->name(); }
+  std::optional<std::string> get(std::string_view key) override { return inner_->get(key); }
+  bool get(std::string_view key, std::string& out) override { return inner_->get(key, out); }
+  void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
+  bool put_if_absent(std::string_view key, std::string_view value) override { return inner_->put_if_absent(key, value); }
+  void remove(std::string_view key) override { inner_->remove(key); }
+  void remove_range(std::string_view from, std::string_view to) override { inner_->remove_range(from, to); }
+  void compact_range(std::string_view from, std::string_view to, compaction_mode mode) override {
+    requests_->push_back({std::string(from), std::string(to), mode});
+  }
+  std::uint64_t approximate_count() override { return inner_->approximate_count(); }
+  std::optional<std::int64_t> committed_offset() const noexcept override { return inner_->committed_offset(); }
+  void commit(std::int64_t o) override { inner_->commit(o); }
+  void abort() override { inner_->abort(); }
+  void restore(std::span<const restore_record> b, std::int64_t o) override { inner_->restore(b, o); }
+  void flush() override { inner_->flush(); }
+  std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
+  void close() override {
+    if (inner_) inner_->close();
+  }
+
+ protected:
+  kv_iterator make_range(std::string_view f, std::string_view t, direction d) override { return inner_->range(f, t, d); }
+  kv_iterator make_prefix(std::string_view p, direction d) override { return inner_->prefix(p, d); }
+  kv_iterator make_all(direction d) override { return inner_->all(d); }
+
+ private:
+  std::unique_ptr<kv_store> inner_;
+  std::vector<request>* requests_;
+};
+
+TEST(queue_store_compaction, asks_for_a_background_compaction_of_its_entries_every_n_committed_pops) {
+  std::vector<compaction_recording_store::request> requests;
+  queue_store q(std::make_unique<compaction_recording_store>(&requests), nullptr,
+                {.compact_after_consumed = 10});
+  for (std::uint64_t i = 0; i < 40; ++i) q.append(i % 2 == 0 ? "a" : "b", {0, i}, "v", 0);
+  q.commit(1);
+  q.pop("a", 6, 0);
+  q.commit(2);
+  EXPECT_TRUE(requests.empty()) << "6 consumed of 10";
+  q.pop("a", 5, 0);
+  q.pop("b", 9, 0);  // aborted: consumes nothing
+  q.abort();
+  EXPECT_TRUE(requests.empty()) << "aborted pops count for nothing";
+  q.pop("a", 5, 0);
+  q.commit(3);
+  ASSERT_EQ(requests.size(), 1u) << "11 consumed";
+  EXPECT_EQ(requests[0].from, "e");
+  EXPECT_EQ(requests[0].to, "f");
+  EXPECT_EQ(requests[0].mode, compaction_mode::background);
+  EXPECT_LE(requests[0].from, queue_entry_key("a", {0, 0}));
+  EXPECT_GT(requests[0].to, queue_entry_key("b", {UINT64_MAX, UINT64_MAX}));
+  q.pop("b", 9, 0);
+  q.commit(4);
+  EXPECT_EQ(requests.size(), 1u) << "9 consumed since the compaction";
+  EXPECT_EQ(q.size("a"), 9u);
+  EXPECT_EQ(q.size("b"), 11u);
+}
+
+TEST(queue_store_compaction, never_asks_when_turned_off) {
+  std::vector<compaction_recording_store::request> requests;
+  queue_store q(std::make_unique<compaction_recording_store>(&requests), nullptr, {.compact_after_consumed = 0});
+  for (std::uint64_t i = 0; i < 100; ++i) q.append("a", {0, i}, "v", 0);
+  q.commit(1);
+  q.pop("a", 100, 0);
+  q.commit(2);
+  EXPECT_TRUE(requests.empty());
+}
+
 }  // namespace
 }  // namespace sluice::state

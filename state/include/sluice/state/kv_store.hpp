@@ -39,6 +39,12 @@ enum class direction {
   reverse,  ///< descending keys
 };
 
+/// How kv_store::compact_range runs.
+enum class compaction_mode {
+  background,  ///< marks the range for the store's compaction threads and returns at once
+  wait,        ///< compacts the range on the calling thread before returning
+};
+
 /// When pending writes reach the underlying storage.
 enum class write_mode {
   /// Exactly-once: nothing reaches storage before commit(); abort() rolls everything back.
@@ -183,6 +189,16 @@ class kv_store : public state_store {
   /// overlap or touch are merged. Reads of single keys pay for it only while a range delete
   /// is pending (one ordered lookup).
   virtual void remove_range(std::string_view from, std::string_view to) = 0;
+
+  /// Rewrites the committed data in [from, to) so that what was deleted there (range
+  /// tombstones and the entries under them) no longer costs reads: RocksDB compacts the files
+  /// overlapping the range (compaction_mode::background: SuggestCompactRange, run by
+  /// RocksDB's compaction threads; compaction_mode::wait: CompactRange on this thread). Data
+  /// does not change; pending writes are not touched. The in-memory store has nothing to
+  /// compact.
+  virtual void compact_range(std::string_view from, std::string_view to, compaction_mode mode) {
+    (void)from, (void)to, (void)mode;
+  }
 
   /// Entries with from <= key <= to (both inclusive, as in Kafka Streams). Empty if from > to.
   kv_iterator range(std::string_view from, std::string_view to,

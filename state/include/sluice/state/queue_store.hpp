@@ -58,6 +58,17 @@ enum class append_result {
   already_consumed,  ///< the sequence is at or below the queue's head cursor: nothing changed
 };
 
+/// Tuning of a queue_store.
+struct queue_store_options {
+  /// After this many entries were consumed (popped and committed) since the last time, the
+  /// store asks its kv_store to compact the entry key space in the background
+  /// (kv_store::compact_range, compaction_mode::background): the range tombstones behind the
+  /// head cursors and the files they sit in go, so a head read touches as few files as on a
+  /// fresh store. 0 = never.
+  /// Default: 1,000,000.
+  std::uint64_t compact_after_consumed = 1'000'000;
+};
+
 /// Many FIFO queues keyed by arbitrary bytes, each ordered by a caller-given sequence.
 ///
 /// Storage layout inside the kv_store (bytewise order keeps each queue contiguous):
@@ -77,6 +88,11 @@ enum class append_result {
 /// skips records of entries below it, and applies [queue start, head) as one range delete,
 /// so a restored store has no point tombstones in front of any head either.
 ///
+/// Compaction: range tombstones cost a RocksDB read nothing per deleted entry, but the files
+/// that hold them (and the overwritten meta records) add sorted runs that every head read's
+/// iterator opens; every queue_store_options::compact_after_consumed consumed entries the
+/// store asks for a background compaction of its entries (see bench/README.md, "Queue store").
+///
 /// Memory: the set of non-empty queue keys (one string per queue with entries) and what the
 /// kv_store caches; entries live in the kv_store (on disk for RocksDB).
 ///
@@ -86,7 +102,8 @@ class queue_store final : public state_store {
  public:
   /// Takes ownership of `storage`; logs to `changelog` unless it is nullptr. Reads the meta
   /// records once to learn which queues are non-empty (O(queues ever used)).
-  queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog);
+  queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog,
+              queue_store_options options = {});
   ~queue_store() override;
 
   const std::string& name() const noexcept override;
@@ -145,6 +162,9 @@ class queue_store final : public state_store {
   changelog_sink* changelog_;
   std::set<std::string, std::less<>> non_empty_;
   std::set<std::string, std::less<>> touched_;  ///< queues written since the last commit
+  queue_store_options options_;
+  std::uint64_t consumed_pending_ = 0;     ///< entries popped since the last commit
+  std::uint64_t consumed_uncompacted_ = 0;  ///< committed pops since the last compaction
   std::string key_scratch_;
   std::string value_scratch_;
   std::string get_scratch_;
