@@ -439,3 +439,43 @@ TEST(overflow_buffer, a_buffer_store_of_another_kind_is_refused_with_its_name) {
     EXPECT_NE(std::string(e.what()).find("store 'overflow-buffer' is not a queue store"), std::string::npos) << e.what();
   }
 }
+
+// The value check reads only the two top-level fields, validating the whole value without
+// building a document: nested fields of the same name are not read, the last duplicate wins,
+// null is absent, and anything that is not one JSON object is refused.
+TEST(overflow_buffer_fields, reads_top_level_ttl_and_delivery_time_and_refuses_what_is_not_an_object) {
+  using sluice::topologies::overflow_detail::parse_fields;
+  auto f = parse_fields(std::string(R"({"a":{"ttl_ms":"x","deliver_at_ms":[1]},"ttl_ms":5,"deliver_at_ms":7.9})"));
+  EXPECT_EQ(f.ttl_ms, 5);
+  EXPECT_EQ(f.deliver_at_ms, 7);
+  f = parse_fields(std::string(R"({"ttl_ms":5,"ttl_ms":9,"deliver_at_ms":null})"));
+  EXPECT_EQ(f.ttl_ms, 9);
+  EXPECT_FALSE(f.deliver_at_ms);
+  f = parse_fields(std::string(R"({"body":[{"ttl_ms":1}],"x":"ttl_ms"})"));
+  EXPECT_FALSE(f.ttl_ms);
+  for (const char* bad : {R"([{"ttl_ms":1}])", "5", R"("ttl_ms")", R"({"ttl_ms":1} {})", R"({"ttl_ms":1)", ""}) {
+    try {
+      parse_fields(std::string(bad));
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const sluice::error& e) {
+      EXPECT_EQ(e.code(), sluice::errc::processing) << bad;
+      EXPECT_NE(std::string(e.what()).find("not a JSON object"), std::string::npos) << bad << ": " << e.what();
+    }
+  }
+  for (const char* bad : {R"({"ttl_ms":"5"})", R"({"ttl_ms":{}})", R"({"deliver_at_ms":[]})", R"({"ttl_ms":true})"}) {
+    try {
+      parse_fields(std::string(bad));
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const sluice::error& e) {
+      EXPECT_NE(std::string(e.what()).find("must be a number"), std::string::npos) << bad << ": " << e.what();
+    }
+  }
+  for (const char* bad : {R"({"ttl_ms":-1})", R"({"deliver_at_ms":1e300})", R"({"ttl_ms":18446744073709551615})"}) {
+    try {
+      parse_fields(std::string(bad));
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const sluice::error& e) {
+      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << bad << ": " << e.what();
+    }
+  }
+}

@@ -218,27 +218,115 @@ customer_state customer_state::deserialize(std::string_view in) {
   return s;
 }
 
+namespace {
+
+// Reads the two optional top-level fields while validating the whole value, with no
+// document built (the direct path parses every record; a DOM allocates per member).
+class fields_reader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  enum class field { none, ttl_ms, deliver_at_ms };
+
+  bool null() override { return value("null"); }
+  bool boolean(bool) override { return value("boolean"); }
+  bool number_integer(number_integer_t v) override { return integer(static_cast<double>(v), v, std::to_string(v)); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return integer(static_cast<double>(v), v > 9'200'000'000'000'000'000ULL ? -1 : static_cast<std::int64_t>(v),
+                   std::to_string(v));
+  }
+  bool number_float(number_float_t v, const string_t& text) override {
+    if (pending_ == field::none || depth_ != 1) return true;
+    check_range(v, text);
+    store(static_cast<std::int64_t>(v));
+    return true;
+  }
+  bool string(string_t&) override { return value("string"); }
+  bool binary(binary_t&) override { return value("binary"); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) {
+      object_root_ = true;
+    } else if (depth_ == 1) {
+      wrong_type("object");
+    }
+    ++depth_;
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ == 1) wrong_type("array");
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1) pending_ = k == "ttl_ms" ? field::ttl_ms : k == "deliver_at_ms" ? field::deliver_at_ms : field::none;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    valid_ = false;
+    return false;
+  }
+
+  bool object_root() const noexcept { return valid_ && object_root_; }
+  parsed_fields fields;
+
+ private:
+  bool value(const char* type) {
+    if (depth_ == 1 && pending_ != field::none) {
+      if (std::string_view(type) == "null") {
+        store_null();
+      } else {
+        wrong_type(type);
+      }
+    }
+    return true;
+  }
+  bool integer(double d, std::int64_t v, const std::string& text) {
+    if (pending_ == field::none || depth_ != 1) return true;
+    check_range(d, text);
+    store(v);
+    return true;
+  }
+  void check_range(double d, const std::string& text) const {
+    if (!std::isfinite(d) || d < 0 || d > 9.2e15)
+      throw error(errc::processing, std::string("overflow buffer: field '") + name() + "' is out of range (" + text +
+                                        "); use milliseconds >= 0");
+  }
+  void wrong_type(const char* type) const {
+    if (pending_ == field::none) return;
+    throw error(errc::processing,
+                std::string("overflow buffer: field '") + name() + "' must be a number (got " + type + ")");
+  }
+  const char* name() const noexcept { return pending_ == field::ttl_ms ? "ttl_ms" : "deliver_at_ms"; }
+  void store(std::int64_t v) {
+    (pending_ == field::ttl_ms ? fields.ttl_ms : fields.deliver_at_ms) = v;
+    pending_ = field::none;
+  }
+  void store_null() {
+    (pending_ == field::ttl_ms ? fields.ttl_ms : fields.deliver_at_ms).reset();
+    pending_ = field::none;
+  }
+
+  std::size_t depth_ = 0;
+  field pending_ = field::none;
+  bool object_root_ = false;
+  bool valid_ = true;
+};
+
+}  // namespace
+
 parsed_fields parse_fields(const bytes& value) {
   if (!value) throw error(errc::processing, "overflow buffer: the record has a null value; values must be JSON objects");
-  auto doc = nlohmann::json::parse(value->begin(), value->end(), nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object())
+  fields_reader reader;
+  const bool ok = nlohmann::json::sax_parse(value->begin(), value->end(), &reader);
+  if (!ok || !reader.object_root())
     throw error(errc::processing, "overflow buffer: the record value is not a JSON object");
-  parsed_fields f;
-  auto read = [&](const char* name, std::optional<std::int64_t>& into) {
-    auto it = doc.find(name);
-    if (it == doc.end() || it->is_null()) return;
-    if (!it->is_number())
-      throw error(errc::processing, std::string("overflow buffer: field '") + name + "' must be a number (got " +
-                                        it->type_name() + ")");
-    const double d = it->get<double>();
-    if (!std::isfinite(d) || d < 0 || d > 9.2e15)
-      throw error(errc::processing, std::string("overflow buffer: field '") + name + "' is out of range (" +
-                                        it->dump() + "); use milliseconds >= 0");
-    into = it->is_number_integer() ? it->get<std::int64_t>() : static_cast<std::int64_t>(d);
-  };
-  read("ttl_ms", f.ttl_ms);
-  read("deliver_at_ms", f.deliver_at_ms);
-  return f;
+  return reader.fields;
 }
 
 std::optional<double> parse_rate(std::string_view json) {
@@ -489,41 +577,84 @@ void processor::process(const record<bytes, bytes>& r) {
   }
 }
 
+// Reads one queue of a customer in batches: one peek per batch, one pop per batch of what
+// was taken (a range delete), instead of a seek and a pop per record.
+class processor::queue_cursor {
+ public:
+  queue_cursor(queue_store_handle& buffer, std::string queue, std::size_t batch)
+      : buffer_(&buffer), queue_(std::move(queue)), batch_(std::max<std::size_t>(1, batch)) {
+    load();
+  }
+  const std::optional<buffered_record>& head() const noexcept { return head_; }
+  /// Takes the head (emitted or expired) and loads the next one.
+  void take() {
+    ++next_;
+    ++taken_;
+    ++total_taken_;
+    load();
+  }
+  /// Pops what was taken and not yet popped; returns the entries taken in all.
+  std::uint64_t finish() {
+    if (taken_ > 0) buffer_->pop(queue_, taken_);
+    taken_ = 0;
+    return total_taken_;
+  }
+
+ private:
+  void load() {
+    if (next_ >= entries_.size()) {
+      if (exhausted_) {
+        head_.reset();
+        return;
+      }
+      finish();
+      buffer_->peek(queue_, batch_, entries_);
+      next_ = 0;
+      exhausted_ = entries_.size() < batch_;
+      batch_ = std::min<std::size_t>(batch_ * 2, max_batch);  // a long backlog: larger steps
+      if (entries_.empty()) {
+        head_.reset();
+        return;
+      }
+    }
+    head_ = buffered_record::deserialize(entries_[next_].value);
+  }
+
+  static constexpr std::size_t max_batch = 1024;
+  queue_store_handle* buffer_;
+  std::string queue_;
+  std::size_t batch_;
+  std::vector<state::queue_entry> entries_;
+  std::size_t next_ = 0;
+  std::size_t taken_ = 0;
+  std::uint64_t total_taken_ = 0;
+  bool exhausted_ = false;
+  std::optional<buffered_record> head_;
+};
+
 std::optional<std::int64_t> processor::service(const std::string& customer, std::int64_t now) {
-  const std::string line = line_queue(customer);
-  const std::string sched = scheduled_queue(customer);
   const double rate = rate_for(customer);
   customer_state st = load_state(customer);
-  bool state_changed = false;
-  std::optional<buffered_record> line_head;
-  std::optional<buffered_record> sched_head;
-  std::optional<state::queue_entry> e;
-  auto load_line = [&] {
-    e = buffer_->front(line);
-    line_head = e ? std::optional<buffered_record>(buffered_record::deserialize(e->value)) : std::nullopt;
-  };
-  auto load_sched = [&] {
-    e = buffer_->front(sched);
-    sched_head = e ? std::optional<buffered_record>(buffered_record::deserialize(e->value)) : std::nullopt;
-  };
-  load_line();
-  load_sched();
-  std::uint64_t removed = 0;
+  refill(st, rate, now);
+  // The first batch holds what the tokens allow (plus one to see what comes next); expired
+  // heads need no token, so a cursor fetches more as it goes.
+  const auto first_batch = static_cast<std::size_t>(std::min(st.tokens, 1023.0)) + 1;
+  queue_cursor line(*buffer_, line_queue(customer), first_batch);
+  queue_cursor sched(*buffer_, scheduled_queue(customer), first_batch);
   std::optional<std::int64_t> wake;
+  bool spent = false;  // the bucket was looked at: its refill is saved
   for (;;) {
+    const auto& line_head = line.head();
+    const auto& sched_head = sched.head();
     // Expired heads go first, whatever the tokens: an expired record is never emitted.
     if (line_head && line_head->expires_at() <= now) {
       expire(customer, *line_head, now, line_head->ttl_ms, line_head->input_timestamp);
-      buffer_->pop(line, 1);
-      ++removed;
-      load_line();
+      line.take();
       continue;
     }
     if (sched_head && sched_head->expires_at() <= now) {
       expire(customer, *sched_head, now, sched_head->ttl_ms, sched_head->deliver_at);
-      buffer_->pop(sched, 1);
-      ++removed;
-      load_sched();
+      sched.take();
       continue;
     }
     const bool sched_due = sched_head && sched_head->deliver_at <= now;
@@ -534,8 +665,7 @@ std::optional<std::int64_t> processor::service(const std::string& customer, std:
       take_sched = std::pair(sched_head->deliver_at, sched_head->offset) <
                    std::pair(line_head->input_timestamp, line_head->offset);
     }
-    refill(st, rate, now);
-    state_changed = true;
+    spent = true;
     if (!(rate > 0 && st.tokens >= 1.0 - token_epsilon)) {
       if (rate > 0) {
         const auto ms = static_cast<std::int64_t>(std::ceil((1.0 - st.tokens) * 1000.0 / rate - 1e-6));
@@ -546,20 +676,25 @@ std::optional<std::int64_t> processor::service(const std::string& customer, std:
     st.tokens = std::max(0.0, st.tokens - 1.0);
     if (take_sched) {
       emit(customer, *sched_head, now);
-      buffer_->pop(sched, 1);
-      load_sched();
+      sched.take();
     } else {
       emit(customer, *line_head, now);
-      buffer_->pop(line, 1);
-      load_line();
+      line.take();
     }
-    ++removed;
   }
-  if (state_changed) save_state(customer, st);
-  if (removed > 0) {
+  if (spent) save_state(customer, st);
+  const std::uint64_t from_line = line.finish();
+  const std::uint64_t from_sched = sched.finish();
+  if (from_line + from_sched > 0) {
     auto& w = waiting_[customer];
-    recount(customer, w);
+    const std::uint64_t before = w.buffered();
+    w.line -= std::min(w.line, from_line);
+    w.scheduled -= std::min(w.scheduled, from_sched);
+    w.earliest_scheduled = sched.head() ? sched.head()->deliver_at : std::numeric_limits<std::int64_t>::max();
+    buffered_total_ = buffered_total_ - std::min(buffered_total_, before) + w.buffered();
   }
+  const auto& line_head = line.head();
+  const auto& sched_head = sched.head();
   if (!line_head && !sched_head) return std::nullopt;
   // Look again when a token comes, the next scheduled record is due or a head expires, and
   // at least every max_wait_ms (rate changes).

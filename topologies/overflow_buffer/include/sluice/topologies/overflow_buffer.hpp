@@ -159,6 +159,7 @@ class processor final : public sluice::processor<bytes, bytes> {
   void drain(std::int64_t now);
 
  private:
+  class queue_cursor;
   /// A customer with anything buffered (about 100 bytes of memory plus its name).
   struct waiting {
     std::int64_t wake_at = 0;
