@@ -114,8 +114,11 @@ void queue_store::commit(std::int64_t next_changelog_offset) {
   consumed_pending_ = 0;
   if (options_.compact_after_consumed > 0 && consumed_uncompacted_ >= options_.compact_after_consumed) {
     consumed_uncompacted_ = 0;
-    // Every entry key starts with entry_tag: [entry_tag, entry_tag + 1) is all of them.
-    storage_->compact_range(std::string(1, entry_tag), std::string(1, static_cast<char>(entry_tag + 1)),
+    // Entries and meta records: [entry_tag, meta_tag + 1) holds every key of the store. The
+    // meta records count as much as the entries: each pop overwrites one, and their old
+    // versions keep sorted runs alive that a head read's iterator opens.
+    static_assert(entry_tag < meta_tag);
+    storage_->compact_range(std::string(1, entry_tag), std::string(1, static_cast<char>(meta_tag + 1)),
                             compaction_mode::background);
   }
 }

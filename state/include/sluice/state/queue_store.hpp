@@ -61,7 +61,7 @@ enum class append_result {
 /// Tuning of a queue_store.
 struct queue_store_options {
   /// After this many entries were consumed (popped and committed) since the last time, the
-  /// store asks its kv_store to compact the entry key space in the background
+  /// store asks its kv_store to compact its keys (entries and meta records) in the background
   /// (kv_store::compact_range, compaction_mode::background): the range tombstones behind the
   /// head cursors and the files they sit in go, so a head read touches as few files as on a
   /// fresh store. 0 = never.
