@@ -10,7 +10,6 @@
 
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
-#include <rocksdb/experimental.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -325,13 +324,32 @@ class rocksdb_store final : public kv_store {
     }
     const rocksdb::Slice begin = slice(from);
     const rocksdb::Slice end = slice(to);
-    if (mode == compaction_mode::background) {
-      check(rocksdb::experimental::SuggestCompactRange(db_.get(), data_cf_, &begin, &end), "compact_range");
-      return;
-    }
     rocksdb::CompactRangeOptions o;
     o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
-    check(db_->CompactRange(o, data_cf_, &begin, &end), "compact_range");
+    o.exclusive_manual_compaction = false;  // RocksDB's own compactions go on meanwhile
+    if (mode == compaction_mode::wait) {
+      check(db_->CompactRange(o, data_cf_, &begin, &end), "compact_range");
+      return;
+    }
+    // A manual compaction down to the last level (SuggestCompactRange never touches the last
+    // level, where the range tombstones end up) on a thread of its own, one at a time: a
+    // request while one runs is dropped (the next comes with more consumed entries).
+    // close() cancels it (DisableManualCompaction) and joins.
+    if (compacting_.exchange(true)) {
+      return;
+    }
+    if (compaction_thread_.joinable()) {
+      compaction_thread_.join();
+    }
+    compaction_thread_ = std::thread([this, o, from = std::string(from), to = std::string(to)] {
+      const rocksdb::Slice b(from);
+      const rocksdb::Slice e(to);
+      auto s = db_->CompactRange(o, data_cf_, &b, &e);
+      if (!s.ok() && !s.IsIncomplete()) {  // Incomplete: cancelled by close()
+        spdlog::warn("state: background compaction of store '{}' failed: {}", name_, s.ToString());
+      }
+      compacting_ = false;
+    });
   }
 
   std::uint64_t approximate_count() override {
@@ -393,6 +411,10 @@ class rocksdb_store final : public kv_store {
   void close() override {
     if (!db_) {
       return;
+    }
+    if (compaction_thread_.joinable()) {
+      db_->DisableManualCompaction();
+      compaction_thread_.join();
     }
     require_no_open_iterators("close");
     cache_.clear();
@@ -617,6 +639,8 @@ class rocksdb_store final : public kv_store {
   detail::clock_fn now_;
   std::unique_ptr<expiry_compaction_filter> filter_;  // outlives db_ (declared before it)
   std::unique_ptr<rocksdb::DB> db_;
+  std::thread compaction_thread_;  ///< compact_range(background); joined by close()
+  std::atomic<bool> compacting_{false};
   rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
   detail::store_cache cache_;

@@ -191,11 +191,11 @@ class kv_store : public state_store {
   virtual void remove_range(std::string_view from, std::string_view to) = 0;
 
   /// Rewrites the committed data in [from, to) so that what was deleted there (range
-  /// tombstones and the entries under them) no longer costs reads: RocksDB compacts the files
-  /// overlapping the range (compaction_mode::background: SuggestCompactRange, run by
-  /// RocksDB's compaction threads; compaction_mode::wait: CompactRange on this thread). Data
-  /// does not change; pending writes are not touched. The in-memory store has nothing to
-  /// compact.
+  /// tombstones and the entries under them) no longer costs reads: RocksDB compacts the range
+  /// down to its last level (compaction_mode::wait: on this thread; background: on a thread
+  /// of the store's own, one at a time, a request while one runs dropped, cancelled and
+  /// joined by close()). Data does not change; pending writes are not touched. The in-memory
+  /// store has nothing to compact.
   virtual void compact_range(std::string_view from, std::string_view to, compaction_mode mode) {
     (void)from, (void)to, (void)mode;
   }
