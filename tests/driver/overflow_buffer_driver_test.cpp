@@ -479,3 +479,42 @@ TEST(overflow_buffer_fields, reads_top_level_ttl_and_delivery_time_and_refuses_w
     }
   }
 }
+
+namespace {
+double sample(topology_test_driver& d, const std::string& name, const std::string& label_part = "") {
+  for (const auto& s : d.metrics().snapshot())
+    if (s.name == name && s.labels.find(label_part) != std::string::npos) return s.value;
+  return -1;
+}
+}  // namespace
+
+// The gauges of the issue's metrics list, refreshed once a second: records buffered now,
+// customers buffering, the oldest buffered age, and the sizes of the N largest backlogs by
+// rank (N = top_backlogs; ranks beyond the buffering customers read 0).
+TEST(overflow_buffer, gauges_show_the_backlog_customers_oldest_age_and_top_backlogs) {
+  auto o = rate_opts(0);  // everything stays buffered
+  o.top_backlogs = 4;
+  harness h(o);
+  for (int i = 0; i < 10; ++i) h.pipe("c1", msg(i));
+  for (int i = 0; i < 5; ++i) h.pipe("c2", msg(i));
+  h.pipe("c3", msg(0));
+  h.run_for(100);  // the first tick reports
+  auto& d = *h.driver;
+  EXPECT_EQ(sample(d, "sluice_overflow_buffered"), 16);
+  EXPECT_EQ(sample(d, "sluice_overflow_customers_buffering"), 3);
+  EXPECT_EQ(sample(d, "sluice_overflow_oldest_buffered_age_ms"), 100);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"1\""), 10);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"2\""), 5);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"3\""), 1);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"4\""), 0);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"5\""), -1) << "no series beyond top_backlogs";
+  // c2's rate goes up: its backlog drains, and the next report shows it gone.
+  h.rate("c2", R"({"rate_per_second":1000})");
+  h.run_for(1000);
+  EXPECT_EQ(h.take("out").size(), 5u);
+  EXPECT_EQ(sample(d, "sluice_overflow_buffered"), 11);
+  EXPECT_EQ(sample(d, "sluice_overflow_customers_buffering"), 2);
+  EXPECT_EQ(sample(d, "sluice_overflow_oldest_buffered_age_ms"), 1100);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"2\""), 1);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"3\""), 0);
+}
