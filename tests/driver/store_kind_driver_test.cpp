@@ -2,6 +2,8 @@
 // built over the key-value storage the runtime opens, logging its own writes.
 #include <gtest/gtest.h>
 
+#include "sluice/queue_store.hpp"
+#include "sluice/ranked_index_store.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
 #include "error_of.hpp"
@@ -180,4 +182,80 @@ TEST(store_ttl, entries_expire_on_stream_time_not_on_the_wall_clock) {
   EXPECT_EQ(results[1].value, "x");
   EXPECT_EQ(results[2].value, "(expired)");
   EXPECT_EQ(results[3].value, "a");
+}
+
+// The generic read path (sluice/queries.hpp) as the driver serves it: the code an app's
+// queries() runs, against stores of any kind.
+
+TEST(store_queries, a_store_of_any_kind_is_read_through_its_typed_handle) {
+  sluice::testing::driver_options o;
+  o.partitions = 2;
+  topology_test_driver d(tally_topology(), {}, o);
+  auto in = d.input_topic<std::string, std::string>("words");
+  for (int i = 0; i < 3; ++i) in.pipe("a", "x");
+  in.pipe("b", "x");
+  auto& q = d.queries();
+  const auto p = q.partition_of("tallies", "a");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(q.partitions("tallies"), 2);
+  EXPECT_EQ(q.read<tally_handle>("tallies", *p, [](tally_handle& h) { return h.get("a"); }), 3);
+  std::int64_t b = -1;
+  EXPECT_EQ(q.run<tally_handle>("tallies", *q.partition_of("tallies", "b"), [&](tally_handle& h) { b = h.get("b"); }),
+            sluice::query_outcome::done);
+  EXPECT_EQ(b, 1);
+}
+
+TEST(store_queries, a_store_asked_for_as_another_kind_answers_wrong_kind_naming_the_store) {
+  topology_test_driver d(tally_topology());
+  auto& q = d.queries();
+  std::string failure;
+  bool ran = false;
+  auto as_queue = q.run<sluice::queue_store_handle>("tallies", 0, [&](sluice::queue_store_handle&) { ran = true; },
+                                                    sluice::interactive_queries::default_timeout, &failure);
+  EXPECT_EQ(as_queue, sluice::query_outcome::wrong_kind);
+  EXPECT_FALSE(ran);
+  EXPECT_NE(failure.find("store 'tallies' is not a queue store"), std::string::npos) << failure;
+  auto as_kv = q.run("tallies", 0, [&](sluice::state::kv_store&) { ran = true; },
+                     sluice::interactive_queries::default_timeout, &failure);
+  EXPECT_EQ(as_kv, sluice::query_outcome::wrong_kind);
+  EXPECT_FALSE(ran);
+  EXPECT_NE(failure.find("store 'tallies' is not a key-value store"), std::string::npos) << failure;
+  try {
+    q.read<sluice::ranked_index_store>("tallies", 0, [](sluice::ranked_index_store& s) { return s.count("x"); });
+    ADD_FAILURE() << "read of the wrong kind did not throw";
+  } catch (const sluice::query_error& e) {
+    EXPECT_EQ(e.outcome(), sluice::query_outcome::wrong_kind);
+    EXPECT_EQ(e.code(), sluice::errc::invalid_topology);
+    EXPECT_NE(std::string(e.what()).find("store 'tallies' is not a ranked index store"), std::string::npos) << e.what();
+  }
+}
+
+TEST(store_queries, a_write_through_a_handle_in_a_query_is_refused_before_the_store_changes) {
+  topology_test_driver d(tally_topology());
+  d.input_topic<std::string, std::string>("words").pipe("a", "x", 1, {}, 0);
+  auto& q = d.queries();
+  std::string failure;
+  auto o = q.run<tally_handle>("tallies", 0, [](tally_handle& h) { h.add("a", 100); },
+                               sluice::interactive_queries::default_timeout, &failure);
+  EXPECT_EQ(o, sluice::query_outcome::failed);
+  EXPECT_NE(failure.find("a store query may only read"), std::string::npos) << failure;
+  EXPECT_EQ(d.state_store<tally_handle>("tallies").get("a"), 1);
+}
+
+TEST(store_queries, unknown_stores_and_partitions_without_a_task_are_told_apart) {
+  topology_test_driver d(tally_topology());
+  auto& q = d.queries();
+  EXPECT_EQ(q.run<tally_handle>("no-such-store", 0, [](tally_handle&) {}), sluice::query_outcome::unknown_store);
+  EXPECT_FALSE(q.partition_of("no-such-store", "a").has_value());
+  EXPECT_EQ(q.partitions("no-such-store"), 0);
+  EXPECT_EQ(q.run<tally_handle>("tallies", 7, [](tally_handle&) {}), sluice::query_outcome::not_local);
+  try {
+    q.read<tally_handle>("tallies", 7, [](tally_handle& h) { return h.get("a"); });
+    ADD_FAILURE() << "read of a partition without a task did not throw";
+  } catch (const sluice::query_error& e) {
+    EXPECT_EQ(e.outcome(), sluice::query_outcome::not_local);
+    EXPECT_NE(std::string(e.what()).find("partition 7 of store 'tallies' is not hosted by this instance"),
+              std::string::npos)
+        << e.what();
+  }
 }

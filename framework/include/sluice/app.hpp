@@ -17,6 +17,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/metrics.hpp"
+#include "sluice/queries.hpp"
 #include "sluice/topology.hpp"
 
 namespace sluice {
@@ -59,6 +60,11 @@ class app {
   /// The first fatal error's message, when state() is error.
   std::string error_message() const;
   metrics_registry& metrics() noexcept;
+  /// Reads of the stores of the tasks this instance runs, of any kind, on their stream
+  /// threads and on committed state (sluice/queries.hpp); the same path the HTTP handlers
+  /// use, HTTP on or off. Safe from any thread; answers `unavailable` before start() and
+  /// after close().
+  interactive_queries& queries() noexcept;
   const topology& get_topology() const noexcept;
   /// Called on every state change, from the thread that changed it.
   void on_state_change(std::function<void(app_state, app_state)> listener);

@@ -25,9 +25,7 @@
 #include <utility>
 #include <vector>
 
-namespace sluice::state {
-class kv_store;
-}
+#include "sluice/queries.hpp"
 
 namespace sluice::http {
 
@@ -62,38 +60,24 @@ struct response {
 };
 
 /// Read access, from a handler, to the stores of the tasks this instance runs: the
-/// function runs on the stream thread that owns the task, between two polls, on committed
-/// state (under exactly-once never a write of an open transaction). The handler waits.
+/// app's interactive_queries (sluice/queries.hpp), so a handler reads stores of any kind
+/// through their typed handles. The function runs on the stream thread that owns the task,
+/// between two polls, on committed state (under exactly-once never a write of an open
+/// transaction). The handler waits.
 ///
 ///   auto& stores = req.stores();
-///   auto p = stores.partition_of("word-counts", key_bytes);
-///   std::optional<std::string> value;
-///   auto outcome = stores.run("word-counts", *p, [&](sluice::state::kv_store& s) { value = s.get(key_bytes); });
-///   if (outcome != sluice::http::store_access::outcome::done) return sluice::http::store_access::refusal(outcome, ...);
+///   auto p = stores.partition_of("scores", segment);
+///   std::uint64_t n = 0;
+///   auto outcome = stores.run<sluice::ranked_index_store>("scores", *p, [&](auto& s) { n = s.count(board); });
+///   if (outcome != sluice::http::store_access::outcome::done) return sluice::http::store_access::refusal(outcome, "scores", *p);
 ///
-/// The function must only read (get, range, prefix, approximate_count), be quick (the stream
-/// thread is paused while it runs) and keep nothing that refers into the store.
-class store_access {
+/// Key-value stores also take a raw `sluice::state::kv_store&` function (run without a
+/// handle type). The function must only read, be quick (the stream thread is paused while it
+/// runs) and keep nothing that refers into the store.
+class store_access : public interactive_queries {
  public:
-  enum class outcome {
-    done,           ///< the function ran
-    unknown_store,  ///< no key-value store of that name in the topology
-    not_local,      ///< no stream thread of this instance runs the partition's task
-    unavailable,    ///< the task is here but restoring (or the app is starting or stopping)
-    timed_out,      ///< the owning thread did not answer in time
-    failed,         ///< the function threw (the message is in failure())
-  };
-  virtual ~store_access() = default;
-  /// The partition whose task holds `key_bytes` (the serialized key) of `store`, as Kafka's
-  /// murmur2 partitioner places it; nullopt for an unknown store.
-  virtual std::optional<std::int32_t> partition_of(std::string_view store, std::string_view key_bytes) const = 0;
-  /// The partition count of the store's tasks; 0 for an unknown store or before the app knows.
-  virtual std::int32_t partitions(std::string_view store) const = 0;
-  /// Runs `fn` against partition `partition` of `store`; see the class comment. `failure`
-  /// receives the exception message when the outcome is failed.
-  virtual outcome run(std::string_view store, std::int32_t partition, std::function<void(state::kv_store&)> fn,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(5), std::string* failure = nullptr) = 0;
-  /// The response for an outcome other than done: 404, 503 with Retry-After, 504 or 500.
+  /// The response for an outcome other than done: 404 (unknown store, not local), 500 (wrong
+  /// kind, failed), 503 with Retry-After (restoring or moving), 504 (timed out).
   static response refusal(outcome o, std::string_view store, std::int32_t partition, std::string_view failure = {});
 };
 

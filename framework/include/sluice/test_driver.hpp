@@ -38,6 +38,7 @@
 #include "sluice/config.hpp"
 #include "sluice/detail/dsl_nodes.hpp"
 #include "sluice/metrics.hpp"
+#include "sluice/queries.hpp"
 #include "sluice/record.hpp"
 #include "sluice/store.hpp"
 #include "sluice/topology.hpp"
@@ -150,6 +151,12 @@ class topology_test_driver {
     auto [binding, context] = store_binding(name, partition);
     return H(binding, context);
   }
+
+  /// The stores of every partition's task through the read path an app's queries() take
+  /// (sluice/queries.hpp), so code written against an app (a topology's read-only views) runs
+  /// in tests unchanged. Queries run at once on the calling thread, on the state committed
+  /// after the last record; writes through a handle are refused as in an app.
+  interactive_queries& queries() noexcept;
 
   /// Bytes-level access, for tests of serdes and dead letters.
   void pipe_raw(const std::string& topic, const std::optional<std::string_view>& key,

@@ -37,26 +37,22 @@ store_access& request::stores() const {
 }
 
 response store_access::refusal(outcome o, std::string_view store, std::int32_t partition, std::string_view failure) {
-  const std::string where = "partition " + std::to_string(partition) + " of store '" + std::string(store) + "'";
+  const auto message = describe(o, store, partition, failure);
   switch (o) {
     case outcome::done: return response::json(status::ok, "{}");
-    case outcome::unknown_store:
-      return response::error(status::not_found, "no key-value store '" + std::string(store) + "' in this topology");
+    case outcome::unknown_store: return response::error(status::not_found, message);
     case outcome::not_local:
-      return response::error(status::not_found, where + " is not hosted by this instance; ask /metadata/stores/" +
+      return response::error(status::not_found, "partition " + std::to_string(partition) + " of store '" +
+                                                    std::string(store) + "' is not hosted by this instance; ask /metadata/stores/" +
                                                     std::string(store) + "/keys/{key} which instance owns it");
-    case outcome::unavailable: {
-      auto r = response::error(status::service_unavailable, where + " is restoring or moving; retry shortly");
-      r.headers.emplace_back("Retry-After", "1");
-      return r;
-    }
+    case outcome::unavailable:
     case outcome::timed_out: {
-      auto r = response::error(status::gateway_timeout, "the stream thread owning " + where + " did not answer in time");
+      auto r = response::error(o == outcome::unavailable ? status::service_unavailable : status::gateway_timeout, message);
       r.headers.emplace_back("Retry-After", "1");
       return r;
     }
-    case outcome::failed:
-      return response::error(status::internal_server_error, "the query on " + where + " failed: " + std::string(failure));
+    case outcome::wrong_kind:
+    case outcome::failed: return response::error(status::internal_server_error, message);
   }
   return response::error(status::internal_server_error, "unknown outcome");
 }

@@ -102,15 +102,16 @@ std::string process_metrics_text() {
   return out;
 }
 
-std::unique_ptr<instance_server> instance_server::from_config(const config& cfg, app& owner) {
+std::unique_ptr<instance_server> instance_server::from_config(const config& cfg, app& owner, store_access& stores) {
   auto server = cfg.get("application.server");
   if (!server || server->empty()) return nullptr;
-  return std::make_unique<instance_server>(options_from_config(cfg), *server, owner);
+  return std::make_unique<instance_server>(options_from_config(cfg), *server, owner, stores);
 }
 
-instance_server::instance_server(server_options options, std::string application_server, app& owner)
+instance_server::instance_server(server_options options, std::string application_server, app& owner,
+                                 store_access& stores)
     : app_(owner),
-      stores_(owner.get_topology()),
+      stores_(stores),
       server_(options, routes_, owner.metrics(), &stores_) {
   add_builtin_endpoints();
   const auto token = options.auth_token;

@@ -34,15 +34,14 @@ std::string process_metrics_text();
 
 class instance_server {
  public:
-  /// Null when application.server is not set. Validates the http.* keys.
-  static std::unique_ptr<instance_server> from_config(const config& cfg, app& owner);
+  /// Null when application.server is not set. Validates the http.* keys. `stores` is the
+  /// app's store_access (it outlives the server).
+  static std::unique_ptr<instance_server> from_config(const config& cfg, app& owner, store_access& stores);
 
-  instance_server(server_options options, std::string application_server, app& owner);
+  instance_server(server_options options, std::string application_server, app& owner, store_access& stores);
   void start() { server_.start(); }
   void stop() noexcept { server_.stop(); }
   std::uint16_t port() const noexcept { return server_.port(); }
-  /// The stream threads' inboxes: attached by app::start(), detached by app::close().
-  app_store_access& stores() noexcept { return stores_; }
   /// Where other instances are: set by app::start() once the group is known.
   void set_directory(std::unique_ptr<instance_directory> d) { directory_.set(std::move(d)); }
 
@@ -51,7 +50,7 @@ class instance_server {
 
   app& app_;
   router routes_;
-  app_store_access stores_;
+  store_access& stores_;
   directory_slot directory_;
   server server_;
 };

@@ -1,5 +1,4 @@
-// Interactive queries of key-value stores: store_access over the stream threads' inboxes and
-// the /stores/... endpoints.
+// Interactive queries of key-value stores over HTTP: the /stores/... and /metadata endpoints.
 #include "http/store_queries.hpp"
 
 #include <algorithm>
@@ -7,69 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "http/client.hpp"
-#include "kafka/producer.hpp"
 #include "sluice/detail/store_codec.hpp"
 
 namespace sluice::http {
-
-void app_store_access::attach(std::vector<runtime::query_inbox*> inboxes,
-                              std::map<int, std::int32_t> subtopology_partitions) {
-  std::lock_guard lock(mutex_);
-  inboxes_ = std::move(inboxes);
-  partitions_ = std::move(subtopology_partitions);
-}
-
-void app_store_access::detach() {
-  std::lock_guard lock(mutex_);
-  inboxes_.clear();
-}
-
-int app_store_access::subtopology_of(std::string_view store) const {
-  const auto* spec = topo_.find_store(store);
-  if (!spec || spec->global) return -1;
-  for (const auto& sub : topo_.subtopologies())
-    if (std::find(sub.stores.begin(), sub.stores.end(), store) != sub.stores.end()) return sub.id;
-  return -1;
-}
-
-std::int32_t app_store_access::partitions(std::string_view store) const {
-  const int sub = subtopology_of(store);
-  std::lock_guard lock(mutex_);
-  auto it = partitions_.find(sub);
-  return it == partitions_.end() ? 0 : it->second;
-}
-
-std::optional<std::int32_t> app_store_access::partition_of(std::string_view store, std::string_view key_bytes) const {
-  const auto count = partitions(store);
-  if (count <= 0) return std::nullopt;
-  return kafka::murmur2_partition(key_bytes, count);
-}
-
-store_access::outcome app_store_access::run(std::string_view store, std::int32_t partition,
-                                            std::function<void(state::kv_store&)> fn,
-                                            std::chrono::milliseconds timeout, std::string* failure) {
-  const int sub = subtopology_of(store);
-  if (sub < 0) return outcome::unknown_store;
-  std::vector<runtime::query_inbox*> inboxes;
-  {
-    std::lock_guard lock(mutex_);
-    inboxes = inboxes_;
-  }
-  if (inboxes.empty()) return outcome::unavailable;  // starting or stopping
-  auto q = std::make_shared<runtime::store_query>(std::string(store), sub, partition, std::move(fn),
-                                                  static_cast<int>(inboxes.size()));
-  for (auto* inbox : inboxes) inbox->submit(q);
-  switch (q->wait(timeout)) {
-    case runtime::query_status::done: return outcome::done;
-    case runtime::query_status::not_here: return outcome::not_local;
-    case runtime::query_status::unavailable: return outcome::unavailable;
-    case runtime::query_status::timed_out: return outcome::timed_out;
-    case runtime::query_status::failed:
-      if (failure) *failure = q->failure();
-      return outcome::failed;
-  }
-  return outcome::failed;
-}
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "http/instance_server.hpp"
+#include "runtime/app_queries.hpp"
 #include "kafka/admin.hpp"
 #include "kafka/config.hpp"
 #include "kafka/mock_cluster.hpp"
@@ -50,6 +51,7 @@ struct app::impl {
   runtime::task_services services;
   std::unique_ptr<runtime::global_tables> globals;
   std::vector<std::unique_ptr<runtime::stream_thread>> threads;
+  std::unique_ptr<runtime::app_queries> queries;  ///< made with the app; attached to the threads by start()
   std::unique_ptr<http::instance_server> http;
   std::string bootstrap;
   std::mutex mutex;
@@ -113,6 +115,7 @@ struct app::impl {
 app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
   impl_->topo = std::move(t);
   impl_->cfg = std::move(c);
+  impl_->queries = std::make_unique<runtime::app_queries>(impl_->topo);
   runtime::validate_config(impl_->cfg);  // everything that can be checked before connecting
 }
 
@@ -362,10 +365,10 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
     threads.push_back(std::make_unique<runtime::stream_thread>(
         std::move(settings), services, [this, i](runtime::thread_state st) { on_thread_state(i, st); }));
   }
+  std::vector<runtime::query_inbox*> inboxes;
+  for (auto& t : threads) inboxes.push_back(&t->queries());
+  queries->attach(std::move(inboxes), s.subtopology_partitions);
   if (http) {
-    std::vector<runtime::query_inbox*> inboxes;
-    for (auto& t : threads) inboxes.push_back(&t->queries());
-    http->stores().attach(std::move(inboxes), s.subtopology_partitions);
     http->set_directory(std::make_unique<http::instance_directory>(admin_props, app_id, topo, base.topic_to_subtopology));
   }
   set_state(app_state::rebalancing);
@@ -378,7 +381,7 @@ void app::start() {
   // the same group.instance.id and transactional.id and fence this one's twin.
   d.state_lock = std::make_unique<state::application_directory>(d.cfg.state_dir(), d.cfg.application_id());
   // Then the HTTP server, so liveness and readiness probes answer while the app connects and restores.
-  d.http = http::instance_server::from_config(d.cfg, *this);
+  d.http = http::instance_server::from_config(d.cfg, *this, *d.queries);
   if (d.http) d.http->start();
   const auto clients = make_client_configs(d.cfg);
   d.bootstrap = clients.admin.at("bootstrap.servers");
@@ -410,10 +413,8 @@ void app::close(std::chrono::milliseconds timeout) {
     spdlog::warn("sluice: stream threads did not finish closing within {} ms", timeout.count());
     return;
   }
-  if (d.http) {
-    d.http->stores().detach();
-    d.http->stop();
-  }
+  d.queries->detach();
+  if (d.http) d.http->stop();
   if (d.globals) d.globals->stop();
   d.threads.clear();
   d.state_lock.reset();
@@ -469,6 +470,7 @@ std::string app::error_message() const {
 }
 
 metrics_registry& app::metrics() noexcept { return impl_->metrics; }
+interactive_queries& app::queries() noexcept { return *impl_->queries; }
 const topology& app::get_topology() const noexcept { return impl_->topo; }
 void app::on_state_change(std::function<void(app_state, app_state)> listener) {
   impl_->listeners.push_back(std::move(listener));

@@ -1,6 +1,7 @@
 // Store queries answered by stream threads between polls (see query_inbox.hpp).
 #include "runtime/query_inbox.hpp"
 
+#include "runtime/read_only_context.hpp"
 #include "runtime/stream_task.hpp"
 
 namespace sluice::runtime {
@@ -14,13 +15,15 @@ query_status store_query::wait(std::chrono::milliseconds timeout) {
   return status_;
 }
 
-void store_query::run(state::kv_store& store) {
+void store_query::run(detail::task_context& task, state::state_store& s) {
   // The lock is held while fn_ runs: the handler's wait cannot time out and release what
   // fn_ writes into until fn_ is done.
   std::lock_guard lock(mutex_);
   if (finished_) return;
   try {
-    fn_(store);
+    read_only_context context(task, store_);
+    read_only_changelog changelog(store_);
+    fn_(detail::store_binding{&s, &changelog}, context);
     status_ = query_status::done;
   } catch (const std::exception& e) {
     failure_ = e.what();
@@ -29,15 +32,6 @@ void store_query::run(state::kv_store& store) {
     failure_ = "the query threw a non-standard exception";
     status_ = query_status::failed;
   }
-  finished_ = true;
-  answered_.notify_all();
-}
-
-void store_query::fail(std::string message) {
-  std::lock_guard lock(mutex_);
-  if (finished_) return;
-  failure_ = std::move(message);
-  status_ = query_status::failed;
   finished_ = true;
   answered_.notify_all();
 }
@@ -89,10 +83,7 @@ void query_inbox::serve(const std::map<std::string, std::unique_ptr<stream_task>
     bool found = false;
     for (auto& s : task.stores().all())
       if (s.spec->name == q->store()) {
-        if (auto* kv = dynamic_cast<state::kv_store*>(s.store.get()))
-          q->run(*kv);
-        else
-          q->fail("store '" + q->store() + "' is not a key-value store; query it through its own endpoints");
+        q->run(task, *s.store);
         found = true;
         break;
       }

@@ -24,7 +24,7 @@
 #include <mutex>
 #include <string>
 
-#include "sluice/state/kv_store.hpp"
+#include "sluice/queries.hpp"
 
 namespace sluice::runtime {
 
@@ -42,8 +42,7 @@ enum class query_status {
 /// One query, shared by the handler waiting on it and the threads answering it.
 class store_query {
  public:
-  store_query(std::string store, int subtopology, std::int32_t partition, std::function<void(state::kv_store&)> fn,
-              int threads)
+  store_query(std::string store, int subtopology, std::int32_t partition, interactive_queries::binding_reader fn, int threads)
       : store_(std::move(store)), subtopology_(subtopology), partition_(partition), fn_(std::move(fn)),
         remaining_(threads) {}
 
@@ -57,10 +56,9 @@ class store_query {
   const std::string& store() const noexcept { return store_; }
   int subtopology() const noexcept { return subtopology_; }
   std::int32_t partition() const noexcept { return partition_; }
-  /// Runs the function (on the answering stream thread) and records done (or failed).
-  void run(state::kv_store& store);
-  /// Records a failure without running the function.
-  void fail(std::string message);
+  /// Runs the function on `task`'s store `s` (on the answering stream thread) through a
+  /// read-only context and changelog, and records done (or failed).
+  void run(detail::task_context& task, state::state_store& s);
   /// Records one thread's answer other than done.
   void reply(query_status s);
 
@@ -68,7 +66,7 @@ class store_query {
   std::string store_;
   int subtopology_;
   std::int32_t partition_;
-  std::function<void(state::kv_store&)> fn_;
+  interactive_queries::binding_reader fn_;
   std::mutex mutex_;
   std::condition_variable answered_;
   int remaining_;

@@ -9,12 +9,63 @@
 #include "kafka/types.hpp"
 #include "runtime/config_checks.hpp"
 #include "runtime/global_tables.hpp"
+#include "runtime/read_only_context.hpp"
 #include "runtime/stream_task.hpp"
 #include "sluice/detail/internal_topics.hpp"
 #include "sluice/error.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 
 namespace sluice::testing {
+
+namespace {
+
+/// interactive_queries over the driver's tasks: runs each query at once, on the caller's
+/// (the test's) thread, on the state committed after the last record.
+class driver_queries final : public interactive_queries {
+ public:
+  driver_queries(const topology& topo, std::int32_t partitions,
+                 std::map<std::pair<int, std::int32_t>, std::unique_ptr<runtime::stream_task>>& tasks)
+      : topo_(topo), partitions_(partitions), tasks_(tasks) {}
+
+  std::optional<std::int32_t> partition_of(std::string_view store, std::string_view key_bytes) const override {
+    if (!known(store)) return std::nullopt;
+    return detail::murmur2_partition(key_bytes, partitions_);
+  }
+  std::int32_t partitions(std::string_view store) const override { return known(store) ? partitions_ : 0; }
+
+  outcome run_binding(std::string_view store, std::int32_t partition, binding_reader fn, std::chrono::milliseconds,
+                      std::string* failure) override {
+    if (!known(store)) return outcome::unknown_store;
+    for (auto& [id, task] : tasks_) {
+      if (id.second != partition) continue;
+      auto* s = task->stores().find(store);
+      if (!s) continue;
+      const std::string name(store);
+      runtime::read_only_context context(*task, name);
+      runtime::read_only_changelog changelog(name);
+      try {
+        fn(detail::store_binding{s->store.get(), &changelog}, context);
+      } catch (const std::exception& e) {
+        if (failure) *failure = e.what();
+        return outcome::failed;
+      }
+      return outcome::done;
+    }
+    return outcome::not_local;
+  }
+
+ private:
+  bool known(std::string_view store) const {
+    const auto* spec = topo_.find_store(store);
+    return spec && !spec->global;
+  }
+
+  const topology& topo_;
+  std::int32_t partitions_;
+  std::map<std::pair<int, std::int32_t>, std::unique_ptr<runtime::stream_task>>& tasks_;
+};
+
+}  // namespace
 
 struct topology_test_driver::impl final : runtime::record_sender {
   topology topo;
@@ -37,6 +88,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
   std::deque<pending> queue;
   std::int64_t wall = 0;
   std::int64_t last_ts = 0;
+  std::unique_ptr<driver_queries> queries;
   kafka::message scratch;
 
   std::int32_t place(const std::optional<std::string_view>& key, std::int32_t partition) const {
@@ -152,6 +204,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   d.options = options;
   d.wall = options.start_wall_clock_ms;
   if (options.partitions < 1) throw error(errc::invalid_config, "driver_options.partitions must be at least 1");
+  d.queries = std::make_unique<driver_queries>(d.topo, options.partitions, d.tasks);
   if (!d.cfg.contains("application.id")) d.cfg.set("application.id", "test-driver");
   runtime::validate_config(d.cfg);  // refuses exactly what sluice::app refuses
 
@@ -267,6 +320,7 @@ std::vector<std::string> topology_test_driver::topics() const {
 
 const std::string& topology_test_driver::application_id() const noexcept { return impl_->services.application_id; }
 metrics_registry& topology_test_driver::metrics() noexcept { return impl_->metrics; }
+interactive_queries& topology_test_driver::queries() noexcept { return *impl_->queries; }
 std::int64_t topology_test_driver::last_timestamp() const noexcept { return impl_->last_ts; }
 
 std::pair<detail::store_binding, detail::task_context*> topology_test_driver::store_binding(const std::string& name,

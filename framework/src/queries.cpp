@@ -1,0 +1,76 @@
+// The non-template pieces of sluice/queries.hpp: outcome names, query_error, the raw
+// key-value overload of run and the sentences for refusals.
+#include "sluice/queries.hpp"
+
+namespace sluice {
+
+const char* to_string(query_outcome o) noexcept {
+  switch (o) {
+    case query_outcome::done: return "done";
+    case query_outcome::unknown_store: return "unknown_store";
+    case query_outcome::wrong_kind: return "wrong_kind";
+    case query_outcome::not_local: return "not_local";
+    case query_outcome::unavailable: return "unavailable";
+    case query_outcome::timed_out: return "timed_out";
+    case query_outcome::failed: return "failed";
+  }
+  return "unknown";
+}
+
+namespace {
+
+errc code_of(query_outcome o) noexcept {
+  switch (o) {
+    case query_outcome::unknown_store:
+    case query_outcome::wrong_kind: return errc::invalid_topology;
+    case query_outcome::timed_out: return errc::timeout;
+    default: return errc::state;
+  }
+}
+
+}  // namespace
+
+query_error::query_error(query_outcome outcome, const std::string& message)
+    : error(code_of(outcome), message), outcome_(outcome) {}
+
+query_outcome interactive_queries::run(std::string_view store, std::int32_t partition,
+                                       std::function<void(state::kv_store&)> fn, std::chrono::milliseconds timeout,
+                                       std::string* failure) {
+  std::string kind_error;
+  auto o = run_binding(
+      store, partition,
+      [&](const detail::store_binding& binding, detail::task_context&) {
+        auto* kv = dynamic_cast<state::kv_store*>(binding.store);
+        if (!kv) {
+          kind_error = "store '" + std::string(store) +
+                       "' is not a key-value store; query it with run<H> and the handle of its kind "
+                       "(e.g. ranked_index_store, queue_store_handle)";
+          return;
+        }
+        fn(*kv);
+      },
+      timeout, failure);
+  if (o == outcome::done && !kind_error.empty()) {
+    if (failure) *failure = std::move(kind_error);
+    return outcome::wrong_kind;
+  }
+  return o;
+}
+
+std::string interactive_queries::describe(outcome o, std::string_view store, std::int32_t partition,
+                                          std::string_view failure) {
+  const std::string where = "partition " + std::to_string(partition) + " of store '" + std::string(store) + "'";
+  switch (o) {
+    case outcome::done: return where + " answered";
+    case outcome::unknown_store: return "no store '" + std::string(store) + "' in this topology (global stores are read with global_store)";
+    case outcome::wrong_kind: return std::string(failure);
+    case outcome::not_local:
+      return where + " is not hosted by this instance; ask the instance that owns it (/metadata names it)";
+    case outcome::unavailable: return where + " is restoring or moving (or the app is not running); retry shortly";
+    case outcome::timed_out: return "the stream thread owning " + where + " did not answer in time";
+    case outcome::failed: return "the query on " + where + " failed: " + std::string(failure);
+  }
+  return "unknown outcome";
+}
+
+}  // namespace sluice
