@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Installs sluice from BUILD into a temporary prefix, builds the out-of-tree consumer
-# project against it with find_package(sluice), and runs its driver test.
+# Installs sluice from BUILD into a temporary prefix, builds the template of a team's own
+# project (examples/your-own-project, as docs/your-own-project.md shows it) against it with
+# find_package(sluice) under -Wall -Wextra -Werror, and runs its driver tests.
 set -euo pipefail
 build=$1; source_dir=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-cmake -G Ninja -S "$source_dir/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
-cmake --build "$work/consumer" -j2
-ctest --test-dir "$work/consumer" --output-on-failure
+template=$source_dir/examples/your-own-project
+# The guide shows the template's CMakeLists.txt in full: it must be the file CI builds.
+python3 - "$source_dir/docs/your-own-project.md" "$template/CMakeLists.txt" <<'PY'
+import sys
+doc, cmake = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+if "```cmake\n" + cmake + "```" not in doc:
+    sys.exit("docs/your-own-project.md does not show examples/your-own-project/CMakeLists.txt as it is")
+PY
+cp -r "$template" "$work/project"
+cmake -G Ninja -S "$work/project" -B "$work/project/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/project/build" -j2
+ctest --test-dir "$work/project/build" --output-on-failure

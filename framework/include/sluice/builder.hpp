@@ -43,7 +43,7 @@ struct materialized {
   detail::store_backend backend = detail::store_backend::rocksdb;  ///< Default: rocksdb
   bool logged = true;                                           ///< Default: a changelog topic
   std::chrono::milliseconds ttl{0};                             ///< Default: 0, never expire
-  state::rocksdb_config_setter rocksdb_options;                 ///< Default: none (expert hook)
+  state::rocksdb_config_setter rocksdb_options{};               ///< Default: none (expert hook)
   /// The store's kind, built over its key-value storage (see detail::store_factory); a
   /// topology's own kinds (ranked index, queue) come with a function that fills this in.
   /// Default: empty, a key-value store.
