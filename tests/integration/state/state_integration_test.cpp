@@ -143,6 +143,22 @@ std::map<std::string, std::int64_t> restored_from_log(const std::string& log, co
   return out;
 }
 
+/// True when every task the job's log says is restoring ("task 1_2: restoring N store
+/// partition(s)") has logged as many "restored store ..." lines: the job's stores have
+/// caught up with their changelogs and it processes again.
+bool restores_finished(const std::string& log) {
+  std::map<std::string, std::int64_t> pending;
+  std::regex started("task ([0-9_]+): restoring ([0-9]+) store partition");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), started); it != std::sregex_iterator(); ++it)
+    pending[(*it)[1].str()] += std::stoll((*it)[2].str());
+  std::regex done("restored store '[^']+' partition [0-9]+ of task ([0-9_]+):");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), done); it != std::sregex_iterator(); ++it)
+    --pending[(*it)[1].str()];
+  for (const auto& [task, n] : pending)
+    if (n > 0) return false;
+  return true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -209,6 +225,10 @@ TEST(state, restart_after_sigkill_replays_only_the_changelog_tail) {
       auto before = outputs;
       ASSERT_TRUE(eventually([&] { read_outputs(200ms); return outputs > before + 1000 || counts == expected; }, 180s))
           << "run " << run << " made no progress after a restart; log " << log;
+      // The outputs may be complete already (the previous run processed everything): the
+      // stores are compared below, so the restore must have finished before the next signal.
+      ASSERT_TRUE(eventually([&] { return restores_finished(job.log()); }, 180s))
+          << "run " << run << " did not finish restoring; log " << log;
       c.per_task = restored_from_log(job.log(), "word-counts");
       c.restored = 0;
       for (auto& [t, n] : c.per_task) c.restored += n;
