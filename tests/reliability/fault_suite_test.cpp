@@ -39,6 +39,7 @@
 
 #include "broker_env.hpp"
 #include "job_process.hpp"
+#include "kafka/consumer.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -293,6 +294,25 @@ class fault_suite : public ::testing::Test {
   }
 
   // ---- verification ---------------------------------------------------------------
+  /// For a failure: each output partition's high watermark against its last stable offset.
+  /// An LSO that stays behind the high watermark while every instance idles is a
+  /// transaction left open on the partition (a hanging transaction), which hides every later
+  /// commit from read_committed readers.
+  void print_output_offsets() {
+    sluice::kafka::consumer uncommitted({{"bootstrap.servers", bootstrap_}, {"isolation.level", "read_uncommitted"}});
+    sluice::kafka::consumer committed({{"bootstrap.servers", bootstrap_}, {"isolation.level", "read_committed"}});
+    for (std::int32_t p = 0; p < 6; ++p) {
+      try {
+        const auto high = uncommitted.watermarks(output_, p, 30s).second;
+        const auto stable = committed.watermarks(output_, p, 30s).second;
+        say(output_ + "[" + std::to_string(p) + "]: high watermark " + std::to_string(high) + ", last stable offset " +
+            std::to_string(stable) + (stable < high ? " (a transaction is open)" : ""));
+      } catch (const std::exception& e) {
+        say(output_ + "[" + std::to_string(p) + "]: offsets unknown: " + e.what());
+      }
+    }
+  }
+
   /// Reads the output read_committed until every word reached its reference count.
   bool wait_until_counted(std::chrono::seconds timeout) {
     sluice::topic_reader reader(cfg_, {output_}, /*read_committed=*/true);
@@ -425,7 +445,9 @@ TEST_F(fault_suite, exactly_once_count_survives_randomized_faults) {
 
   // Verify: everyone not killed on purpose runs; the output catches up and is exact.
   ASSERT_TRUE(all_running(permanent_));
-  ASSERT_TRUE(wait_until_counted(900s)) << "the output did not reach the reference counts";
+  const bool counted = wait_until_counted(900s);
+  if (!counted) print_output_offsets();
+  ASSERT_TRUE(counted) << "the output did not reach the reference counts (offsets of the output above)";
   ASSERT_TRUE(all_running(permanent_));
   for (const auto& n : permanent_) jobs_[n]->signal(SIGTERM);
   for (const auto& n : permanent_) {
