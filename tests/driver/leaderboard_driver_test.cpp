@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "error_of.hpp"
 #include "sluice/ranked_index_store.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
@@ -380,6 +381,77 @@ TEST(leaderboard, twenty_shuffles_of_the_same_events_give_identical_boards_equal
     EXPECT_EQ(got, expected) << "round " << round;
     if (!first) first = got;
     EXPECT_EQ(got, *first);
+  }
+}
+
+// The read-only view of the issue, as a running app gives it (leaderboard_queries over
+// queries()): each segment is answered by the task whose partition its id falls in, and the
+// answers are those of that task's ranked index.
+TEST(leaderboard, queries_answer_each_segment_from_the_task_owning_it_with_ranks_pages_and_neighbours) {
+  harness h({.boards = {"gender"}}, 4);
+  // Per segment: u0 600 s, u1 601 s, u2 602 s, u3 600 s, u4 601 s (started at u); u0..u2 carry gender F.
+  for (int s = 0; s < 8; ++s)
+    for (int u = 0; u < 5; ++u) {
+      effort e{"e" + std::to_string(s) + "-" + std::to_string(u), "s" + std::to_string(s), "u" + std::to_string(u),
+               600000 + (u % 3) * 1000, u};
+      if (u < 3) e.attributes = {{"gender", "F"}};
+      h.pipe(e);
+    }
+  sluice::topologies::leaderboard_queries boards(h.driver->queries(), h.options.board_store);
+  std::set<std::int32_t> partitions_used;
+  for (int s = 0; s < 8; ++s) {
+    const std::string segment = "s" + std::to_string(s);
+    const auto p = boards.partition_of(segment);
+    partitions_used.insert(p);
+    EXPECT_EQ(p, h.partition_of(segment)) << segment;
+    EXPECT_EQ(boards.size(segment, "overall"), 5u);
+    EXPECT_EQ(boards.size(segment, "gender=F"), 3u);
+
+    auto page = boards.top(segment, "overall", 1, 3);
+    EXPECT_EQ(page.total, 5u);
+    const std::string id = "e" + std::to_string(s) + "-";
+    EXPECT_EQ(page.entries, (std::vector<board_entry>{{"u3", id + "3", 600000, 3, 1},
+                                                      {"u1", id + "1", 601000, 1, 3},
+                                                      {"u4", id + "4", 601000, 4, 3}}))
+        << segment;
+    EXPECT_EQ(boards.entry(segment, "overall", "u4"), (board_entry{"u4", id + "4", 601000, 4, 3}));
+    EXPECT_EQ(boards.entry(segment, "gender=F", "u2"), (board_entry{"u2", id + "2", 602000, 2, 3}));
+    EXPECT_EQ(boards.entry(segment, "overall", "nobody"), std::nullopt);
+    EXPECT_EQ(boards.entry(segment, "gender=M", "u0"), std::nullopt);
+
+    // Neighbours: positions -1..+1 around u1 (position 2), and clipped at the board's top.
+    auto around = boards.around(segment, "overall", "u1", 1);
+    ASSERT_EQ(around.size(), 3u);
+    EXPECT_EQ(around[0].user_id, "u3");
+    EXPECT_EQ(around[1].user_id, "u1");
+    EXPECT_EQ(around[2].user_id, "u4");
+    EXPECT_EQ(around[2].rank, 3u);
+    auto top_end = boards.around(segment, "overall", "u0", 2);
+    ASSERT_EQ(top_end.size(), 3u);
+    EXPECT_EQ(top_end[0].user_id, "u0");
+    EXPECT_EQ(top_end[2].user_id, "u1");
+    EXPECT_TRUE(boards.around(segment, "overall", "nobody", 2).empty());
+    EXPECT_EQ(around, h.view(p).around(segment, "overall", "u1", 1));
+  }
+  EXPECT_GT(partitions_used.size(), 1u) << "the segments should spread over the tasks";
+  EXPECT_EQ(boards.size("no-such-segment", "overall"), 0u);
+  EXPECT_EQ(boards.top("no-such-segment", "overall", 0, 10).entries.size(), 0u);
+
+  auto too_many = sluice::test::error_of([&] { boards.top("s0", "overall", 0, 1001); }, sluice::errc::invalid_config);
+  EXPECT_NE(too_many.find("limit 1001 is above the maximum 1000"), std::string::npos) << too_many;
+  auto too_wide = sluice::test::error_of([&] { boards.around("s0", "overall", "u0", 1001); }, sluice::errc::invalid_config);
+  EXPECT_NE(too_wide.find("n 1001 is above the maximum 1000"), std::string::npos) << too_wide;
+}
+
+TEST(leaderboard, queries_of_a_store_that_is_not_in_the_topology_name_it) {
+  harness h;
+  h.pipe({"e1", "s1", "u1", 500, 1});
+  sluice::topologies::leaderboard_queries boards(h.driver->queries(), "no-such-boards");
+  try {
+    (void)boards.size("s1", "overall");
+    ADD_FAILURE() << "expected sluice::query_error";
+  } catch (const sluice::query_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-boards"), std::string::npos) << e.what();
   }
 }
 

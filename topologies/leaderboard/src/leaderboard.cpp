@@ -384,4 +384,45 @@ std::uint64_t leaderboard_view::size(std::string_view segment, std::string_view 
   return index_->count(leaderboard_detail::index_key(segment, board));
 }
 
+namespace {
+
+void check_page_limit(std::uint64_t value, const char* what) {
+  if (value > max_page_limit)
+    throw error(errc::invalid_config, std::string("leaderboard: ") + what + " " + std::to_string(value) +
+                                          " is above the maximum " + std::to_string(max_page_limit) +
+                                          "; ask for several pages with offset instead");
+}
+
+}  // namespace
+
+std::int32_t leaderboard_queries::partition_of(std::string_view segment) const {
+  auto p = queries_->partition_of(store_, segment);
+  if (!p)
+    throw query_error(query_outcome::unavailable,
+                      "the partitions of store '" + store_ + "' are not known: the app has not started yet, or no "
+                      "such store is in the topology (leaderboard_options::board_store names it); retry once it runs");
+  return *p;
+}
+
+board_page leaderboard_queries::top(std::string_view segment, std::string_view board, std::uint64_t offset,
+                                    std::uint64_t limit) const {
+  check_page_limit(limit, "limit");
+  return read(segment, [&](leaderboard_view& v) { return v.top(segment, board, offset, limit); });
+}
+
+std::optional<board_entry> leaderboard_queries::entry(std::string_view segment, std::string_view board,
+                                                      std::string_view user) const {
+  return read(segment, [&](leaderboard_view& v) { return v.entry(segment, board, user); });
+}
+
+std::vector<board_entry> leaderboard_queries::around(std::string_view segment, std::string_view board,
+                                                     std::string_view user, std::uint64_t n) const {
+  check_page_limit(n, "n");
+  return read(segment, [&](leaderboard_view& v) { return v.around(segment, board, user, n); });
+}
+
+std::uint64_t leaderboard_queries::size(std::string_view segment, std::string_view board) const {
+  return read(segment, [&](leaderboard_view& v) { return v.size(segment, board); });
+}
+
 }  // namespace sluice::topologies

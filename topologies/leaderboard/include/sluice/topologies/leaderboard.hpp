@@ -22,9 +22,12 @@
 // next-best fallback) and o.board_store (the ranked index: per (segment, board) the users
 // by their best effort).
 //
+// Queries: leaderboard_queries answers for the segments this instance owns, from a running app
+// (app.queries()) or a TopologyTestDriver (driver.queries()), on committed state.
+//
 // Threading: one processor per task, called from the task's thread only. leaderboard_view
-// reads one task's ranked index and is used from that task's thread (or with the task
-// stopped, as the TopologyTestDriver does).
+// reads one task's ranked index and is used from that task's thread (leaderboard_queries runs
+// it there); leaderboard_queries is safe from any thread.
 #pragma once
 
 #include <chrono>
@@ -37,6 +40,7 @@
 
 #include "sluice/builder.hpp"
 #include "sluice/processor.hpp"
+#include "sluice/queries.hpp"
 #include "sluice/ranked_index_store.hpp"
 #include "sluice/state/ranked_index.hpp"
 
@@ -44,6 +48,10 @@ namespace sluice::topologies {
 
 /// The board every effort is on.
 inline constexpr std::string_view overall_board = "overall";
+
+/// Most entries a page answers (`limit` of top), and most neighbours on each side (`n` of
+/// around); more is refused (page with offset instead).
+inline constexpr std::uint64_t max_page_limit = 1000;
 
 struct leaderboard_options {
   /// Attributes with a board per value (`<attribute>=<value>`), besides `overall`.
@@ -207,6 +215,61 @@ class leaderboard_view {
  private:
   std::uint64_t rank_of(const std::string& index, std::string_view score);
   state::ranked_index* index_;
+};
+
+/// The boards of the segments this instance owns, from a running app (`app.queries()`) or a
+/// TopologyTestDriver (`driver.queries()`): each call runs a leaderboard_view on the stream
+/// thread that owns the segment's task, on committed state (sluice/queries.hpp), so under
+/// exactly-once it never sees a write of an open transaction. The segment's task is the
+/// partition its id falls in as a record key (murmur2 of its bytes, as Kafka's producer
+/// places it).
+///
+///   sluice::topologies::leaderboard_queries boards(app.queries());
+///   auto page = boards.top("s1", "gender=F", 0, 10);          // ranks 1.. of the page
+///   auto me = boards.entry("s1", "overall", "u7");            // nullopt: not on the board
+///
+/// Errors: a segment whose task runs on another instance throws sluice::query_error with
+/// outcome not_local (the HTTP endpoints forward those to the owner); one restoring or moving,
+/// or an app not started yet, throws it with unavailable (retry); a limit or n above
+/// max_page_limit throws sluice::error(errc::invalid_config).
+///
+/// Threading: safe from any thread, concurrently; each call blocks until the owning thread
+/// answers (at most interactive_queries::default_timeout, then query_error timed_out).
+/// Lifecycle: valid while the app (or driver) whose queries it reads lives.
+class leaderboard_queries {
+ public:
+  /// `board_store`: the leaderboard_options::board_store of the topology.
+  explicit leaderboard_queries(interactive_queries& queries, std::string board_store = "leaderboard-boards")
+      : queries_(&queries), store_(std::move(board_store)) {}
+
+  /// Entries at positions [offset, offset + limit) with their ranks, and the board's size.
+  board_page top(std::string_view segment, std::string_view board, std::uint64_t offset, std::uint64_t limit) const;
+  /// The user's entry (rank, effort, elapsed), or nullopt when the user is not on the board.
+  std::optional<board_entry> entry(std::string_view segment, std::string_view board, std::string_view user) const;
+  /// The entries from position -n to +n around the user, the user's own included (fewer at
+  /// the ends of the board); empty when the user is not on the board.
+  std::vector<board_entry> around(std::string_view segment, std::string_view board, std::string_view user,
+                                  std::uint64_t n) const;
+  /// Users on the board; 0 for an unknown segment or board.
+  std::uint64_t size(std::string_view segment, std::string_view board) const;
+  /// The partition (task) holding `segment`; throws query_error(unavailable) while the app
+  /// does not know its partition counts yet (before it runs).
+  std::int32_t partition_of(std::string_view segment) const;
+
+  /// The store the boards live in.
+  const std::string& store() const noexcept { return store_; }
+
+ private:
+  template <class F>
+  auto read(std::string_view segment, F&& fn) const {
+    return queries_->read<ranked_index_store>(store_, partition_of(segment), [&](ranked_index_store& s) {
+      leaderboard_view view(s.index());
+      return fn(view);
+    });
+  }
+
+  interactive_queries* queries_;
+  std::string store_;
 };
 
 }  // namespace sluice::topologies
