@@ -13,9 +13,17 @@ namespace sluice::runtime {
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
+namespace {
+kafka::config_map read_uncommitted(kafka::config_map c) {
+  c["isolation.level"] = "read_uncommitted";
+  return c;
+}
+}  // namespace
+
 changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
                                    counter& restored_records, gauge& remaining_records)
     : consumer_(std::make_unique<kafka::consumer>(restore_consumer)),
+      end_offsets_(std::make_unique<kafka::consumer>(read_uncommitted(restore_consumer))),
       log_interval_(log_interval),
       last_log_(clock_type::now()),
       restored_records_(restored_records),
@@ -32,7 +40,7 @@ bool changelog_reader::add(stream_task& task) {
   bool any = false;
   for (auto& s : task.stores().all()) {
     if (s.changelog_topic.empty()) continue;
-    auto [low, high] = consumer_->watermarks(s.changelog_topic, task.partition(), 30s);
+    auto [low, high] = end_offsets_->watermarks(s.changelog_topic, task.partition(), 30s);
     auto from = s.store->committed_offset().value_or(low);
     if (from < low) from = low;  // compaction or retention removed the head: start at what exists
     if (from >= high) continue;
@@ -87,6 +95,19 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
   }
   for (auto& e : entries_) {
     if (e.done || e.eof < 0) continue;
+    // Under read_committed the partition ends at its last stable offset. Below the end taken
+    // when the restore began, a transaction is still open there (a previous owner's, which may
+    // yet commit together with the input offsets of its records): restoring only to the stable
+    // offset would leave those records out of the store while the input that made them is
+    // never read again. Wait for its outcome; its records or its abort marker move the end.
+    if (e.eof < e.end) {
+      if (!e.waiting)
+        spdlog::info("store '{}' partition {} of task {}: changelog stable to offset {} of {}; waiting for the open "
+                     "transaction there to commit or abort",
+                     e.store->spec->name, e.partition, e.task->id(), e.eof, e.end);
+      e.waiting = true;
+      continue;
+    }
     if (e.eof > e.next) e.store->store->restore({}, e.eof);  // past aborted records and markers
     e.next = std::max(e.next, e.eof);
     e.done = true;
@@ -152,6 +173,7 @@ restore_progress changelog_reader::progress() const {
   for (const auto& e : entries_) {
     p.total += e.end - e.start;
     p.done += e.next - e.start;
+    if (e.waiting && !e.done) ++p.waiting_for_transactions;
     restored += e.restored;
   }
   double seconds =

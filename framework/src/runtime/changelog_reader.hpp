@@ -34,6 +34,9 @@ struct restore_progress {
   std::int64_t total = 0;  ///< offsets between where each began and its end
   double records_per_second = 0;
   double eta_seconds = 0;  ///< 0 when nothing is left or no rate is known yet
+  /// Store partitions read to their last stable offset whose end lies past a transaction
+  /// still open there: they wait for its commit or abort.
+  int waiting_for_transactions = 0;
 };
 
 class changelog_reader {
@@ -70,11 +73,16 @@ class changelog_reader {
     std::uint64_t restored = 0;
     std::int64_t eof = -1;  ///< end of partition reported by the consumer, applied after the batch
     bool done = false;
+    bool waiting = false;  ///< read to the last stable offset, a transaction open past it
   };
 
   void log_progress();
 
   std::unique_ptr<kafka::consumer> consumer_;
+  /// The same client settings read_uncommitted, only for end offsets: a read_committed client
+  /// reports the last stable offset as the end, which stops short of a transaction open in
+  /// the changelog (see restore()).
+  std::unique_ptr<kafka::consumer> end_offsets_;
   std::chrono::milliseconds log_interval_;
   std::vector<entry> entries_;
   std::vector<kafka::message> batch_;
