@@ -540,14 +540,12 @@ class rocksdb_store final : public kv_store {
     rocksdb::DB* raw = nullptr;
     auto s = rocksdb::DB::Open(rocksdb::DBOptions(o), path_.string(), families, &handles, &raw);
     if (!s.ok()) {
-      throw sluice::error(
-          errc::state, "cannot open state store '" + name_ + "' at '" + path_.string() +
-                           "': " + s.ToString() +
-                           (out_of_space_hint(s).empty()
-                                ? ". If another process uses it, stop that process; if it is "
-                                  "corrupt, wipe the directory and the store is rebuilt from its "
-                                  "changelog"
-                                : out_of_space_hint(s)));
+      const auto what = "cannot open state store '" + name_ + "' at '" + path_.string() + "': " + s.ToString();
+      if (const auto full = out_of_space_hint(s); !full.empty()) throw out_of_space_error(errc::state, what + full);
+      throw sluice::error(errc::state, what +
+                                           ". If another process uses it, stop that process; if it is "
+                                           "corrupt, wipe the directory and the store is rebuilt from its "
+                                           "changelog");
     }
     db_.reset(raw);
     data_cf_ = handles.at(0);

@@ -216,41 +216,6 @@ class job_storage_fault : public ::testing::Test {
 
 }  // namespace
 
-TEST_F(job_storage_fault, full_state_volume_stops_the_job_with_a_clear_error_and_a_restart_after_freeing_space_counts_exactly) {
-  SLUICE_REQUIRE_BROKER();
-  if (auto why = sluice::test::loop_volume::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  volume_ = std::make_unique<sluice::test::loop_volume>(work_ / "volume", 32);
-  volume_->fill_leaving(std::uint64_t{3} << 20);
-  const auto state_dir = volume_->path() / "state";
-  make_vocabulary(60000, 100);
-
-  // Input arrives until the job stops: a few MiB of distinct 100-byte words fill the volume.
-  auto& job = start_job(state_dir);
-  int rounds = 0;
-  for (; rounds < 40 && job.running(); ++rounds) {
-    feed(5000);
-    poll_progress(500ms);
-  }
-  auto st = job.wait_exit(180s);
-  ASSERT_TRUE(st.has_value()) << "the job still runs after " << rounds << " rounds of 5000 lines; "
-                              << volume_->free_bytes() << " bytes free on the volume";
-  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << job.log() << ": " << describe_exit(st);
-  const auto log = read_text(job.log());
-  EXPECT_NE(log.find("No space left on device"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
-  EXPECT_NE(log.find("is full: free space on it"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
-  EXPECT_NE(log.find(state_dir.string()), std::string::npos) << sluice::test::last_lines(job.log(), 10);
-  EXPECT_EQ(log.find("Assertion"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
-  std::cout << "the job stopped after " << rounds << " rounds (" << describe_exit(st) << ")\n";
-
-  // Space is freed; the restarted job replays its changelogs and finishes the input.
-  volume_->free_ballast();
-  feed(2000);
-  auto& again = start_job(state_dir);
-  ASSERT_TRUE(wait_until_counted(again, 300s));
-  stop_cleanly(again);
-  expect_exact_counts();
-}
-
 namespace {
 
 /// Every store directory of the word count ("word-counts") under state_dir, by task.
@@ -289,6 +254,58 @@ void overwrite(const fs::path& file, std::uintmax_t at, const std::string& bytes
 }
 
 }  // namespace
+
+TEST_F(job_storage_fault, full_state_volume_stops_the_job_with_a_clear_error_and_a_restart_after_freeing_space_counts_exactly) {
+  SLUICE_REQUIRE_BROKER();
+  if (auto why = sluice::test::loop_volume::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  volume_ = std::make_unique<sluice::test::loop_volume>(work_ / "volume", 32);
+  volume_->fill_leaving(std::uint64_t{3} << 20);
+  const auto state_dir = volume_->path() / "state";
+  make_vocabulary(60000, 100);
+
+  // Input arrives until the job stops: a few MiB of distinct 100-byte words fill the volume.
+  auto& job = start_job(state_dir);
+  int rounds = 0;
+  for (; rounds < 40 && job.running(); ++rounds) {
+    feed(5000);
+    poll_progress(500ms);
+  }
+  auto st = job.wait_exit(180s);
+  ASSERT_TRUE(st.has_value()) << "the job still runs after " << rounds << " rounds of 5000 lines; "
+                              << volume_->free_bytes() << " bytes free on the volume";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << job.log() << ": " << describe_exit(st);
+  const auto log = read_text(job.log());
+  EXPECT_NE(log.find("No space left on device"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
+  EXPECT_NE(log.find("is full: free space on it"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
+  EXPECT_NE(log.find(state_dir.string()), std::string::npos) << sluice::test::last_lines(job.log(), 10);
+  EXPECT_EQ(log.find("Assertion"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
+  std::cout << "the job stopped after " << rounds << " rounds (" << describe_exit(st) << ")\n";
+
+  // Restarted while the volume is still full, it stops again with the same advice, and
+  // wipes no store: their files are sound, a wipe would only cost a full restore later.
+  volume_->fill_leaving(0);
+  std::map<fs::path, std::size_t> tables_before;
+  for (const auto& dir : store_dirs(state_dir)) tables_before[dir] = files_ending(dir, ".sst").size();
+  ASSERT_FALSE(tables_before.empty()) << "no store directory under " << state_dir;
+  auto& full = start_job(state_dir);
+  auto full_st = full.wait_exit(180s);
+  ASSERT_TRUE(full_st.has_value()) << "the job runs on a full volume: " << sluice::test::last_lines(full.log(), 10);
+  EXPECT_TRUE(WIFEXITED(*full_st) && WEXITSTATUS(*full_st) == 1) << describe_exit(full_st);
+  const auto full_log = read_text(full.log());
+  EXPECT_NE(full_log.find("is full: free space on it"), std::string::npos) << sluice::test::last_lines(full.log(), 10);
+  EXPECT_EQ(full_log.find("wiping it"), std::string::npos) << sluice::test::last_lines(full.log(), 10);
+  for (const auto& [dir, tables] : tables_before)
+    EXPECT_EQ(files_ending(dir, ".sst").size(), tables) << dir << ": the store's tables are gone";
+
+  // Space is freed; the restarted job replays its changelogs and finishes the input.
+  volume_->free_ballast();
+  feed(2000);
+  auto& again = start_job(state_dir);
+  ASSERT_TRUE(wait_until_counted(again, 300s));
+  stop_cleanly(again);
+  expect_exact_counts();
+}
+
 
 TEST_F(job_storage_fault, damaged_store_files_are_detected_wiped_and_restored_from_the_changelog_exactly) {
   SLUICE_REQUIRE_BROKER();

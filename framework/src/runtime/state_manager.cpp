@@ -57,6 +57,8 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
     options.directory = directory_->path();
     try {
       storage = state::open_rocksdb_store(options, *services_.rocksdb);
+    } catch (const state::out_of_space_error&) {
+      throw;  // the files are sound: wiping them would only cost a full restore later
     } catch (const sluice::error& e) {
       spdlog::warn("task {}: store '{}' cannot be opened ({}); wiping it and restoring from its changelog", task_id_,
                    spec.name, e.what());

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "sluice/error.hpp"
 #include "sluice/state/kv_store.hpp"
 
 namespace sluice::state {
@@ -81,6 +82,14 @@ class rocksdb_environment {
   std::shared_ptr<const detail::rocksdb_shared_state> shared_;
 };
 
+/// What open_rocksdb_store throws when the filesystem of the store is full: an
+/// errc::state error naming the directory and the fix. The store's files are not damaged,
+/// so it is not wiped (that would only cost a full restore once space is freed).
+class out_of_space_error : public sluice::error {
+ public:
+  using sluice::error::error;
+};
+
 /// Opens (creating if missing) the RocksDB store `<options.directory>/<options.name>`.
 ///
 /// Data lives in the default column family, the recorded changelog offset in the column
@@ -89,9 +98,10 @@ class rocksdb_environment {
 ///
 /// Throws sluice::error(errc::invalid_config) for a missing directory or invalid name, and
 /// sluice::error(errc::state) when RocksDB cannot open the store (corrupt or unreadable
-/// files, another process holding RocksDB's LOCK). A corrupt store is only a cache of its
+/// files, another process holding RocksDB's LOCK), out_of_space_error (an errc::state
+/// error too) when its filesystem is full. A corrupt store is only a cache of its
 /// changelog: the runtime wipes it (task_directory::wipe_store) and opens it again empty,
-/// which restores it from the start of the changelog.
+/// which restores it from the start of the changelog; a full filesystem stops the job.
 std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options,
                                              rocksdb_environment& environment);
 
