@@ -21,10 +21,12 @@ kafka::config_map read_uncommitted(kafka::config_map c) {
 }  // namespace
 
 changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
-                                   counter& restored_records, gauge& remaining_records)
+                                   counter& restored_records, gauge& remaining_records,
+                                   std::chrono::milliseconds open_transaction_wait)
     : consumer_(std::make_unique<kafka::consumer>(restore_consumer)),
       end_offsets_(std::make_unique<kafka::consumer>(read_uncommitted(restore_consumer))),
       log_interval_(log_interval),
+      open_transaction_wait_(open_transaction_wait),
       last_log_(clock_type::now()),
       restored_records_(restored_records),
       remaining_records_(remaining_records) {
@@ -101,12 +103,20 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
     // offset would leave those records out of the store while the input that made them is
     // never read again. Wait for its outcome; its records or its abort marker move the end.
     if (e.eof < e.end) {
-      if (!e.waiting)
+      const auto now = clock_type::now();
+      if (!e.waiting) {
         spdlog::info("store '{}' partition {} of task {}: changelog stable to offset {} of {}; waiting for the open "
                      "transaction there to commit or abort",
                      e.store->spec->name, e.partition, e.task->id(), e.eof, e.end);
-      e.waiting = true;
-      continue;
+        e.waiting = true;
+        e.waiting_since = now;
+      }
+      if (now - e.waiting_since < open_transaction_wait_) continue;
+      spdlog::warn("store '{}' partition {} of task {}: the transaction open in changelog {}[{}] at offset {} did not "
+                   "end within {} ms; the store is restored to that stable offset. A transaction the broker never "
+                   "ends is a hanging one: find it with kafka-transactions.sh find-hanging and abort it",
+                   e.store->spec->name, e.partition, e.task->id(), e.topic, e.partition, e.eof,
+                   open_transaction_wait_.count());
     }
     if (e.eof > e.next) e.store->store->restore({}, e.eof);  // past aborted records and markers
     e.next = std::max(e.next, e.eof);

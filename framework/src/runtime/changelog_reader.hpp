@@ -42,8 +42,13 @@ struct restore_progress {
 class changelog_reader {
  public:
   /// `restore_consumer`: read_committed, enable.partition.eof=true, no group.
+  /// `open_transaction_wait`: how long a store partition waits for a transaction open in its
+  /// changelog (see restore()) before it gives up and ends at the last stable offset, with a
+  /// warning: a transaction the broker never ends (a "hanging" one) would otherwise keep the
+  /// task restoring for good, while a live producer's is ended by its transaction timeout.
   changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
-                   counter& restored_records, gauge& remaining_records);
+                   counter& restored_records, gauge& remaining_records,
+                   std::chrono::milliseconds open_transaction_wait = std::chrono::minutes(5));
 
   /// Registers `task`'s logged stores that are behind their changelog's end and starts
   /// reading them. Returns false when every store is current (the task can start now).
@@ -74,6 +79,7 @@ class changelog_reader {
     std::int64_t eof = -1;  ///< end of partition reported by the consumer, applied after the batch
     bool done = false;
     bool waiting = false;  ///< read to the last stable offset, a transaction open past it
+    std::chrono::steady_clock::time_point waiting_since{};
   };
 
   void log_progress();
@@ -84,6 +90,7 @@ class changelog_reader {
   /// the changelog (see restore()).
   std::unique_ptr<kafka::consumer> end_offsets_;
   std::chrono::milliseconds log_interval_;
+  std::chrono::milliseconds open_transaction_wait_;
   std::vector<entry> entries_;
   std::vector<kafka::message> batch_;
   std::chrono::steady_clock::time_point started_, last_log_;
