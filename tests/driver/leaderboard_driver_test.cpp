@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "error_of.hpp"
+#include "sluice/http.hpp"
 #include "sluice/ranked_index_store.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
@@ -441,6 +442,167 @@ TEST(leaderboard, queries_answer_each_segment_from_the_task_owning_it_with_ranks
   EXPECT_NE(too_many.find("limit 1001 is above the maximum 1000"), std::string::npos) << too_many;
   auto too_wide = sluice::test::error_of([&] { boards.around("s0", "overall", "u0", 1001); }, sluice::errc::invalid_config);
   EXPECT_NE(too_wide.find("n 1001 is above the maximum 1000"), std::string::npos) << too_wide;
+}
+
+/// The driver's stores as one instance of two sees them in its HTTP handlers: partitions in
+/// `local` run here, the others on another instance (not_local) or, when in `moving`, are
+/// restoring here (unavailable). forward() records what it was asked and answers for the
+/// other instance.
+class one_instance_of_two final : public sluice::http::store_access {
+ public:
+  one_instance_of_two(sluice::interactive_queries& all, std::set<std::int32_t> local, std::set<std::int32_t> moving = {})
+      : all_(all), local_(std::move(local)), moving_(std::move(moving)) {}
+
+  std::optional<std::int32_t> partition_of(std::string_view store, std::string_view key) const override {
+    return all_.partition_of(store, key);
+  }
+  std::int32_t partitions(std::string_view store) const override { return all_.partitions(store); }
+  outcome run_binding(std::string_view store, std::int32_t partition, binding_reader fn,
+                      std::chrono::milliseconds timeout, std::string* failure) override {
+    if (moving_.contains(partition)) return outcome::unavailable;
+    if (!local_.contains(partition)) return outcome::not_local;
+    return all_.run_binding(store, partition, std::move(fn), timeout, failure);
+  }
+  sluice::http::response forward(const sluice::http::request& req, std::string_view store,
+                                 std::int32_t partition) override {
+    forwarded.emplace_back(std::string(req.target()) + " " + std::string(store) + " " + std::to_string(partition));
+    return sluice::http::response::json(200, R"({"from": "the other instance"})");
+  }
+
+  std::vector<std::string> forwarded;
+
+ private:
+  sluice::interactive_queries& all_;
+  std::set<std::int32_t> local_, moving_;
+};
+
+/// Calls the endpoint `pattern` of `topo` as the server would after matching `target`.
+sluice::http::response call(const sluice::topology& topo, const std::string& pattern, sluice::http::store_access& stores,
+                            const std::string& target, sluice::http::request::params path_params,
+                            sluice::http::request::params query = {}) {
+  for (const auto& r : topo.endpoints())
+    if (r.pattern == pattern) return r.fn(sluice::http::request(target, std::move(path_params), std::move(query), &stores, target));
+  ADD_FAILURE() << "no endpoint " << pattern;
+  return {};
+}
+
+// The HTTP endpoints of the issue, on the README's worked example, as the owning instance
+// answers them: exact JSON (field names and order), 404 with a JSON error, 400 beyond limits.
+TEST(leaderboard, http_endpoints_answer_pages_entries_and_neighbours_in_the_documented_json) {
+  harness h({.boards = {"gender"}});
+  h.pipe({"e1", "s1", "alice", 612000, 1000, 1, false, {{"gender", "F"}}});
+  h.pipe({"e2", "s1", "bob", 598000, 2000, 1, false, {{"gender", "M"}}});
+  h.pipe({"e3", "s1", "carol", 612000, 500, 1, false, {{"gender", "F"}}});
+  h.pipe({"e4", "s1", "dave", 640000, 3000});
+  const auto topo = sluice::topologies::leaderboard_job_topology("efforts", "leaderboard-updates", h.options);
+  one_instance_of_two stores(h.driver->queries(), {0});
+  const std::string page = "/leaderboards/{segment}/{board}", user = page + "/users/{user}", around = user + "/around";
+
+  auto r = call(topo, page, stores, "/leaderboards/s1/overall?offset=1&limit=2", {{"segment", "s1"}, {"board", "overall"}},
+                {{"offset", "1"}, {"limit", "2"}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_EQ(r.body, R"({"segment_id":"s1","board":"overall","total":4,"entries":[)"
+                    R"({"rank":2,"user_id":"carol","effort_id":"e3","elapsed_ms":612000,"started_at_ms":500},)"
+                    R"({"rank":2,"user_id":"alice","effort_id":"e1","elapsed_ms":612000,"started_at_ms":1000}]})");
+  auto first = json::parse(call(topo, page, stores, "/leaderboards/s1/gender%3DF", {{"segment", "s1"}, {"board", "gender=F"}}).body);
+  EXPECT_EQ(first["total"], 2);
+  ASSERT_EQ(first["entries"].size(), 2u);  // limit 10 by default
+  EXPECT_EQ(first["entries"][1]["user_id"], "alice");
+  EXPECT_EQ(first["entries"][1]["rank"], 1);  // ties carol
+  auto unknown = json::parse(call(topo, page, stores, "/leaderboards/s9/overall", {{"segment", "s9"}, {"board", "overall"}}).body);
+  EXPECT_EQ(unknown["total"], 0);
+  EXPECT_TRUE(unknown["entries"].empty());
+
+  r = call(topo, user, stores, "/leaderboards/s1/overall/users/dave", {{"segment", "s1"}, {"board", "overall"}, {"user", "dave"}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, R"({"segment_id":"s1","board":"overall","total":4,"entry":)"
+                    R"({"rank":4,"user_id":"dave","effort_id":"e4","elapsed_ms":640000,"started_at_ms":3000}})");
+  r = call(topo, user, stores, "/leaderboards/s1/overall/users/nobody", {{"segment", "s1"}, {"board", "overall"}, {"user", "nobody"}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(json::parse(r.body)["error"], "user 'nobody' is not on board 'overall' of segment 's1'");
+  r = call(topo, user, stores, "/leaderboards/s9/overall/users/bob", {{"segment", "s9"}, {"board", "overall"}, {"user", "bob"}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(json::parse(r.body)["error"].get<std::string>().find("segment 's9' has no board 'overall'"), std::string::npos) << r.body;
+  r = call(topo, user, stores, "/leaderboards/s1/gender=M/users/carol", {{"segment", "s1"}, {"board", "gender=M"}, {"user", "carol"}});
+  EXPECT_EQ(r.status, 404);
+
+  r = call(topo, around, stores, "/leaderboards/s1/overall/users/carol/around?n=1",
+           {{"segment", "s1"}, {"board", "overall"}, {"user", "carol"}}, {{"n", "1"}});
+  EXPECT_EQ(r.status, 200);
+  auto a = json::parse(r.body);
+  EXPECT_EQ(a["total"], 4);
+  ASSERT_EQ(a["entries"].size(), 3u);
+  EXPECT_EQ(a["entries"][0]["user_id"], "bob");
+  EXPECT_EQ(a["entries"][1]["user_id"], "carol");
+  EXPECT_EQ(a["entries"][2]["user_id"], "alice");
+  EXPECT_EQ(a["entries"][2]["rank"], 2);
+  a = json::parse(call(topo, around, stores, "/leaderboards/s1/overall/users/dave/around",
+                       {{"segment", "s1"}, {"board", "overall"}, {"user", "dave"}}).body);
+  EXPECT_EQ(a["entries"].size(), 4u);  // n = 5 by default, clipped at the board's ends
+  r = call(topo, around, stores, "/leaderboards/s1/overall/users/nobody/around",
+           {{"segment", "s1"}, {"board", "overall"}, {"user", "nobody"}});
+  EXPECT_EQ(r.status, 404);
+
+  struct bad {
+    std::string pattern;
+    sluice::http::request::params query;
+    std::string says;
+  };
+  for (const auto& b : std::vector<bad>{{page, {{"limit", "1001"}}, "limit 1001 is above the maximum 1000; ask for several pages with offset instead"},
+                                        {page, {{"limit", "-1"}}, "limit '-1' is not a non-negative integer"},
+                                        {page, {{"offset", "x"}}, "offset 'x' is not a non-negative integer"},
+                                        {around, {{"n", "1001"}}, "n 1001 is above the maximum 1000"},
+                                        {around, {{"n", ""}}, "n '' is not a non-negative integer"}}) {
+    r = call(topo, b.pattern, stores, "/leaderboards/s1/overall", {{"segment", "s1"}, {"board", "overall"}, {"user", "bob"}},
+             b.query);
+    EXPECT_EQ(r.status, 400) << b.says;
+    EXPECT_EQ(json::parse(r.body)["error"], b.says);
+  }
+  EXPECT_TRUE(stores.forwarded.empty());
+}
+
+// A segment whose partition runs on the other instance is forwarded there (the request as
+// received, with the partition); one whose partition is restoring or moving here answers 503
+// with Retry-After; nothing is answered from a task that does not own the segment.
+TEST(leaderboard, http_endpoints_forward_segments_owned_elsewhere_and_answer_503_while_a_partition_moves) {
+  harness h({}, 4);
+  for (int s = 0; s < 40; ++s) h.pipe({"e" + std::to_string(s), "s" + std::to_string(s), "u1", 600000, 1});
+  const auto topo = sluice::topologies::leaderboard_job_topology("efforts", "leaderboard-updates", h.options);
+  sluice::topologies::leaderboard_queries boards(h.driver->queries());
+  std::string local_segment, remote_segment, moving_segment;
+  for (int s = 0; s < 40; ++s) {
+    const std::string segment = "s" + std::to_string(s);
+    const auto p = boards.partition_of(segment);
+    if (p == 0 && local_segment.empty()) local_segment = segment;
+    if (p == 1 && remote_segment.empty()) remote_segment = segment;
+    if (p == 2 && moving_segment.empty()) moving_segment = segment;
+  }
+  ASSERT_FALSE(local_segment.empty() || remote_segment.empty() || moving_segment.empty());
+  one_instance_of_two stores(h.driver->queries(), {0, 3}, {2});
+  const std::string user = "/leaderboards/{segment}/{board}/users/{user}";
+
+  auto target = "/leaderboards/" + local_segment + "/overall/users/u1";
+  auto r = call(topo, user, stores, target, {{"segment", local_segment}, {"board", "overall"}, {"user", "u1"}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body)["entry"]["effort_id"], "e" + local_segment.substr(1));
+
+  for (const auto& pattern : {std::string("/leaderboards/{segment}/{board}"), user, user + "/around"}) {
+    target = "/leaderboards/" + remote_segment + "/overall/users/u1?n=2";
+    r = call(topo, pattern, stores, target, {{"segment", remote_segment}, {"board", "overall"}, {"user", "u1"}}, {{"n", "2"}});
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, R"({"from": "the other instance"})");
+    ASSERT_FALSE(stores.forwarded.empty());
+    EXPECT_EQ(stores.forwarded.back(), target + " leaderboard-boards 1");
+
+    r = call(topo, pattern, stores, "/leaderboards/" + moving_segment + "/overall/users/u1",
+             {{"segment", moving_segment}, {"board", "overall"}, {"user", "u1"}});
+    EXPECT_EQ(r.status, 503) << pattern;
+    EXPECT_NE(std::find(r.headers.begin(), r.headers.end(), std::pair<std::string, std::string>{"Retry-After", "1"}),
+              r.headers.end());
+    EXPECT_TRUE(json::parse(r.body).contains("error")) << r.body;
+  }
+  EXPECT_EQ(stores.forwarded.size(), 3u);
 }
 
 TEST(leaderboard, queries_of_a_store_that_is_not_in_the_topology_name_it) {

@@ -59,6 +59,8 @@ struct response {
   static response error(http::status code, std::string_view message);
 };
 
+class request;
+
 /// Read access, from a handler, to the stores of the tasks this instance runs: the
 /// app's interactive_queries (sluice/queries.hpp), so a handler reads stores of any kind
 /// through their typed handles. The function runs on the stream thread that owns the task,
@@ -76,6 +78,13 @@ struct response {
 /// runs) and keep nothing that refers into the store.
 class store_access : public interactive_queries {
  public:
+  /// The answer of the instance that runs partition `partition` of `store` to the same request
+  /// (path and query), asked once, as the built-in /stores endpoints forward: for a handler
+  /// whose run() answered not_local. 503 with Retry-After while no other instance owns the
+  /// partition (it is moving), when `req` was itself forwarded (never two hops), or outside an
+  /// app's server; 502 or 504 when the owner cannot be reached in time.
+  virtual response forward(const request& req, std::string_view store, std::int32_t partition);
+
   /// The response for an outcome other than done: 404 (unknown store, not local), 500 (wrong
   /// kind, failed), 503 with Retry-After (restoring or moving), 504 (timed out).
   static response refusal(outcome o, std::string_view store, std::int32_t partition, std::string_view failure = {});

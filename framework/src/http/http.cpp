@@ -57,6 +57,10 @@ response store_access::refusal(outcome o, std::string_view store, std::int32_t p
   return response::error(status::internal_server_error, "unknown outcome");
 }
 
+response store_access::forward(const request&, std::string_view store, std::int32_t partition) {
+  return refusal(outcome::unavailable, store, partition);
+}
+
 response response::error(http::status code, std::string_view message) {
   return json(code, "{\"error\": \"" + json_escape(message) + "\"}");
 }

@@ -102,22 +102,34 @@ std::string process_metrics_text() {
   return out;
 }
 
-std::unique_ptr<instance_server> instance_server::from_config(const config& cfg, app& owner, store_access& stores) {
+std::unique_ptr<instance_server> instance_server::from_config(const config& cfg, app& owner,
+                                                              runtime::app_queries& stores) {
   auto server = cfg.get("application.server");
   if (!server || server->empty()) return nullptr;
   return std::make_unique<instance_server>(options_from_config(cfg), *server, owner, stores);
 }
 
 instance_server::instance_server(server_options options, std::string application_server, app& owner,
-                                 store_access& stores)
+                                 runtime::app_queries& stores)
     : app_(owner),
       stores_(stores),
       server_(options, routes_, owner.metrics(), &stores_) {
   add_builtin_endpoints();
-  const auto token = options.auth_token;
-  add_store_endpoints(routes_, stores_, app_.get_topology(), std::move(application_server), token, directory_);
-  for (const auto& r : app_.get_topology().endpoints()) routes_.add(r.pattern, r.fn);
+  // One forwarding rule for the built-in store endpoints and the topology's own (through
+  // store_access::forward).
+  auto forwarding = std::make_shared<const owner_forwarding>(std::move(application_server), options.auth_token,
+                                                             directory_);
+  stores_.set_forwarding([forwarding](const request& req, std::string_view store, std::int32_t partition) {
+    return forwarding->forward(req, store, partition);
+  });
+  add_store_endpoints(routes_, stores_, app_.get_topology(), forwarding);
+  // A topology's answers say which instance served them, as the store endpoints' do (a
+  // forwarded answer keeps its owner's).
+  for (const auto& r : app_.get_topology().endpoints())
+    routes_.add(r.pattern, [forwarding, fn = r.fn](const request& req) { return forwarding->stamp(fn(req)); });
 }
+
+instance_server::~instance_server() { stores_.set_forwarding(nullptr); }
 
 void instance_server::add_builtin_endpoints() {
   routes_.add("/metrics", [this](const request&) {

@@ -13,6 +13,7 @@
 #include "http/router.hpp"
 #include "http/server.hpp"
 #include "http/store_queries.hpp"
+#include "runtime/app_queries.hpp"
 #include "sluice/app.hpp"
 #include "sluice/config.hpp"
 
@@ -35,10 +36,12 @@ std::string process_metrics_text();
 class instance_server {
  public:
   /// Null when application.server is not set. Validates the http.* keys. `stores` is the
-  /// app's store_access (it outlives the server).
-  static std::unique_ptr<instance_server> from_config(const config& cfg, app& owner, store_access& stores);
+  /// app's queries (they outlive the server); the server gives them its owner forwarding, so
+  /// store_access::forward reaches other instances.
+  static std::unique_ptr<instance_server> from_config(const config& cfg, app& owner, runtime::app_queries& stores);
 
-  instance_server(server_options options, std::string application_server, app& owner, store_access& stores);
+  instance_server(server_options options, std::string application_server, app& owner, runtime::app_queries& stores);
+  ~instance_server();
   void start() { server_.start(); }
   void stop() noexcept { server_.stop(); }
   std::uint16_t port() const noexcept { return server_.port(); }
@@ -50,7 +53,7 @@ class instance_server {
 
   app& app_;
   router routes_;
-  store_access& stores_;
+  runtime::app_queries& stores_;
   directory_slot directory_;
   server server_;
 };

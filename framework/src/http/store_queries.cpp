@@ -53,9 +53,8 @@ std::optional<std::size_t> limit_of(const request& req, response& refusal) {
 
 class store_endpoints {
  public:
-  store_endpoints(store_access& stores, const topology& topo, std::string self, std::string auth_token,
-                  const directory_slot& directory)
-      : stores_(stores), topo_(topo), self_(std::move(self)), auth_token_(std::move(auth_token)), directory_(directory) {}
+  store_endpoints(store_access& stores, const topology& topo, std::shared_ptr<const owner_forwarding> forwarding)
+      : stores_(stores), topo_(topo), forwarding_(std::move(forwarding)) {}
 
   response key(const request& req) {
     const auto store = std::string(req.path_param("store"));
@@ -170,48 +169,24 @@ class store_endpoints {
     return {{}, "'" + std::string(text) + "' is not a valid " + spec->codec->key_kind + " key of store '" + store + "'"};
   }
 
-  response stamp(response r) const {
-    r.headers.emplace_back(served_by_header, self_);
-    return r;
-  }
+  response stamp(response r) const { return forwarding_->stamp(std::move(r)); }
 
-  std::vector<std::pair<std::string, std::string>> forward_headers() const {
-    std::vector<std::pair<std::string, std::string>> h{{forwarded_header, self_}};
-    if (!auth_token_.empty()) h.emplace_back("Authorization", "Bearer " + auth_token_);
-    return h;
-  }
-
-  /// One hop to the owner of (store, partition); 503 + Retry-After while it is moving.
   response forward_or_refuse(const request& req, const std::string& store, std::int32_t partition) {
-    auto* directory = directory_.get();
-    if (req.header(forwarded_header) || !directory)
-      return stamp(store_access::refusal(store_access::outcome::unavailable, store, partition));
-    std::optional<std::string> owner;
-    try {
-      owner = directory->view()->owner(store, partition);
-      if (!owner || *owner == self_) owner = directory->view(true)->owner(store, partition);
-    } catch (const std::exception& e) {
-      auto r = response::error(status::service_unavailable, std::string("cannot learn which instance owns the key: ") + e.what());
-      r.headers.emplace_back("Retry-After", "1");
-      return stamp(std::move(r));
-    }
-    if (!owner || *owner == self_)  // unassigned or still moving here
-      return stamp(store_access::refusal(store_access::outcome::unavailable, store, partition));
-    return forward_get(*owner, std::string(req.target()), forward_headers(), std::chrono::seconds(3));
+    return forwarding_->forward(req, store, partition);
   }
 
   /// Asks the owners of `missing` partitions for the same scan and adds their entries of
   /// those partitions; a refusal when some partition has no reachable owner.
   std::optional<response> gather_remote(const request& req, const std::string& store,
                                         const std::vector<std::int32_t>& missing, std::vector<store_entry>& entries) {
-    auto* directory = directory_.get();
+    auto* directory = forwarding_->directory();
     if (!directory) return store_access::refusal(store_access::outcome::unavailable, store, missing.front());
     std::map<std::string, std::vector<std::int32_t>> by_owner;
     try {
       auto view = directory->view();
       for (auto p : missing) {
         auto owner = view->owner(store, p);
-        if (!owner || *owner == self_) return store_access::refusal(store_access::outcome::unavailable, store, p);
+        if (!owner || *owner == forwarding_->self()) return store_access::refusal(store_access::outcome::unavailable, store, p);
         by_owner[*owner].push_back(p);
       }
     } catch (const std::exception& e) {
@@ -220,7 +195,7 @@ class store_endpoints {
       return r;
     }
     for (const auto& [owner, parts] : by_owner) {
-      auto r = forward_get(owner, std::string(req.target()), forward_headers(), std::chrono::seconds(3));
+      auto r = forward_get(owner, std::string(req.target()), forwarding_->forward_headers(), std::chrono::seconds(3));
       if (r.status != 200) return r;
       auto j = nlohmann::json::parse(r.body, nullptr, false);
       if (j.is_discarded() || !j.contains("entries"))
@@ -239,7 +214,7 @@ class store_endpoints {
 
  public:
   response metadata() {
-    auto* directory = directory_.get();
+    auto* directory = forwarding_->directory();
     if (!directory) return store_access::refusal(store_access::outcome::unavailable, "-", -1);
     auto v = directory->view(true);
     nlohmann::json j;
@@ -264,7 +239,7 @@ class store_endpoints {
     auto key = key_bytes(spec, store, req.path_param("key"));
     if (!key) return stamp(response::error(status::bad_request, key.error));
     auto partition = stores_.partition_of(store, key.bytes);
-    auto* directory = directory_.get();
+    auto* directory = forwarding_->directory();
     if (!partition || !directory) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
     auto v = directory->view(true);
     auto owner = v->owner(store, *partition);
@@ -280,16 +255,14 @@ class store_endpoints {
  private:
   store_access& stores_;
   const topology& topo_;
-  std::string self_;
-  std::string auth_token_;
-  const directory_slot& directory_;
+  std::shared_ptr<const owner_forwarding> forwarding_;
 };
 
 }  // namespace
 
-void add_store_endpoints(router& routes, store_access& stores, const topology& topo, std::string self,
-                         std::string auth_token, const directory_slot& directory) {
-  auto e = std::make_shared<store_endpoints>(stores, topo, std::move(self), std::move(auth_token), directory);
+void add_store_endpoints(router& routes, store_access& stores, const topology& topo,
+                         std::shared_ptr<const owner_forwarding> forwarding) {
+  auto e = std::make_shared<store_endpoints>(stores, topo, std::move(forwarding));
   routes.add("/metadata", [e](const request&) { return e->metadata(); });
   routes.add("/metadata/stores/{store}/keys/{key}", [e](const request& r) { return e->key_metadata(r); });
   routes.add("/stores/{store}/keys/{key}", [e](const request& r) { return e->key(r); });

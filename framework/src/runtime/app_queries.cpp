@@ -14,6 +14,20 @@ void app_queries::attach(std::vector<query_inbox*> inboxes,
   partitions_ = std::move(subtopology_partitions);
 }
 
+void app_queries::set_forwarding(forwarding f) {
+  std::lock_guard lock(mutex_);
+  forwarding_ = std::move(f);
+}
+
+http::response app_queries::forward(const http::request& req, std::string_view store, std::int32_t partition) {
+  forwarding f;
+  {
+    std::lock_guard lock(mutex_);
+    f = forwarding_;
+  }
+  return f ? f(req, store, partition) : store_access::forward(req, store, partition);
+}
+
 void app_queries::detach() {
   std::lock_guard lock(mutex_);
   inboxes_.clear();

@@ -8,6 +8,7 @@
 // (queries then answer unavailable). Threading: every method is safe from any thread.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -25,6 +26,12 @@ class app_queries final : public http::store_access {
   void attach(std::vector<query_inbox*> inboxes, std::map<int, std::int32_t> subtopology_partitions);
   void detach();
 
+  /// How forward() reaches the owner of a partition: set by the HTTP server, which knows the
+  /// group (and reset when it goes); without it forward() answers 503.
+  using forwarding = std::function<http::response(const http::request&, std::string_view, std::int32_t)>;
+  void set_forwarding(forwarding f);
+  http::response forward(const http::request& req, std::string_view store, std::int32_t partition) override;
+
   std::optional<std::int32_t> partition_of(std::string_view store, std::string_view key_bytes) const override;
   std::int32_t partitions(std::string_view store) const override;
   outcome run_binding(std::string_view store, std::int32_t partition, binding_reader fn,
@@ -38,6 +45,7 @@ class app_queries final : public http::store_access {
   mutable std::mutex mutex_;
   std::vector<query_inbox*> inboxes_;
   std::map<int, std::int32_t> partitions_;
+  forwarding forwarding_;
 };
 
 }  // namespace sluice::runtime

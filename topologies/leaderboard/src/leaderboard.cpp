@@ -1,14 +1,17 @@
 // The leaderboard's logic on bytes: input validation, versions and tombstones, each user's
 // efforts per board (for the next-best fallback), the boards in a ranked index, update
-// records, and the read-only view. Store layouts are in the README ("Storage").
+// records, the read-only view, its queries from an app and the HTTP endpoints. Store layouts are in the README ("Storage").
 #include "sluice/topologies/leaderboard.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <set>
 
 #include "sluice/error.hpp"
+#include "sluice/http.hpp"
 
 namespace sluice::topologies {
 namespace {
@@ -225,6 +228,7 @@ topology leaderboard_job_topology(const std::string& input, const std::string& u
   using bytes = std::optional<std::string>;
   auto out = apply_leaderboard(b, b.stream<bytes, bytes>(input), options);
   if (!updates.empty()) out.to(updates);
+  add_leaderboard_endpoints(b, options);
   return b.build();
 }
 
@@ -423,6 +427,139 @@ std::vector<board_entry> leaderboard_queries::around(std::string_view segment, s
 
 std::uint64_t leaderboard_queries::size(std::string_view segment, std::string_view board) const {
   return read(segment, [&](leaderboard_view& v) { return v.size(segment, board); });
+}
+
+// ---- HTTP endpoints -----------------------------------------------------------------------
+
+namespace {
+
+ordered_json http_entry(const board_entry& e) {
+  ordered_json j;
+  j["rank"] = e.rank;
+  j["user_id"] = e.user_id;
+  j["effort_id"] = e.effort_id;
+  j["elapsed_ms"] = e.elapsed_ms;
+  j["started_at_ms"] = e.started_at_ms;
+  return j;
+}
+
+std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace); }
+
+/// A non-negative integer query parameter (`fallback` when absent) at most `max`; nullopt with
+/// the 400 in `refusal` otherwise.
+std::optional<std::uint64_t> count_param(const http::request& req, std::string_view name, std::uint64_t fallback,
+                                         std::uint64_t max, http::response& refusal) {
+  auto text = req.query(name);
+  if (!text) return fallback;
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  if (text->empty() || ec != std::errc{} || end != text->data() + text->size()) {
+    refusal = http::response::error(http::status::bad_request, std::string(name) + " '" + std::string(*text) +
+                                                                   "' is not a non-negative integer");
+    return std::nullopt;
+  }
+  if (v > max) {
+    refusal = http::response::error(
+        http::status::bad_request,
+        std::string(name) + " " + std::string(*text) + " is above the maximum " + std::to_string(max) +
+            (name == "limit" ? "; ask for several pages with offset instead" : ""));
+    return std::nullopt;
+  }
+  return v;
+}
+
+/// Runs `fn(view)` on the task holding the request's segment, on committed state. nullopt when
+/// it ran; otherwise the answer to send: the owner's (when another instance runs the task) or
+/// a refusal (503 + Retry-After while the partition restores or moves).
+template <class F>
+std::optional<http::response> on_owner(const http::request& req, const std::string& store, F&& fn) {
+  auto& stores = req.stores();
+  const auto segment = req.path_param("segment");
+  auto p = stores.partition_of(store, segment);
+  if (!p) return http::store_access::refusal(query_outcome::unavailable, store, -1);
+  std::string failure;
+  auto o = stores.run<ranked_index_store>(
+      store, *p,
+      [&](ranked_index_store& s) {
+        leaderboard_view view(s.index());
+        fn(view);
+      },
+      interactive_queries::default_timeout, &failure);
+  if (o == query_outcome::done) return std::nullopt;
+  if (o == query_outcome::not_local) return stores.forward(req, store, *p);
+  return http::store_access::refusal(o, store, *p, failure);
+}
+
+ordered_json board_head(std::string_view segment, std::string_view board, std::uint64_t total) {
+  ordered_json j;
+  j["segment_id"] = segment;
+  j["board"] = board;
+  j["total"] = total;
+  return j;
+}
+
+http::response not_on_board(std::string_view segment, std::string_view board, std::string_view user,
+                            std::uint64_t total) {
+  return http::response::error(
+      http::status::not_found,
+      total == 0 ? "segment '" + std::string(segment) + "' has no board '" + std::string(board) +
+                       "' (an unknown segment or board, or no live effort on it)"
+                 : "user '" + std::string(user) + "' is not on board '" + std::string(board) + "' of segment '" +
+                       std::string(segment) + "'");
+}
+
+}  // namespace
+
+void add_leaderboard_endpoints(streams_builder& builder, const leaderboard_options& options) {
+  validate(options);
+  const std::string store = options.board_store;
+  builder.add_endpoint("/leaderboards/{segment}/{board}", [store](const http::request& req) {
+    http::response refusal;
+    auto offset = count_param(req, "offset", 0, std::numeric_limits<std::int64_t>::max(), refusal);
+    if (!offset) return refusal;
+    auto limit = count_param(req, "limit", 10, max_page_limit, refusal);
+    if (!limit) return refusal;
+    const auto segment = req.path_param("segment"), board = req.path_param("board");
+    board_page page;
+    if (auto r = on_owner(req, store, [&](leaderboard_view& v) { page = v.top(segment, board, *offset, *limit); }))
+      return std::move(*r);
+    auto j = board_head(segment, board, page.total);
+    j["entries"] = ordered_json::array();
+    for (const auto& e : page.entries) j["entries"].push_back(http_entry(e));
+    return http::response::json(http::status::ok, dump(j));
+  });
+  builder.add_endpoint("/leaderboards/{segment}/{board}/users/{user}", [store](const http::request& req) {
+    const auto segment = req.path_param("segment"), board = req.path_param("board"), user = req.path_param("user");
+    std::optional<board_entry> entry;
+    std::uint64_t total = 0;
+    if (auto r = on_owner(req, store, [&](leaderboard_view& v) {
+          entry = v.entry(segment, board, user);
+          total = v.size(segment, board);
+        }))
+      return std::move(*r);
+    if (!entry) return not_on_board(segment, board, user, total);
+    auto j = board_head(segment, board, total);
+    j["entry"] = http_entry(*entry);
+    return http::response::json(http::status::ok, dump(j));
+  });
+  builder.add_endpoint("/leaderboards/{segment}/{board}/users/{user}/around", [store](const http::request& req) {
+    http::response refusal;
+    auto n = count_param(req, "n", 5, max_page_limit, refusal);
+    if (!n) return refusal;
+    const auto segment = req.path_param("segment"), board = req.path_param("board"), user = req.path_param("user");
+    std::vector<board_entry> entries;
+    std::uint64_t total = 0;
+    if (auto r = on_owner(req, store, [&](leaderboard_view& v) {
+          entries = v.around(segment, board, user, *n);
+          total = v.size(segment, board);
+        }))
+      return std::move(*r);
+    if (entries.empty()) return not_on_board(segment, board, user, total);
+    auto j = board_head(segment, board, total);
+    j["entries"] = ordered_json::array();
+    for (const auto& e : entries) j["entries"].push_back(http_entry(e));
+    return http::response::json(http::status::ok, dump(j));
+  });
 }
 
 }  // namespace sluice::topologies

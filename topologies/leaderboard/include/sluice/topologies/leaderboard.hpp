@@ -191,9 +191,26 @@ kstream<std::string, std::string> apply_leaderboard(streams_builder& builder, co
 }
 
 /// The sluice-leaderboard job's topology: `input` (bytes) -> leaderboard -> `updates`
-/// (none when empty).
+/// (none when empty), with the HTTP endpoints (add_leaderboard_endpoints).
 topology leaderboard_job_topology(const std::string& input, const std::string& updates,
                                   const leaderboard_options& options);
+
+/// Adds the leaderboard's read endpoints to the instance HTTP server (on when
+/// application.server is set). Any instance answers for any segment: one that does not run the
+/// segment's partition forwards the request once to the instance that does (the rule of the
+/// /stores endpoints, http::store_access::forward).
+///   GET /leaderboards/{segment}/{board}?offset=0&limit=10
+///       -> 200 {"segment_id","board","total","entries":[{"rank","user_id","effort_id","elapsed_ms","started_at_ms"}...]}
+///   GET /leaderboards/{segment}/{board}/users/{user}
+///       -> 200 {"segment_id","board","total","entry":{...}}; 404 {"error"} when the user is not on
+///          the board or the segment (board) is unknown
+///   GET /leaderboards/{segment}/{board}/users/{user}/around?n=5
+///       -> 200 {"segment_id","board","total","entries":[...]} (positions -n .. +n); 404 likewise
+/// Path parts are percent-decoded (gender%3DF). limit and n above max_page_limit, or not
+/// non-negative integers, answer 400; a partition restoring or moving 503 with Retry-After.
+/// leaderboard_job_topology adds them; a topology built with apply_leaderboard calls this
+/// itself (once per builder: the paths are fixed).
+void add_leaderboard_endpoints(streams_builder& builder, const leaderboard_options& options);
 
 /// Read-only queries of the boards held by one task's ranked index (the task that owns the
 /// segment). Answers from committed state plus the task's own pending writes when used from
