@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -189,6 +190,40 @@ void validate_output_topics(const topology& topo, kafka::admin& admin, bool embe
         throw error(errc::invalid_topology, "output topic '" + n.topics[0] + "' does not exist; create it first");
       admin.create_topics({{.name = n.topics[0], .partitions = 4}}, 30s);
     }
+}
+
+/// A broker refuses a whole record batch larger than the topic's max.message.bytes, and
+/// librdkafka fills a batch up to batch.size whatever its topic: every record of such a batch
+/// fails, the small ones too (401 records of 1 KB to a topic limited to 20,000 bytes all
+/// failed, skipped under log_and_continue). Batches are capped below the smallest limit of
+/// the topics the app writes that sluice does not create (outputs, the dead-letter topic); a
+/// record larger than its topic's limit still fails alone, under the production handler.
+void cap_batches_to_topic_limits(const topology& topo, const config& cfg, kafka::admin& admin,
+                                 kafka::config_map& producer) {
+  std::set<std::string> topics;
+  for (const auto& n : topo.nodes())
+    if (n.kind == detail::node_kind::sink && !n.internal_topic) topics.insert(n.topics[0]);
+  if (cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
+      cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter)
+    topics.insert(cfg.dead_letter_topic());
+  constexpr std::int64_t framing = 128;  // the batch header and one record's framing, with room to spare
+  std::int64_t cap = std::numeric_limits<std::int64_t>::max();
+  std::string smallest;
+  for (const auto& topic : topics) {
+    const auto configs = admin.describe_topic_configs(topic, 30s);
+    const auto limit = configs.find("max.message.bytes");
+    if (limit == configs.end()) continue;
+    const auto bytes = std::stoll(limit->second);
+    if (bytes - framing < cap) {
+      cap = bytes - framing;
+      smallest = topic;
+    }
+  }
+  const auto current = producer.contains("batch.size") ? std::stoll(producer.at("batch.size")) : 1000000;
+  if (cap >= current) return;
+  producer["batch.size"] = std::to_string(std::max<std::int64_t>(cap, 1));
+  spdlog::info("sluice: producer batch.size {} (topic '{}' has max.message.bytes {})", producer["batch.size"], smallest,
+               cap + framing);
 }
 
 /// On the embedded cluster the topics global tables read are created too, like sources: a
@@ -393,7 +428,9 @@ void app::start() {
   validate_output_topics(d.topo, admin, clients.embedded);
   create_global_table_topics_on_embedded(d.topo, admin, clients.embedded);
   d.start_global_tables(clients.consumer, admin);
-  d.start_threads(clients.consumer, clients.producer, clients.admin, sub_partitions);
+  auto producer = clients.producer;
+  cap_batches_to_topic_limits(d.topo, d.cfg, admin, producer);
+  d.start_threads(clients.consumer, producer, clients.admin, sub_partitions);
 }
 
 void app::close(std::chrono::milliseconds timeout) {
