@@ -5,12 +5,15 @@
 // duplicates, deletes, a late update after a delete) go to the job as a child process; the
 // boards the job holds are read back from its updates topic (read_committed): the last
 // `current` of each (segment, board, user) is its entry. They must equal the model's, after a
-// clean run and after SIGKILL restarts under exactly-once.
+// clean run and after SIGKILL restarts under exactly-once. Two instances then answer the HTTP
+// endpoints (entries, neighbours, every page of 10 segments) with the model's ranks, whichever
+// instance is asked (the other forwards to the owner).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -19,11 +22,15 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "broker_env.hpp"
+#include "group_offsets.hpp"
+#include "http_client.hpp"
 #include "job_process.hpp"
 #include "sluice/sluice.hpp"
 
@@ -71,6 +78,45 @@ boards_map reference_boards(const std::vector<event>& events) {
     }
   }
   return out;
+}
+
+/// A board of the model in order, with competition ranks.
+struct model_entry {
+  std::string user, effort;
+  std::int64_t elapsed = 0, started = 0;
+  std::uint64_t rank = 0;
+};
+using model_boards = std::map<std::pair<std::string, std::string>, std::vector<model_entry>>;
+
+model_boards ordered_boards(const boards_map& boards) {
+  model_boards out;
+  for (const auto& [key, v] : boards)
+    out[{std::get<0>(key), std::get<1>(key)}].push_back({std::get<2>(key), std::get<0>(v), std::get<1>(v), std::get<2>(v)});
+  for (auto& [board, entries] : out) {
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.elapsed, a.started, a.effort) < std::tie(b.elapsed, b.started, b.effort);
+    });
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      entries[i].rank = i > 0 && entries[i].elapsed == entries[i - 1].elapsed ? entries[i - 1].rank : i + 1;
+  }
+  return out;
+}
+
+std::string url_encode(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out.push_back(static_cast<char>(c));
+    else out += {'%', hex[c >> 4], hex[c & 15]};
+  }
+  return out;
+}
+
+/// Whether an HTTP entry equals the model's.
+bool same_entry(const json& got, const model_entry& want) {
+  return got.is_object() && got.value("user_id", "") == want.user && got.value("effort_id", "") == want.effort &&
+         got.value("elapsed_ms", std::int64_t{-1}) == want.elapsed &&
+         got.value("started_at_ms", std::int64_t{-1}) == want.started && got.value("rank", std::uint64_t{0}) == want.rank;
 }
 
 class leaderboard_integration : public ::testing::Test {
@@ -167,7 +213,8 @@ class leaderboard_integration : public ::testing::Test {
     writer_->flush();
   }
 
-  job_process& start_job(const std::string& guarantee) {
+  job_process& start_job(const std::string& guarantee, const std::string& instance = "a") {
+    if (!ports_.contains(instance)) ports_[instance] = sluice::test::free_port();
     auto log = work_ / ("run" + std::to_string(logs_.size()) + ".log");
     logs_.push_back(log);
     std::vector<std::string> args = {SLUICE_LEADERBOARD_BIN};
@@ -180,11 +227,13 @@ class leaderboard_integration : public ::testing::Test {
     set("input.topic", input_);
     set("updates.topic", updates_);
     set("leaderboard.boards", "gender");
-    set("state.dir", (work_ / "state").string());
+    set("state.dir", (work_ / ("state-" + instance)).string());
     set("processing.guarantee", guarantee);
     set("commit.interval.ms", "100");
     set("consumer.session.timeout.ms", "6000");
-    set("instance.id", "a");
+    set("instance.id", instance);
+    set("application.server", "127.0.0.1:" + std::to_string(ports_[instance]));
+    set("poll.ms", "10");
     jobs_.push_back(std::make_unique<job_process>(args, log));
     return *jobs_.back();
   }
@@ -208,7 +257,7 @@ class leaderboard_integration : public ::testing::Test {
 
   /// Polls the updates until the boards equal the model (the evidence that the job is done),
   /// the job exits, or `timeout` passes.
-  bool wait_for_model(sluice::topic_reader& reader, boards_map& boards, job_process& job,
+  bool wait_for_model(sluice::topic_reader& reader, boards_map& boards, std::vector<job_process*> jobs,
                       std::chrono::seconds timeout) {
     auto deadline = steady::now() + timeout;
     while (boards != expected_) {
@@ -217,10 +266,11 @@ class leaderboard_integration : public ::testing::Test {
                       << " entries, the model " << expected_.size();
         return false;
       }
-      if (!job.running()) {
-        ADD_FAILURE() << job.log() << ": the job " << sluice::test::describe_exit(job.wait_exit(0ms));
-        return false;
-      }
+      for (auto* job : jobs)
+        if (!job->running()) {
+          ADD_FAILURE() << job->log() << ": the job " << sluice::test::describe_exit(job->wait_exit(0ms));
+          return false;
+        }
       apply_updates(reader.poll(200ms), boards);
     }
     return true;
@@ -253,7 +303,130 @@ class leaderboard_integration : public ::testing::Test {
     EXPECT_EQ(shown, 0) << "entries that differ from the reference model";
   }
 
+  /// GET on instance `port`; a 503 (a partition moving, the group settling) is retried for up
+  /// to 60 s, as a client told Retry-After would.
+  sluice::test::http_reply get(std::uint16_t port, const std::string& target) {
+    auto deadline = steady::now() + 60s;
+    for (;;) {
+      auto r = sluice::test::http_get(port, target);
+      if (r.status != 503 || steady::now() > deadline) return r;
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
+  /// Waits until the job's group committed every input record: the boards the instances
+  /// serve (committed state) then hold every event.
+  void wait_until_consumed() {
+    auto deadline = steady::now() + 120s;
+    while (!sluice::test::group_at_end(
+        sluice::test::group_progress(sluice::test::broker_bootstrap(), app_id_, input_, 4))) {
+      ASSERT_LT(steady::now(), deadline) << "the job's group never committed the input's end";
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
+  /// Both instances serve: the group is stable with both in it, both ready.
+  void wait_until_both_serve() {
+    auto deadline = steady::now() + 120s;
+    for (;;) {
+      auto m = sluice::test::http_get(ports_["a"], "/metadata");
+      auto j = json::parse(m.body, nullptr, false);
+      bool ready = m.status == 200 && j.is_object() && j["group_state"] == "Stable" && j["instances"].size() == 2;
+      for (auto& [name, port] : ports_) ready = ready && sluice::test::http_get(port, "/ready").status == 200;
+      if (ready) return;
+      ASSERT_LT(steady::now(), deadline) << "the two instances never both served: " << m.body;
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
+  /// The endpoints of both instances against the model: 1,000 sampled (segment, board, user)
+  /// entries and neighbours, every page of 10 segments' boards, the 404s and the 400; the
+  /// instance asked alternates, so about half the answers are forwarded to the owner.
+  void expect_http_matches_model() {
+    const auto model = ordered_boards(expected_);
+    std::vector<std::uint16_t> ports;
+    for (auto& [name, port] : ports_) ports.push_back(port);
+    ASSERT_EQ(ports.size(), 2u);
+    std::size_t asked = 0, forwarded = 0, differ = 0;
+    auto ask = [&](const std::string& target) {
+      auto port = ports[asked++ % ports.size()];
+      auto r = get(port, target);
+      if (r.header("X-Sluice-Served-By") != "127.0.0.1:" + std::to_string(port)) ++forwarded;
+      return r;
+    };
+    auto path = [](const std::string& segment, const std::string& board) {
+      return "/leaderboards/" + url_encode(segment) + "/" + url_encode(board);
+    };
+    // 1,000 sampled entries, and the neighbours of the first 200.
+    std::vector<std::tuple<std::string, std::string, std::size_t>> sample;  // segment, board, position
+    for (const auto& [board, entries] : model)
+      for (std::size_t i = 0; i < entries.size(); ++i) sample.emplace_back(board.first, board.second, i);
+    std::shuffle(sample.begin(), sample.end(), rng_);
+    sample.resize(std::min<std::size_t>(sample.size(), 1000));
+    for (std::size_t k = 0; k < sample.size(); ++k) {
+      const auto& [segment, board, i] = sample[k];
+      const auto& entries = model.at({segment, board});
+      const auto& want = entries[i];
+      auto r = ask(path(segment, board) + "/users/" + url_encode(want.user));
+      auto j = json::parse(r.body, nullptr, false);
+      if (r.status != 200 || !j.is_object() || j["total"] != entries.size() || j["segment_id"] != segment ||
+          j["board"] != board || !same_entry(j["entry"], want)) {
+        if (++differ <= 10)
+          ADD_FAILURE() << segment << "/" << board << "/" << want.user << ": " << r.status << " " << r.body
+                        << "; model: rank " << want.rank << ", effort " << want.effort << ", total " << entries.size();
+        continue;
+      }
+      if (k >= 200) continue;
+      constexpr std::size_t n = 3;
+      auto around = ask(path(segment, board) + "/users/" + url_encode(want.user) + "/around?n=" + std::to_string(n));
+      auto a = json::parse(around.body, nullptr, false);
+      const std::size_t from = i >= n ? i - n : 0, to = std::min(entries.size(), i + n + 1);
+      bool ok = around.status == 200 && a.is_object() && a["entries"].size() == to - from;
+      for (std::size_t x = from; ok && x < to; ++x) ok = same_entry(a["entries"][x - from], entries[x]);
+      if (!ok && ++differ <= 10)
+        ADD_FAILURE() << "around " << segment << "/" << board << "/" << want.user << ": " << around.status << " "
+                      << around.body;
+    }
+    // Every page (limit 25) of every board of 10 segments.
+    std::set<std::string> segments_checked;
+    for (const auto& [segment, board, i] : sample) {
+      if (segments_checked.size() == 10) break;
+      segments_checked.insert(segment);
+    }
+    std::size_t pages = 0;
+    for (const auto& [board_key, entries] : model) {
+      if (!segments_checked.contains(board_key.first)) continue;
+      for (std::size_t offset = 0; offset < entries.size(); offset += 25) {
+        ++pages;
+        auto r = ask(path(board_key.first, board_key.second) + "?offset=" + std::to_string(offset) + "&limit=25");
+        auto j = json::parse(r.body, nullptr, false);
+        const std::size_t count = std::min<std::size_t>(25, entries.size() - offset);
+        bool ok = r.status == 200 && j.is_object() && j["total"] == entries.size() && j["entries"].size() == count;
+        for (std::size_t x = 0; ok && x < count; ++x) ok = same_entry(j["entries"][x], entries[offset + x]);
+        if (!ok && ++differ <= 10)
+          ADD_FAILURE() << "page " << board_key.first << "/" << board_key.second << " offset " << offset << ": "
+                        << r.status << " " << r.body;
+      }
+    }
+    EXPECT_EQ(differ, 0u) << "answers that differ from the model, of " << asked;
+    EXPECT_GT(forwarded, asked / 4) << "the instances should split the segments and forward to each other";
+    std::cout << asked << " HTTP answers checked (" << pages << " pages of " << segments_checked.size()
+              << " segments), " << forwarded << " forwarded to the owner\n";
+    // Refusals, from either instance.
+    const auto& [segment, board, i] = sample.front();
+    for (auto port : ports) {
+      auto missing = get(port, path(segment, board) + "/users/nobody");
+      EXPECT_EQ(missing.status, 404) << missing.body;
+      EXPECT_NE(missing.body.find("\"error\""), std::string::npos) << missing.body;
+      EXPECT_EQ(get(port, path("no-such-segment", "overall") + "/users/u1").status, 404);
+      auto too_many = get(port, path(segment, board) + "?limit=1001");
+      EXPECT_EQ(too_many.status, 400);
+      EXPECT_NE(too_many.body.find("above the maximum 1000"), std::string::npos) << too_many.body;
+    }
+  }
+
   sluice::config cfg_;
+  std::map<std::string, std::uint16_t> ports_;  // instance -> application.server port
   std::mt19937 rng_;
   std::filesystem::path work_;
   std::string app_id_, input_, updates_;
@@ -267,21 +440,28 @@ class leaderboard_integration : public ::testing::Test {
 
 }  // namespace
 
-TEST_F(leaderboard_integration, job_converges_to_the_boards_of_an_independent_reference_model) {
+TEST_F(leaderboard_integration, two_instances_converge_to_the_reference_model_and_answer_it_over_http) {
   SLUICE_REQUIRE_BROKER();
-  auto& job = start_job("at_least_once");
+  auto& a = start_job("at_least_once", "a");
+  auto& b = start_job("at_least_once", "b");
   feed(events_.size());
   sluice::topic_reader progress(cfg_, {updates_}, /*read_committed=*/true);
   boards_map boards;
-  ASSERT_TRUE(wait_for_model(progress, boards, job, 240s));
-  stop_cleanly(job);
+  ASSERT_TRUE(wait_for_model(progress, boards, {&a, &b}, 240s));
+  wait_until_consumed();
+  wait_until_both_serve();
+  expect_http_matches_model();
+  stop_cleanly(a);
+  stop_cleanly(b);
   expect_model_boards();
 }
 
 // Exactly-once with SIGKILLs while the job processes: each run is killed at a random moment
 // after it committed some updates (an open transaction, uncommitted store writes), input
 // keeps arriving, and the restarted job restores its stores (the ranked index included)
-// from their changelogs. The committed updates must still give the model's boards.
+// from their changelogs. The committed updates must still give the model's boards, and two
+// instances (the killed one restarted on its state, a second restoring from the changelogs)
+// answer the model over HTTP.
 TEST_F(leaderboard_integration, boards_match_the_model_across_sigkill_restarts_under_exactly_once) {
   SLUICE_REQUIRE_BROKER();
   constexpr int kills = 3;
@@ -313,8 +493,13 @@ TEST_F(leaderboard_integration, boards_match_the_model_across_sigkill_restarts_u
     std::cout << "round " << round << ": killed, " << fed_ << " events fed\n";
   }
   feed(events_.size());
-  auto& last = start_job("exactly_once");
-  ASSERT_TRUE(wait_for_model(progress, boards, last, 240s));
+  auto& last = start_job("exactly_once", "a");
+  auto& second = start_job("exactly_once", "b");
+  ASSERT_TRUE(wait_for_model(progress, boards, {&last, &second}, 240s));
+  wait_until_consumed();
+  wait_until_both_serve();
+  expect_http_matches_model();
   stop_cleanly(last);
+  stop_cleanly(second);
   expect_model_boards();
 }
