@@ -22,9 +22,8 @@
 #include <vector>
 
 #include "broker_env.hpp"
-#include "group_offsets.hpp"
 #include "hostile_corpus.hpp"
-#include "job_process.hpp"
+#include "job_fixture.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -32,7 +31,6 @@ using sluice::test::job_process;
 
 namespace {
 
-using steady = std::chrono::steady_clock;
 
 std::string header_text(const sluice::raw_message& m, std::string_view name) {
   auto* h = m.headers.last(name);
@@ -51,31 +49,16 @@ std::int64_t now_ms() {
       .count();
 }
 
-class throttle_hostile : public ::testing::Test {
+class throttle_hostile : public sluice::test::job_fixture {
  protected:
   void SetUp() override {
-    if (sluice::test::broker_bootstrap().empty()) return;
-    work_ = std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-throttle-hostile");
-    std::filesystem::create_directories(work_);
-    cfg_.set("bootstrap.servers", sluice::test::broker_bootstrap());
+    job_fixture::SetUp();
+    if (work_.empty()) return;
     app_id_ = sluice::test::unique_name("thr-hostile");
     input_ = sluice::test::unique_name("thr-hostile-in");
     output_ = sluice::test::unique_name("thr-hostile-out");
     throttled_ = sluice::test::unique_name("thr-hostile-throttled");
     dead_letter_ = app_id_ + "-dlq";
-  }
-
-  void TearDown() override {
-    jobs_.clear();
-    if (work_.empty()) return;
-    if (HasFailure() || std::getenv("SLUICE_KEEP_LOGS")) {
-      for (const auto& log : logs_)
-        std::cout << "---- last lines of " << log << " ----\n" << sluice::test::last_lines(log, 25) << "\n";
-      std::cout << "logs and state kept in " << work_ << "\n";
-    } else {
-      std::error_code ec;
-      std::filesystem::remove_all(work_, ec);
-    }
   }
 
   void create_topics(int input_partitions) {
@@ -88,28 +71,18 @@ class throttle_hostile : public ::testing::Test {
 
   /// Starts sluice-throttle on the test's topics: key fields workflow,recipient, a throttled
   /// topic, plus `extra` (key=value) settings.
-  job_process& start_job(const std::vector<std::pair<std::string, std::string>>& extra) {
-    auto log = work_ / ("run" + std::to_string(logs_.size()) + ".log");
-    logs_.push_back(log);
-    std::vector<std::string> args = {SLUICE_THROTTLE_BIN};
-    auto set = [&](const std::string& k, const std::string& v) {
-      args.push_back("--set");
-      args.push_back(k + "=" + v);
-    };
-    set("bootstrap.servers", sluice::test::broker_bootstrap());
-    set("application.id", app_id_);
-    set("input.topic", input_);
-    set("output.topic", output_);
-    set("throttled.topic", throttled_);
-    set("throttle.window.ms", "60000");
-    set("throttle.key.fields", "workflow,recipient");
-    set("state.dir", (work_ / "state").string());
-    set("commit.interval.ms", "100");
-    set("consumer.session.timeout.ms", "6000");
-    set("instance.id", "a");
-    for (const auto& [k, v] : extra) set(k, v);
-    jobs_.push_back(std::make_unique<job_process>(args, log));
-    return *jobs_.back();
+  job_process& start_job(const settings& extra) {
+    settings with = {{"application.id", app_id_},
+                     {"input.topic", input_},
+                     {"output.topic", output_},
+                     {"throttled.topic", throttled_},
+                     {"throttle.window.ms", "60000"},
+                     {"throttle.key.fields", "workflow,recipient"},
+                     {"commit.interval.ms", "100"},
+                     {"consumer.session.timeout.ms", "6000"},
+                     {"instance.id", "a"}};
+    with.insert(with.end(), extra.begin(), extra.end());
+    return job_fixture::start_job(SLUICE_THROTTLE_BIN, with);
   }
 
   /// Waits until the job's group committed the end of every partition it reads: the input,
@@ -117,43 +90,11 @@ class throttle_hostile : public ::testing::Test {
   /// so far; the input alone only shows that the first sub-topology passed them on). Fails
   /// if the job exits first.
   void expect_input_consumed(job_process& job) {
-    auto deadline = steady::now() + 120s;
-    std::vector<sluice::test::partition_progress> progress;
-    for (const auto& topic : {input_, app_id_ + "-throttle-log-repartition"}) {
-      for (;;) {
-        ASSERT_TRUE(job.running()) << job.log() << ": the job " << sluice::test::describe_exit(job.wait_exit(0ms));
-        progress = sluice::test::group_progress(sluice::test::broker_bootstrap(), app_id_, topic, input_partitions_);
-        if (sluice::test::group_at_end(progress)) break;
-        if (steady::now() > deadline) {
-          std::string state;
-          for (const auto& p : progress)
-            state += " [" + std::to_string(p.partition) + "] " + std::to_string(p.committed) + "/" +
-                     std::to_string(p.end);
-          FAIL() << "the job's group never committed the end offsets of " << topic << ":" << state;
-        }
-        std::this_thread::sleep_for(250ms);
-      }
-    }
+    expect_consumed(job, app_id_, {{input_, input_partitions_}, {app_id_ + "-throttle-log-repartition", input_partitions_}});
   }
 
-  void stop_cleanly(job_process& job) {
-    job.signal(SIGTERM);
-    auto st = job.wait_exit(60s);
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << job.log() << ": " << sluice::test::describe_exit(st);
-  }
-
-  /// Everything committed so far in `topics`.
-  std::vector<sluice::raw_message> read_all(const std::vector<std::string>& topics) {
-    sluice::topic_reader reader(cfg_, topics, /*read_committed=*/true);
-    return reader.read_to_end(120s);
-  }
-
-  sluice::config cfg_;
-  std::filesystem::path work_;
   std::string app_id_, input_, output_, throttled_, dead_letter_;
   int input_partitions_ = 1;
-  std::vector<std::unique_ptr<job_process>> jobs_;
-  std::vector<std::filesystem::path> logs_;
 };
 
 }  // namespace
