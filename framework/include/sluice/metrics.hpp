@@ -59,11 +59,23 @@ struct metric_sample {
   double value = 0;
 };
 
-/// All metrics of one app. Metric objects live as long as the registry; references stay valid.
+/// All metrics of one app. Metric objects live as long as the registry; references stay valid
+/// (a retired gauge too: it is only hidden).
+///
+/// Naming: histograms named `*_ms` and gauges named `*_us` are kept in those integer units
+/// and exposed in seconds (Prometheus' base unit), e.g. `sluice_kafka_broker_rtt_avg_us` as
+/// `sluice_kafka_broker_rtt_avg_seconds`.
+///
+/// Threading: every member is safe from any thread.
 class metrics_registry {
  public:
   counter& get_counter(const std::string& name, const std::string& labels = {});
+  /// The gauge of `name` and `labels`; a retired one comes back with its last value.
   gauge& get_gauge(const std::string& name, const std::string& labels = {});
+  /// Hides a gauge from snapshots and /metrics until the next get_gauge() of it: a label set
+  /// that no longer describes this instance (the lag of a partition that moved elsewhere).
+  /// Its object stays alive, so references held elsewhere stay valid.
+  void retire_gauge(const std::string& name, const std::string& labels);
   histogram& get_histogram(const std::string& name, const std::string& labels = {});
 
   /// Every counter and gauge (histograms as _count, _sum and p50/p99) at this moment.
@@ -82,6 +94,7 @@ class metrics_registry {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<counter>> counters_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<gauge>> gauges_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<gauge>> retired_gauges_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<histogram>> histograms_;
   std::map<std::string, std::string> help_;
 };

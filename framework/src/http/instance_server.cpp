@@ -5,10 +5,12 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <vector>
 #include <sstream>
 
@@ -17,10 +19,27 @@
 namespace sluice::http {
 namespace {
 
+/// The current restore of the threads restoring now (gauges per thread, see
+/// runtime/changelog_reader.hpp); when none is, the last restore of each thread.
 std::string restore_json(app& a) {
-  const auto done = static_cast<std::int64_t>(a.metrics().total("sluice_restored_records_total"));
-  const auto remaining = static_cast<std::int64_t>(a.metrics().total("sluice_restore_remaining_records"));
-  return "{\"done\": " + std::to_string(done) + ", \"total\": " + std::to_string(done + remaining) + "}";
+  struct figures {
+    std::int64_t done = 0, total = 0, remaining = 0;
+  };
+  std::map<std::string, figures> by_thread;
+  for (const auto& s : a.metrics().snapshot()) {
+    const auto v = static_cast<std::int64_t>(s.value);
+    if (s.name == "sluice_restore_done_records") by_thread[s.labels].done = v;
+    else if (s.name == "sluice_restore_total_records") by_thread[s.labels].total = v;
+    else if (s.name == "sluice_restore_remaining_records") by_thread[s.labels].remaining = v;
+  }
+  const bool any_restoring = std::any_of(by_thread.begin(), by_thread.end(), [](auto& t) { return t.second.remaining > 0; });
+  figures sum;
+  for (const auto& [labels, f] : by_thread) {
+    if (any_restoring && f.remaining == 0) continue;
+    sum.done += f.done;
+    sum.total += f.total;
+  }
+  return "{\"done\": " + std::to_string(sum.done) + ", \"total\": " + std::to_string(sum.total) + "}";
 }
 
 }  // namespace

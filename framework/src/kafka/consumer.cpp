@@ -38,7 +38,8 @@ std::string_view group_refusal_fix(rd_kafka_resp_err_t err) {
 
 }  // namespace
 
-consumer::consumer(const config_map& config) {
+consumer::consumer(const config_map& config, statistics_callback on_statistics)
+    : on_statistics_(std::move(on_statistics)) {
   config_map effective = config;
   effective.try_emplace("enable.auto.commit", "false");
   effective.try_emplace("enable.auto.offset.store", "false");
@@ -61,6 +62,7 @@ consumer::consumer(const config_map& config) {
   rd_kafka_conf_set_opaque(conf.get(), this);
   rd_kafka_conf_set_rebalance_cb(conf.get(), &consumer::on_rebalance_c);
   rd_kafka_conf_set_error_cb(conf.get(), &consumer::on_error_c);
+  if (on_statistics_) rd_kafka_conf_set_stats_cb(conf.get(), &consumer::on_statistics_c);
   rk_ = new_handle(RD_KAFKA_CONSUMER, std::move(conf));
   name_ = rd_kafka_name(rk_.get());
   // Route the main queue (errors, rebalances) through consumer_poll.
@@ -144,6 +146,15 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
         throw_if(rd_kafka_assign(rk, nullptr), "unassign");
     }
   });
+}
+
+int consumer::on_statistics_c(rd_kafka_t*, char* json, size_t json_len, void* opaque) {
+  auto* self = static_cast<consumer*>(opaque);
+  try {
+    if (self->on_statistics_) self->on_statistics_(std::string_view(json, json_len));
+  } catch (...) {
+  }
+  return 0;  // librdkafka frees the text
 }
 
 void consumer::on_error_c(rd_kafka_t*, int err, const char* reason, void* opaque) {

@@ -55,7 +55,9 @@ using partition_eof_callback =
 /// Neither copyable nor movable (librdkafka holds a pointer to it).
 class consumer {
  public:
-  explicit consumer(const config_map& config);
+  /// `on_statistics` (may be empty) receives the statistics JSON every
+  /// statistics.interval.ms, from inside poll() / poll_batch().
+  explicit consumer(const config_map& config, statistics_callback on_statistics = {});
   /// Calls close(); never throws.
   ~consumer();
   consumer(const consumer&) = delete;
@@ -122,6 +124,7 @@ class consumer {
   static void on_rebalance_c(rd_kafka_t* rk, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t* parts, void* opaque);
   static void on_error_c(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  static int on_statistics_c(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts);
   void rethrow_pending();
   /// Handles an error message; returns normally if consumption may continue.
@@ -131,6 +134,7 @@ class consumer {
 
   rebalance_listener* listener_ = nullptr;
   partition_eof_callback on_eof_;
+  statistics_callback on_statistics_;
   std::exception_ptr pending_;
   bool fatal_ = false;
   bool closed_ = false;

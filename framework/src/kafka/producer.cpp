@@ -49,6 +49,7 @@ producer::producer(const config_map& config, producer_options options,
   rd_kafka_conf_set_opaque(conf.get(), this);
   rd_kafka_conf_set_dr_msg_cb(conf.get(), &producer::on_delivery_c);
   rd_kafka_conf_set_error_cb(conf.get(), &producer::on_error_c);
+  if (options_.on_statistics) rd_kafka_conf_set_stats_cb(conf.get(), &producer::on_statistics_c);
   rk_ = new_handle(RD_KAFKA_PRODUCER, std::move(conf));
   name_ = rd_kafka_name(rk_.get());
 }
@@ -95,6 +96,15 @@ void producer::on_delivery_c(rd_kafka_t* rk, const rd_kafka_message_t* m, void* 
   } catch (...) {
     if (!self->pending_) self->pending_ = std::current_exception();
   }
+}
+
+int producer::on_statistics_c(rd_kafka_t*, char* json, size_t json_len, void* opaque) {
+  auto* self = static_cast<producer*>(opaque);
+  try {
+    self->options_.on_statistics(std::string_view(json, json_len));
+  } catch (...) {
+  }
+  return 0;  // librdkafka frees the text
 }
 
 void producer::on_error_c(rd_kafka_t* rk, int err, const char* reason, void* opaque) {

@@ -37,6 +37,9 @@ struct producer_options {
   std::chrono::milliseconds max_block{std::chrono::seconds(30)};
   // How long the destructor flushes outstanding records before giving up. Default: 5 s.
   std::chrono::milliseconds close_timeout{std::chrono::seconds(5)};
+  // Receives the statistics JSON every statistics.interval.ms, from inside poll() or
+  // flush(). Default: none.
+  statistics_callback on_statistics;
 };
 
 /// The outcome of one produced record, passed to the delivery callback. `topic` is valid
@@ -113,6 +116,7 @@ class producer {
  private:
   static void on_delivery_c(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque);
   static void on_error_c(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  static int on_statistics_c(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   void rethrow_pending();
   [[noreturn]] void throw_produce_error(rd_kafka_resp_err_t err, std::string_view topic);
   /// The cached handle of `topic`, made on first use: producing by handle skips

@@ -6,6 +6,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,10 @@ struct string_hash {
   using is_transparent = void;
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
+
+/// Receives a client's statistics JSON (statistics.interval.ms), on the thread that polls
+/// the client; the text is valid only during the call. What it throws is caught and dropped.
+using statistics_callback = std::function<void(std::string_view json)>;
 
 /// Logical offsets, as librdkafka understands them in assign() and seek().
 inline constexpr std::int64_t offset_beginning = RD_KAFKA_OFFSET_BEGINNING;  // -2

@@ -383,11 +383,18 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
       settings.consumer["client.id"] = http::member_client_id(
           user != settings.consumer.end() ? user->second : settings.consumer["group.instance.id"], *server);
     }
+    // librdkafka's statistics feed the sluice_kafka_* gauges (runtime/client_statistics.hpp)
+    // every 15 s unless statistics.interval.ms says otherwise (0 turns them off). Not for
+    // the restore consumer: it is polled only while restoring, and unpolled statistics
+    // would pile up in its queue.
+    settings.consumer.try_emplace("statistics.interval.ms", "15000");
     settings.restore_consumer = consumer_props;
+    settings.restore_consumer["statistics.interval.ms"] = "0";
     settings.restore_consumer.erase("group.instance.id");
     settings.restore_consumer["isolation.level"] = "read_committed";
     settings.restore_consumer["enable.partition.eof"] = "true";
     settings.producer = producer_props;
+    settings.producer.try_emplace("statistics.interval.ms", "15000");
     // A crashed instance's open transaction holds back read_committed reads of every
     // partition it wrote (repartition topics included) until the broker aborts it after
     // transaction.timeout.ms: librdkafka's 60 s default stalls the new owner of the crashed

@@ -21,15 +21,13 @@ kafka::config_map read_uncommitted(kafka::config_map c) {
 }  // namespace
 
 changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
-                                   counter& restored_records, gauge& remaining_records,
-                                   std::chrono::milliseconds open_transaction_wait)
+                                   restore_metrics metrics, std::chrono::milliseconds open_transaction_wait)
     : consumer_(std::make_unique<kafka::consumer>(restore_consumer)),
       end_offsets_(std::make_unique<kafka::consumer>(read_uncommitted(restore_consumer))),
       log_interval_(log_interval),
       open_transaction_wait_(open_transaction_wait),
       last_log_(clock_type::now()),
-      restored_records_(restored_records),
-      remaining_records_(remaining_records) {
+      metrics_(metrics) {
   // The end is noted here and applied by restore() after the batch: this callback runs
   // inside poll_batch(), before the batch's records of the same partition are written.
   consumer_->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
@@ -46,14 +44,15 @@ bool changelog_reader::add(stream_task& task) {
     auto from = s.store->committed_offset().value_or(low);
     if (from < low) from = low;  // compaction or retention removed the head: start at what exists
     if (from >= high) continue;
+    begin_restore_if_idle();
     entries_.push_back({&task, &s, s.changelog_topic, task.partition(), from, high, from});
-    remaining_records_.set(remaining_records_.value() + (high - from));  // /ready shows the total at once
+    restore_total_ += high - from;
     any = true;
   }
   if (!any) return false;
+  publish();  // /ready and /metrics show the total at once
   spdlog::info("task {}: restoring {} store partition(s) before processing", task.id(),
                std::count_if(entries_.begin(), entries_.end(), [&](auto& e) { return e.task == &task; }));
-  if (started_ == clock_type::time_point{}) started_ = clock_type::now();
   // Only this task's changelogs: the partitions already restoring keep what was prefetched.
   std::vector<kafka::topic_partition_offset> assign;
   for (auto& e : entries_)
@@ -90,7 +89,8 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
       r->store->store->restore(run, next);
       r->restored += j - i;
       r->next = next;
-      restored_records_.add(j - i);
+      restore_records_ += j - i;
+      metrics_.restored_records->add(j - i);
       if (r->next >= r->end) r->done = true;
     }
     i = j;
@@ -122,10 +122,7 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
     e.next = std::max(e.next, e.eof);
     e.done = true;
   }
-  std::int64_t remaining = 0;
-  for (auto& e : entries_)
-    if (!e.done) remaining += std::max<std::int64_t>(0, e.end - e.next);
-  remaining_records_.set(remaining);
+  publish();
   if (clock_type::now() - last_log_ >= log_interval_) log_progress();
 
   // Tasks whose stores are all done leave the reader.
@@ -146,51 +143,91 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
       spdlog::info("restored store '{}' partition {} of task {}: {} records (offsets {}..{})", e.store->spec->name,
                    e.partition, e.task->id(), e.restored, e.start, e.next);
       finished.push_back({e.topic, e.partition});
+      retire_entry(e);
     }
     std::erase_if(entries_, [&](auto& e) { return e.task == *t; });
   }
   if (entries_.empty()) {
     consumer_->unassign();
-    started_ = {};
   } else {
     consumer_->unassign_some(finished);
   }
+  end_restore_if_empty();
 }
 
 void changelog_reader::remove(const stream_task& task) {
   std::vector<kafka::topic_partition> leaving;
   for (auto& e : entries_)
-    if (e.task == &task) leaving.push_back({e.topic, e.partition});
+    if (e.task == &task) {
+      leaving.push_back({e.topic, e.partition});
+      retire_entry(e);
+    }
   if (leaving.empty()) return;
   std::erase_if(entries_, [&](auto& e) { return e.task == &task; });
   if (entries_.empty()) {
     consumer_->unassign();
-    started_ = {};
   } else {
     consumer_->unassign_some(leaving);
   }
+  end_restore_if_empty();
 }
 
 void changelog_reader::clear() {
+  for (const auto& e : entries_) retire_entry(e);
   entries_.clear();
-  started_ = {};
   consumer_->unassign();
+  end_restore_if_empty();
+}
+
+void changelog_reader::begin_restore_if_idle() {
+  if (in_restore_) return;
+  in_restore_ = true;
+  started_ = clock_type::now();
+  restore_total_ = retired_done_ = 0;
+  restore_records_ = 0;
+}
+
+void changelog_reader::retire_entry(const entry& e) {
+  const auto reached = std::min(e.next, e.end);
+  if (e.done) {
+    retired_done_ += e.end - e.start;
+  } else {
+    retired_done_ += reached - e.start;
+    restore_total_ -= e.end - reached;  // will not be restored here: no longer part of this restore
+  }
+}
+
+void changelog_reader::end_restore_if_empty() {
+  if (!entries_.empty() || !in_restore_) return;
+  in_restore_ = false;
+  started_ = {};
+  publish();
 }
 
 restore_progress changelog_reader::progress() const {
   restore_progress p;
-  std::uint64_t restored = 0;
+  p.total = restore_total_;
+  p.done = retired_done_;
   for (const auto& e : entries_) {
-    p.total += e.end - e.start;
-    p.done += e.next - e.start;
+    p.done += (e.done ? e.end : std::min(e.next, e.end)) - e.start;
     if (e.waiting && !e.done) ++p.waiting_for_transactions;
-    restored += e.restored;
   }
-  double seconds =
-      started_ == clock_type::time_point{} ? 0 : std::chrono::duration<double>(clock_type::now() - started_).count();
-  p.records_per_second = seconds > 0 ? static_cast<double>(restored) / seconds : 0;
+  if (!in_restore_) return p;
+  double seconds = std::chrono::duration<double>(clock_type::now() - started_).count();
+  p.records_per_second = seconds > 0 ? static_cast<double>(restore_records_) / seconds : 0;
   p.eta_seconds = p.records_per_second > 0 ? static_cast<double>(p.total - p.done) / p.records_per_second : 0;
   return p;
+}
+
+void changelog_reader::publish() {
+  std::int64_t remaining = 0;
+  for (const auto& e : entries_)
+    if (!e.done) remaining += std::max<std::int64_t>(0, e.end - e.next);
+  const auto p = progress();
+  metrics_.remaining->set(remaining);
+  metrics_.done->set(p.done);
+  metrics_.total->set(p.total);
+  metrics_.rate->set(static_cast<std::int64_t>(std::llround(p.records_per_second)));
 }
 
 void changelog_reader::log_progress() {

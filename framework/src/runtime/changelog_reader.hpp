@@ -28,15 +28,27 @@ namespace sluice::runtime {
 class stream_task;
 struct task_store;
 
-/// Where the restoration of a thread's stores stands, summed over its store partitions.
+/// Where the current restore of a thread's stores stands, summed over its store partitions.
+/// A restore begins when a store partition is added while none is restoring and ends when
+/// the last one is current; its figures stay until the next restore begins.
 struct restore_progress {
-  std::int64_t done = 0;   ///< changelog records (offsets) applied since each began
-  std::int64_t total = 0;  ///< offsets between where each began and its end
-  double records_per_second = 0;
+  std::int64_t done = 0;   ///< changelog offsets applied since each partition began
+  std::int64_t total = 0;  ///< offsets between where each partition began and its end
+  double records_per_second = 0;  ///< over the current restore; 0 when none is in progress
   double eta_seconds = 0;  ///< 0 when nothing is left or no rate is known yet
   /// Store partitions read to their last stable offset whose end lies past a transaction
   /// still open there: they wait for its commit or abort.
   int waiting_for_transactions = 0;
+};
+
+/// The gauges and counter a changelog_reader exports (its thread's labels); owned by the
+/// metrics registry.
+struct restore_metrics {
+  counter* restored_records;   ///< sluice_restored_records_total: every record applied, ever
+  gauge* remaining;            ///< sluice_restore_remaining_records
+  gauge* done;                 ///< sluice_restore_done_records: the current (or last) restore
+  gauge* total;                ///< sluice_restore_total_records: the current (or last) restore
+  gauge* rate;                 ///< sluice_restore_rate_records_per_second: 0 between restores
 };
 
 class changelog_reader {
@@ -47,7 +59,7 @@ class changelog_reader {
   /// warning: a transaction the broker never ends (a "hanging" one) would otherwise keep the
   /// task restoring for good, while a live producer's is ended by its transaction timeout.
   changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
-                   counter& restored_records, gauge& remaining_records,
+                   restore_metrics metrics,
                    std::chrono::milliseconds open_transaction_wait = std::chrono::minutes(5));
 
   /// Registers `task`'s logged stores that are behind their changelog's end and starts
@@ -63,6 +75,7 @@ class changelog_reader {
   void clear();
   /// True while a task's stores are behind.
   bool restoring() const noexcept { return !entries_.empty(); }
+  /// The current restore, or the last one when none is in progress.
   restore_progress progress() const;
 
  private:
@@ -83,6 +96,14 @@ class changelog_reader {
   };
 
   void log_progress();
+  /// Starts a restore's figures when the first store partition is added.
+  void begin_restore_if_idle();
+  /// Moves `e`'s figures out of the live entries before it is erased: a finished one
+  /// counts whole, one removed unfinished leaves the total.
+  void retire_entry(const entry& e);
+  /// Ends the restore once no entry is left (the rate drops to 0).
+  void end_restore_if_empty();
+  void publish();
 
   std::unique_ptr<kafka::consumer> consumer_;
   /// The same client settings read_uncommitted, only for end offsets: a read_committed client
@@ -94,8 +115,11 @@ class changelog_reader {
   std::vector<entry> entries_;
   std::vector<kafka::message> batch_;
   std::chrono::steady_clock::time_point started_, last_log_;
-  counter& restored_records_;
-  gauge& remaining_records_;
+  restore_metrics metrics_;
+  bool in_restore_ = false;
+  std::int64_t restore_total_ = 0;     ///< offsets of every partition added to this restore
+  std::int64_t retired_done_ = 0;      ///< offsets done of the entries already erased
+  std::uint64_t restore_records_ = 0;  ///< records applied in this restore (the rate's)
 };
 
 }  // namespace sluice::runtime

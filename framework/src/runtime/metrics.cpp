@@ -38,8 +38,23 @@ counter& metrics_registry::get_counter(const std::string& name, const std::strin
 gauge& metrics_registry::get_gauge(const std::string& name, const std::string& labels) {
   std::lock_guard lock(mutex_);
   auto& slot = gauges_[{name, labels}];
-  if (!slot) slot = std::make_unique<gauge>();
+  if (!slot) {
+    if (auto it = retired_gauges_.find({name, labels}); it != retired_gauges_.end()) {
+      slot = std::move(it->second);
+      retired_gauges_.erase(it);
+    } else {
+      slot = std::make_unique<gauge>();
+    }
+  }
   return *slot;
+}
+
+void metrics_registry::retire_gauge(const std::string& name, const std::string& labels) {
+  std::lock_guard lock(mutex_);
+  auto it = gauges_.find({name, labels});
+  if (it == gauges_.end()) return;
+  retired_gauges_[it->first] = std::move(it->second);
+  gauges_.erase(it);
 }
 
 histogram& metrics_registry::get_histogram(const std::string& name, const std::string& labels) {
@@ -80,16 +95,32 @@ namespace {
 /// What each of sluice's own metrics means (docs/operations.md has the same table).
 constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_records_processed_total", "Input records a task processed, skipped ones included."},
-    {"sluice_records_skipped_total", "Records a log_and_continue or dead_letter error handler skipped."},
-    {"sluice_records_dead_lettered_total", "Records sent to the dead-letter topic."},
+    {"sluice_records_skipped_total",
+     "Records a log_and_continue or dead_letter error handler skipped, by reason (deserialization or processing)."},
+    {"sluice_records_dead_lettered_total",
+     "Records sent to the dead-letter topic, by reason (deserialization or processing)."},
     {"sluice_end_to_end_latency_seconds", "Wall clock at processing minus the record timestamp, sampled 1 in 64."},
     {"sluice_records_sent_total", "Records produced: outputs, changelogs, repartition topics, dead letters."},
     {"sluice_production_errors_total", "Records whose delivery failed for good."},
     {"sluice_commit_latency_seconds", "One commit: producer flush plus offsets (plus the transaction commit under exactly_once)."},
     {"sluice_transaction_aborts_total", "Transactions aborted (fencing, timeouts, unknown outcomes)."},
-    {"sluice_consumer_lag_records", "Records between the consumer position and the high watermark of the assigned partitions."},
-    {"sluice_restored_records_total", "Changelog records applied while restoring stores."},
+    {"sluice_consumer_lag_records",
+     "Records between the consumer position and the high watermark of a source partition this instance owns, "
+     "updated at each commit."},
+    {"sluice_restored_records_total", "Changelog records applied while restoring stores, since the process started."},
     {"sluice_restore_remaining_records", "Changelog records still to restore before the thread's tasks process."},
+    {"sluice_restore_done_records", "Changelog offsets applied in the thread's current restore (the last one when none runs)."},
+    {"sluice_restore_total_records", "Changelog offsets the thread's current restore covers (the last one when none runs)."},
+    {"sluice_restore_rate_records_per_second", "Records per second of the thread's current restore; 0 when none runs."},
+    {"sluice_kafka_broker_rtt_avg_seconds", "librdkafka statistics: average request round-trip time to a broker."},
+    {"sluice_kafka_broker_rtt_p99_seconds", "librdkafka statistics: 99th percentile request round-trip time to a broker."},
+    {"sluice_kafka_broker_outbuf_requests", "librdkafka statistics: requests waiting to be sent to a broker."},
+    {"sluice_kafka_broker_waitresp_requests", "librdkafka statistics: requests sent to a broker, waiting for a response."},
+    {"sluice_kafka_client_queue_messages", "librdkafka statistics: messages in the producer queue, not yet delivered."},
+    {"sluice_kafka_client_queue_bytes", "librdkafka statistics: bytes of the messages in the producer queue."},
+    {"sluice_kafka_client_reply_queue_ops", "librdkafka statistics: operations (callbacks, events) waiting to be polled."},
+    {"sluice_kafka_consumer_fetch_queue_messages",
+     "librdkafka statistics: messages fetched in advance, waiting to be consumed."},
     {"sluice_global_records_applied_total", "Records the global thread applied to global tables."},
     {"sluice_http_responses_total", "HTTP responses of the instance server, by status code."},
     {"sluice_http_connections_refused_total", "HTTP connections closed on accept because http.max.connections were open."},
@@ -97,9 +128,14 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_http_open_connections", "Open connections to the instance HTTP server."},
 };
 
-/// Prometheus wants base units: histograms kept in milliseconds are exposed in seconds.
+/// Prometheus wants base units: histograms kept in milliseconds and gauges kept in
+/// microseconds are exposed in seconds.
 std::string exposed_histogram_name(const std::string& name) {
   if (name.ends_with("_ms")) return name.substr(0, name.size() - 3) + "_seconds";
+  return name;
+}
+std::string exposed_gauge_name(const std::string& name) {
+  if (name.ends_with("_us")) return name.substr(0, name.size() - 3) + "_seconds";
   return name;
 }
 
@@ -149,8 +185,10 @@ std::string metrics_registry::prometheus_text() const {
   }
   last.clear();
   for (const auto& [key, g] : gauges_) {
-    if (key.first != last) header(last = key.first, "gauge");
-    append_sample(out, key.first, key.second, {}, static_cast<double>(g->value()));
+    const auto name = exposed_gauge_name(key.first);
+    const double divisor = name != key.first ? 1e6 : 1.0;  // us -> s
+    if (name != last) header(last = name, "gauge");
+    append_sample(out, name, key.second, {}, static_cast<double>(g->value()) / divisor);
   }
   last.clear();
   for (const auto& [key, h] : histograms_) {

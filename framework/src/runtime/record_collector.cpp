@@ -14,6 +14,7 @@ record_collector::record_collector(kafka::config_map producer_config, processing
       guarantee_(guarantee),
       transactional_id_(std::move(transactional_id)),
       on_error_(on_production_error),
+      statistics_(metrics, thread_label, client_kind::producer),
       sent_(metrics.get_counter("sluice_records_sent_total", thread_label)),
       failed_(metrics.get_counter("sluice_production_errors_total", thread_label)) {
   make_producer();
@@ -25,6 +26,7 @@ void record_collector::make_producer() {
     options.mode = kafka::producer_mode::transactional;
     options.transactional_id = transactional_id_;
   }
+  options.on_statistics = [this](std::string_view json) { statistics_.on_statistics(json); };
   producer_ = std::make_unique<kafka::producer>(config_, options,
                                                 [this](const kafka::delivery_report& r) { on_delivery(r); });
   if (guarantee_ == processing_guarantee::exactly_once) producer_->init_transactions(60s);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kafka/producer.hpp"
+#include "runtime/client_statistics.hpp"
 #include "sluice/config.hpp"
 #include "sluice/metrics.hpp"
 
@@ -68,6 +69,7 @@ class record_collector final : public record_sender {
   processing_guarantee guarantee_;
   std::string transactional_id_;
   error_policy on_error_;
+  client_statistics statistics_;  ///< of every producer it makes; before producer_, which flushes on destruction
   std::unique_ptr<kafka::producer> producer_;
   bool in_transaction_ = false;
   // Next offset per topic, indexed by partition (-1 = none delivered yet). Looked up by the

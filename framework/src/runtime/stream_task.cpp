@@ -21,9 +21,13 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
       stores_(id_, subtopology, partition, services, sender, stream_clock_),
       label_(thread_label + ",task=\"" + id_ + "\""),
       processed_(services.metrics->get_counter("sluice_records_processed_total", label_)),
-      skipped_(services.metrics->get_counter("sluice_records_skipped_total", label_)),
-      dead_lettered_(services.metrics->get_counter("sluice_records_dead_lettered_total", label_)),
       e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", label_)) {
+  for (auto reason : {failure_reason::deserialization, failure_reason::processing}) {
+    const auto labels = label_ + ",reason=\"" + std::string(to_string(reason)) + "\"";
+    skipped_[static_cast<std::size_t>(reason)] = &services.metrics->get_counter("sluice_records_skipped_total", labels);
+    dead_lettered_[static_cast<std::size_t>(reason)] =
+        &services.metrics->get_counter("sluice_records_dead_lettered_total", labels);
+  }
   const auto& topo = *services_.topo;
   const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology));
 
@@ -139,7 +143,7 @@ void stream_task::process(const kafka::message& m) {
     sources_[input]->forward_decoded();
   } catch (const detail::deserialization_failure& e) {
     if (decoded) throw_or_handle_processing(m, e);
-    else handle_failure(m, services_.on_deserialization_error, "deserialization", e.what());
+    else handle_failure(m, services_.on_deserialization_error, failure_reason::deserialization, e.what());
   } catch (const std::exception& e) {
     throw_or_handle_processing(m, e);
   }
@@ -155,7 +159,7 @@ void stream_task::process(const kafka::message& m) {
 
 void stream_task::throw_or_handle_processing(const kafka::message& m, const std::exception& e) {
   if (classify_failure(e) != failure_kind::record) throw;
-  handle_failure(m, services_.on_processing_error, "processing", e.what());
+  handle_failure(m, services_.on_processing_error, failure_reason::processing, e.what());
 }
 
 void stream_task::process_queued(std::int64_t now_ms) {
@@ -171,18 +175,21 @@ namespace {
 std::int64_t dead_letter_timestamp(const kafka::message& m) { return m.timestamp < 0 ? 0 : m.timestamp; }
 }  // namespace
 
-void stream_task::handle_failure(const kafka::message& m, error_policy policy, std::string_view kind,
+void stream_task::handle_failure(const kafka::message& m, error_policy policy, failure_reason reason,
                                  const std::string& what) {
+  const std::string_view kind = to_string(reason);
+  counter& skipped = *skipped_[static_cast<std::size_t>(reason)];
+  counter& dead_lettered = *dead_lettered_[static_cast<std::size_t>(reason)];
   std::string where = m.topic + "[" + std::to_string(m.partition) + "]@" + std::to_string(m.offset);
   std::string handler = std::string(kind) + ".error.handler";
   switch (policy) {
     case error_policy::fail:
-      throw error(kind == "deserialization" ? errc::serialization : errc::processing,
+      throw error(reason == failure_reason::deserialization ? errc::serialization : errc::processing,
                   std::string(kind) + " error on record " + where + ": " + what + " (" + handler +
                       "=fail stops the job; set it to log_and_continue or dead_letter to skip such records)");
     case error_policy::log_and_continue: {
-      skipped_.add();
-      auto n = skipped_.value();
+      skipped.add();
+      auto n = skipped.value();
       if (n <= 10 || n % 1000 == 0)
         spdlog::warn("task {}: skipped record {} ({} error, {} so far): {}", id_, where, kind, n, what);
       return;
@@ -202,8 +209,8 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, s
       if (m.value) v = *m.value;
       try {
         sender_.send(services_.dead_letter_topic, -1, k, v, dead_letter_timestamp(m), h);
-        skipped_.add();
-        dead_lettered_.add();
+        skipped.add();
+        dead_lettered.add();
         return;
       } catch (const sluice::error& e) {
         if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
@@ -220,7 +227,7 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, s
         };
         const auto key = prefix(m.key), value = prefix(m.value);
         const bool keep_headers = header_bytes <= budget;
-        std::string reason = "the whole dead-letter copy exceeds the producer's message.max.bytes; sent: key " +
+        std::string note = "the whole dead-letter copy exceeds the producer's message.max.bytes; sent: key " +
                              std::to_string(key ? key->size() : 0) + " of " +
                              std::to_string(m.key ? m.key->size() : 0) + " bytes, value " +
                              std::to_string(value ? value->size() : 0) + " of " +
@@ -229,7 +236,7 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, s
                                                           std::to_string(header_bytes) + " bytes)");
         sluice::headers cut = keep_headers ? m.headers : sluice::headers{};
         error_headers(cut, std::string_view(what).substr(0, std::max<std::size_t>(budget, 256)));
-        cut.add("sluice.truncated", reason);
+        cut.add("sluice.truncated", note);
         if (m.key) cut.add("sluice.original.key.bytes", std::to_string(m.key->size()));
         if (m.value) cut.add("sluice.original.value.bytes", std::to_string(m.value->size()));
         try {
@@ -238,16 +245,16 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, s
           if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
           continue;
         }
-        skipped_.add();
-        dead_lettered_.add();
+        skipped.add();
+        dead_lettered.add();
         auto& truncated = services_.metrics->get_counter("sluice_records_dead_lettered_truncated_total", label_);
         truncated.add();
         if (truncated.value() <= 10 || truncated.value() % 1000 == 0)
-          spdlog::warn("task {}: dead-lettered record {} truncated ({} error): {}", id_, where, kind, reason);
+          spdlog::warn("task {}: dead-lettered record {} truncated ({} error): {}", id_, where, kind, note);
         return;
       }
       // Not even the error headers fit (message.max.bytes near its minimum of 1000).
-      skipped_.add();
+      skipped.add();
       spdlog::error("task {}: record {} could not be dead-lettered even truncated (message.max.bytes is too small "
                     "for its error headers); skipped and counted in sluice_records_skipped_total ({} error): {}",
                     id_, where, kind, what);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -35,6 +36,14 @@
 #include "sluice/topology.hpp"
 
 namespace sluice::runtime {
+
+/// Why a record was skipped or dead-lettered: its error handler's kind. The `reason` label
+/// of sluice_records_skipped_total and sluice_records_dead_lettered_total (a bounded set).
+enum class failure_reason { deserialization, processing };
+inline constexpr std::size_t failure_reason_count = 2;
+constexpr std::string_view to_string(failure_reason r) noexcept {
+  return r == failure_reason::deserialization ? "deserialization" : "processing";
+}
 
 /// What every task of an app shares: read-only settings and process-wide resources.
 struct task_services {
@@ -128,7 +137,7 @@ class stream_task final : public detail::task_context {
   /// A processing failure of record `m`: rethrown when it is not the record's fault
   /// (classify_failure), else to the processing handler. Call inside a catch block.
   void throw_or_handle_processing(const kafka::message& m, const std::exception& e);
-  void handle_failure(const kafka::message& m, error_policy policy, std::string_view kind, const std::string& what);
+  void handle_failure(const kafka::message& m, error_policy policy, failure_reason reason, const std::string& what);
   /// Index in inputs_ of `topic`, or inputs_.size() when the task does not read it.
   std::size_t input_index(std::string_view topic);
 
@@ -161,8 +170,9 @@ class stream_task final : public detail::task_context {
   std::uint64_t processed_total_ = 0;
   std::string label_;  ///< thread="N",task="S_P": every metric of the task carries it
   counter& processed_;
-  counter& skipped_;
-  counter& dead_lettered_;
+  /// Indexed by failure_reason: the `reason` label of the skip and dead-letter counters.
+  std::array<counter*, failure_reason_count> skipped_;
+  std::array<counter*, failure_reason_count> dead_lettered_;
   histogram& e2e_latency_;
 };
 

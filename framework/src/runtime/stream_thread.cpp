@@ -17,6 +17,11 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
+/// A partition's lag gauge is labelled by the partition alone: whichever thread owns it.
+std::string lag_labels(const kafka::topic_partition& p) {
+  return "topic=\"" + p.topic + "\",partition=\"" + std::to_string(p.partition) + "\"";
+}
+
 std::string parts_text(const std::vector<kafka::topic_partition>& parts) {
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p.topic + "-" + std::to_string(p.partition);
@@ -36,9 +41,12 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       services_(services),
       on_state_change_(std::move(on_state_change)),
       label_("thread=\"" + std::to_string(settings_.index) + "\""),
-      restored_records_(services.metrics->get_counter("sluice_restored_records_total", label_)),
-      restore_remaining_(services.metrics->get_gauge("sluice_restore_remaining_records", label_)),
-      lag_(services.metrics->get_gauge("sluice_consumer_lag_records", label_)),
+      consumer_statistics_(*services.metrics, label_, client_kind::consumer),
+      restore_metrics_{&services.metrics->get_counter("sluice_restored_records_total", label_),
+                       &services.metrics->get_gauge("sluice_restore_remaining_records", label_),
+                       &services.metrics->get_gauge("sluice_restore_done_records", label_),
+                       &services.metrics->get_gauge("sluice_restore_total_records", label_),
+                       &services.metrics->get_gauge("sluice_restore_rate_records_per_second", label_)},
       commit_latency_(services.metrics->get_histogram("sluice_commit_latency_ms", label_)),
       retries_(services.metrics->get_counter("sluice_task_retries_total", label_)),
       recoveries_(services.metrics->get_counter("sluice_task_recoveries_total", label_)) {}
@@ -84,8 +92,8 @@ void stream_thread::run() {
     collector_ = std::make_unique<record_collector>(settings_.producer, services_.guarantee, settings_.transactional_id,
                                                     settings_.on_production_error, *services_.metrics, label_);
     reader_ = std::make_unique<changelog_reader>(settings_.restore_consumer, settings_.restore_log_interval,
-                                                 restored_records_, restore_remaining_);
-    consumer_ = std::make_unique<kafka::consumer>(settings_.consumer);
+                                                 restore_metrics_);
+    consumer_ = make_consumer();
     tasks_ = std::make_unique<task_manager>(services_, settings_.topic_to_subtopology, *collector_, *reader_,
                                             *consumer_, label_);
     consumer_->subscribe(settings_.source_topics, this);
@@ -108,6 +116,7 @@ void stream_thread::run() {
     }
     close_tasks(committed ? close_mode::clean : close_mode::dirty);
     consumer_->close();
+    retire_lag();
     queries_.close();
     set_state(thread_state::dead);
   } catch (const std::exception& e) {
@@ -118,6 +127,7 @@ void stream_thread::run() {
       if (collector_) collector_->abort_transaction();
       close_tasks(close_mode::dirty);
       if (consumer_) consumer_->close();
+      retire_lag();
     } catch (const std::exception& inner) {
       spdlog::warn("stream thread {}: cleanup after failure also failed: {}", settings_.index, inner.what());
     }
@@ -212,6 +222,7 @@ void stream_thread::on_revoked(const std::vector<kafka::topic_partition>& parts)
     close_tasks(close_mode::dirty);
     if (services_.guarantee == processing_guarantee::exactly_once) collector_->recreate();
   }
+  retire_lag();
   assignment_.clear();
 }
 
@@ -268,14 +279,24 @@ void stream_thread::commit_all() {
 }
 
 void stream_thread::update_lag() {
-  // Lag = records fetched-ahead by the broker's high watermark minus our position, summed
-  // over the assigned partitions; cached watermarks, so no broker round trip.
-  std::int64_t lag = 0;
+  // Lag of each assigned partition = the broker's high watermark minus our position; cached
+  // watermarks (the last fetch response's), so no broker round trip.
   for (const auto& p : consumer_->position(assignment_)) {
     auto high = consumer_->cached_high_watermark(p.topic, p.partition);
-    if (high && p.offset >= 0 && *high > p.offset) lag += *high - p.offset;
+    if (!high || p.offset < 0) continue;  // nothing fetched yet: no figure rather than a wrong one
+    services_.metrics->get_gauge("sluice_consumer_lag_records", lag_labels({p.topic, p.partition}))
+        .set(std::max<std::int64_t>(0, *high - p.offset));
   }
-  lag_.set(lag);
+}
+
+std::unique_ptr<kafka::consumer> stream_thread::make_consumer() {
+  return std::make_unique<kafka::consumer>(settings_.consumer,
+                                           [this](std::string_view json) { consumer_statistics_.on_statistics(json); });
+}
+
+void stream_thread::retire_lag() {
+  // A partition that left this instance is another's to report.
+  for (const auto& p : assignment_) services_.metrics->retire_gauge("sluice_consumer_lag_records", lag_labels(p));
 }
 
 void stream_thread::release_held_records() {
@@ -407,11 +428,12 @@ void stream_thread::recover_from_failure() {
     // group.instance.id and resumes from the committed offsets of what it is assigned.
     // Its revocation (inside close) finds no task left to commit; the task manager,
     // which pauses and resumes through the consumer, is recreated with it.
+    retire_lag();
     assignment_.clear();
     consumer_->close();
     tasks_.reset();
     consumer_.reset();
-    consumer_ = std::make_unique<kafka::consumer>(settings_.consumer);
+    consumer_ = make_consumer();
     tasks_ = std::make_unique<task_manager>(services_, settings_.topic_to_subtopology, *collector_, *reader_,
                                             *consumer_, label_);
     consumer_->subscribe(settings_.source_topics, this);

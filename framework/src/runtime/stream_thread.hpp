@@ -31,6 +31,7 @@
 
 #include "kafka/consumer.hpp"
 #include "runtime/changelog_reader.hpp"
+#include "runtime/client_statistics.hpp"
 #include "runtime/query_inbox.hpp"
 #include "runtime/record_collector.hpp"
 #include "runtime/stream_task.hpp"
@@ -137,6 +138,7 @@ class stream_thread final : kafka::rebalance_listener {
   const task_services& services_;
   std::function<void(thread_state)> on_state_change_;
   std::string label_;
+  client_statistics consumer_statistics_;  ///< of every consumer_ it makes; outlives them
   // Declared in dependency order: the task manager goes first, its tasks send through the
   // collector and restore through the reader.
   std::unique_ptr<record_collector> collector_;
@@ -162,11 +164,13 @@ class stream_thread final : kafka::rebalance_listener {
   std::mutex finished_mutex_;
   std::condition_variable finished_changed_;
   bool finished_ = false;  // run() returned
+  /// Sets the lag gauge of each assigned partition (after each commit).
   void update_lag();
+  /// Hides the lag gauges of assignment_ (revoked, or the thread ends).
+  void retire_lag();
+  std::unique_ptr<kafka::consumer> make_consumer();
 
-  counter& restored_records_;
-  gauge& restore_remaining_;
-  gauge& lag_;
+  restore_metrics restore_metrics_;
   histogram& commit_latency_;
   counter& retries_;
   counter& recoveries_;

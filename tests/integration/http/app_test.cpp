@@ -5,6 +5,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,43 @@ double metric_value(const std::string& text, const std::string& family) {
   return sum;
 }
 
+/// The sum of `family`'s samples whose labels contain `label` (e.g. reason="deserialization").
+double metric_value_where(const std::string& text, const std::string& family, const std::string& label) {
+  double sum = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with(family + "{") && line.find(label) != std::string::npos)
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
+  return sum;
+}
+
+/// GET /metrics until `done(body)` or 60 s pass; returns the last body.
+template <class Done>
+std::string metrics_until(std::uint16_t port, Done done) {
+  std::string body;
+  for (auto deadline = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < deadline;) {
+    body = sluice::test::http_get(port, "/metrics").body;
+    if (done(body)) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  return body;
+}
+
+/// Passes records on; while the gate is closed it holds its task's input back after each
+/// record (50 ms), so a backlog builds up in front of it.
+class gated final : public sluice::processor<std::string, std::int64_t> {
+ public:
+  explicit gated(std::atomic<bool>& open) : open_(open) {}
+  void process(const sluice::record<std::string, std::int64_t>& r) override {
+    if (!open_.load()) context().pause_input_until(context().wall_clock_ms() + 50);
+    context().forward(r);
+  }
+
+ private:
+  std::atomic<bool>& open_;
+};
+
 void wait_running(sluice::app& app) {
   for (int i = 0; i < 600 && app.state() != sluice::app_state::running; ++i) std::this_thread::sleep_for(100ms);
   ASSERT_EQ(app.state(), sluice::app_state::running);
@@ -100,6 +138,7 @@ TEST(http_app, metrics_pass_promtool_and_probes_topology_and_token_answer_for_a_
   const auto port = sluice::test::free_port();
   auto cfg = base_config(sluice::test::unique_name("http"), port);
   cfg.set("http.auth.token", "t0ken");
+  cfg.set("statistics.interval.ms", "200");  // librdkafka's figures soon after the start
   sluice::topic_admin admin(cfg);
   admin.create_topic(in, 4);
   admin.create_topic(out, 4);
@@ -121,8 +160,26 @@ TEST(http_app, metrics_pass_promtool_and_probes_topology_and_token_answer_for_a_
   EXPECT_NE(ready.body.find("\"state\": \"running\""), std::string::npos) << ready.body;
   EXPECT_EQ(sluice::test::http_get(port, "/metrics").status, 401);
   EXPECT_EQ(sluice::test::http_get(port, "/topology").status, 401);
+  // librdkafka's statistics: round-trip times and request queues per broker, queues per client.
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < deadline;) {
+    auto m = sluice::test::http_get(port, "/metrics", auth).body;
+    if (m.find("sluice_kafka_broker_rtt_avg_seconds{thread=\"0\",client=\"producer\",broker=") != std::string::npos &&
+        m.find("sluice_kafka_broker_rtt_avg_seconds{thread=\"0\",client=\"consumer\",broker=") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
   auto metrics = sluice::test::http_get(port, "/metrics", auth);
   ASSERT_EQ(metrics.status, 200);
+  EXPECT_GT(metric_value(metrics.body, "sluice_kafka_broker_rtt_avg_seconds"), 0) << metrics.body;
+  EXPECT_NE(metrics.body.find("sluice_kafka_broker_waitresp_requests{thread=\"0\",client=\"consumer\",broker="),
+            std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("sluice_kafka_client_queue_messages{thread=\"0\",client=\"producer\"}"),
+            std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("sluice_kafka_consumer_fetch_queue_messages{thread=\"0\",client=\"consumer\"}"),
+            std::string::npos)
+      << metrics.body;
   EXPECT_EQ(metrics.header("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
   auto [code, report] = promtool_check(metrics.body);
   EXPECT_EQ(code, 0) << report << "\n" << metrics.body;
@@ -138,6 +195,73 @@ TEST(http_app, metrics_pass_promtool_and_probes_topology_and_token_answer_for_a_
   auto dot = sluice::test::http_get(port, "/topology?format=dot", auth);
   EXPECT_EQ(dot.body, topo.to_dot());
   EXPECT_EQ(sluice::test::http_get(port, "/topology?format=svg", auth).status, 400);
+  app.close();
+}
+
+TEST(http_app, metrics_show_the_lag_per_partition_and_dead_letters_by_reason_moving_on_the_broker) {
+  SLUICE_REQUIRE_BROKER();
+  auto in = sluice::test::unique_name("http-in"), out = sluice::test::unique_name("http-out");
+  const auto port = sluice::test::free_port();
+  const auto app_id = sluice::test::unique_name("http");
+  auto cfg = base_config(app_id, port);
+  cfg.set("deserialization.error.handler", "dead_letter");
+  cfg.set("max.poll.records", "100");  // a paused task holds few records: the rest is lag
+  sluice::topic_admin admin(cfg);
+  admin.create_topic(in, 2);
+  admin.create_topic(out, 2);
+  admin.create_topic(app_id + "-dlq", 1);
+  constexpr int records = 4000;
+  {
+    sluice::topic_writer w(cfg);
+    for (int i = 0; i < records; ++i) w.send(in, "k" + std::to_string(i % 50), std::int64_t{i});
+    w.flush();
+  }
+  std::atomic<bool> open{false};
+  sluice::streams_builder b;
+  b.stream<std::string, std::int64_t>(in).process([&open] { return std::make_unique<gated>(open); }).to(out);
+  sluice::app app(b.build(), cfg);
+  app.start();
+  wait_running(app);
+
+  // Read: with the gate closed the job crawls, so both partitions show a backlog.
+  const auto lag_of = [](const std::string& text, int partition) {
+    return metric_value_where(text, "sluice_consumer_lag_records", "partition=\"" + std::to_string(partition) + "\"");
+  };
+  auto before = metrics_until(port, [&](const std::string& t) { return lag_of(t, 0) > 0 && lag_of(t, 1) > 0; });
+  EXPECT_GT(lag_of(before, 0), 0) << before;
+  EXPECT_GT(lag_of(before, 1), 0) << before;
+  EXPECT_LE(metric_value(before, "sluice_consumer_lag_records"), records) << before;
+  EXPECT_EQ(before.find("sluice_consumer_lag_records{thread="), std::string::npos) << "per partition, not per thread";
+  EXPECT_EQ(metric_value(before, "sluice_records_dead_lettered_total"), 0) << before;
+
+  // Act: three records that cannot be read as int64, then open the gate.
+  {
+    sluice::topic_writer w(cfg);
+    for (const char* bad : {"x", "not eight", "abc"}) w.send_raw(in, std::string_view("bad"), std::string_view(bad));
+    w.flush();
+  }
+  open = true;
+  sluice::topic_reader dlq(cfg, {app_id + "-dlq"});
+  EXPECT_EQ(dlq.read_at_least(3, 90s).size(), 3u);
+  sluice::topic_reader good(cfg, {out});
+  EXPECT_EQ(good.read_at_least(records, 90s).size(), static_cast<std::size_t>(records));
+
+  // Read again: the backlog is gone (a commit after the last record sets it) and the dead
+  // letters are counted by their reason.
+  auto after = metrics_until(port, [&](const std::string& t) {
+    return t.find("sluice_consumer_lag_records{") != std::string::npos &&
+           metric_value(t, "sluice_consumer_lag_records") == 0 &&
+           metric_value(t, "sluice_records_dead_lettered_total") == 3;
+  });
+  EXPECT_EQ(lag_of(after, 0), 0) << after;
+  EXPECT_EQ(lag_of(after, 1), 0) << after;
+  EXPECT_EQ(metric_value_where(after, "sluice_records_dead_lettered_total", "reason=\"deserialization\""), 3) << after;
+  EXPECT_EQ(metric_value_where(after, "sluice_records_skipped_total", "reason=\"deserialization\""), 3) << after;
+  EXPECT_EQ(metric_value_where(after, "sluice_records_dead_lettered_total", "reason=\"processing\""), 0) << after;
+  if (have_promtool()) {
+    auto [code, report] = promtool_check(after);
+    EXPECT_EQ(code, 0) << report << "\n" << after;
+  }
   app.close();
 }
 
@@ -168,11 +292,14 @@ TEST(http_app, ready_is_503_with_restore_progress_while_the_store_restores_and_2
   std::vector<sluice::test::http_reply> while_restoring;
   // The listener runs on the stream thread that entered restoring: it waits here, so the
   // answer is taken while the restore is certainly in progress.
+  std::string metrics_while_restoring;
   second.on_state_change([&](sluice::app_state, sluice::app_state next) {
     if (next != sluice::app_state::restoring) return;
     auto r = sluice::test::http_get(port, "/ready");
+    auto m = sluice::test::http_get(port, "/metrics");
     std::lock_guard lock(mutex);
     while_restoring.push_back(r);
+    if (metrics_while_restoring.empty()) metrics_while_restoring = m.body;
   });
   second.start();
   wait_running(second);
@@ -192,6 +319,17 @@ TEST(http_app, ready_is_503_with_restore_progress_while_the_store_restores_and_2
   auto metrics = sluice::test::http_get(port, "/metrics");
   EXPECT_EQ(metric_value(metrics.body, "sluice_restored_records_total"), static_cast<double>(total)) << metrics.body;
   EXPECT_EQ(metric_value(metrics.body, "sluice_restore_remaining_records"), 0);
+  // The restore's figures moved: done from 0 to the total, the total unchanged.
+  EXPECT_EQ(metric_value(metrics_while_restoring, "sluice_restore_done_records"), 0) << metrics_while_restoring;
+  EXPECT_EQ(metric_value(metrics_while_restoring, "sluice_restore_total_records"), static_cast<double>(total))
+      << metrics_while_restoring;
+  EXPECT_EQ(metric_value(metrics_while_restoring, "sluice_restore_remaining_records"), static_cast<double>(total));
+  EXPECT_EQ(metric_value(metrics.body, "sluice_restore_done_records"), static_cast<double>(total)) << metrics.body;
+  EXPECT_EQ(metric_value(metrics.body, "sluice_restore_total_records"), static_cast<double>(total)) << metrics.body;
+  EXPECT_EQ(metric_value(metrics.body, "sluice_restore_rate_records_per_second"), 0) << "no restore in progress";
+  EXPECT_NE(after.body.find("\"done\": " + std::to_string(total) + ", \"total\": " + std::to_string(total)),
+            std::string::npos)
+      << after.body;
   second.close();
 }
 

@@ -85,7 +85,9 @@ std::vector<std::optional<std::string>> restore_across_an_open_transaction(
   auto restore_consumer = client;
   restore_consumer["isolation.level"] = "read_committed";
   restore_consumer["enable.partition.eof"] = "true";
-  changelog_reader reader(restore_consumer, 60s, metrics.get_counter("restored"), metrics.get_gauge("remaining"),
+  changelog_reader reader(restore_consumer, 60s,
+                          {&metrics.get_counter("restored"), &metrics.get_gauge("remaining"), &metrics.get_gauge("done"),
+                           &metrics.get_gauge("total"), &metrics.get_gauge("rate")},
                           open_transaction_wait);
 
   EXPECT_TRUE(reader.add(task));

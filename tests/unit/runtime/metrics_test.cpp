@@ -23,3 +23,26 @@ TEST(metrics, histogram_quantiles_bound_the_recorded_latencies) {
   EXPECT_EQ(h.quantile(0.5), 3);
   EXPECT_GE(h.quantile(0.999), 1000);
 }
+
+TEST(metrics, a_retired_gauge_leaves_the_text_and_comes_back_with_its_value_when_asked_for_again) {
+  sluice::metrics_registry r;
+  auto& lag = r.get_gauge("sluice_consumer_lag_records", "topic=\"in\",partition=\"3\"");
+  lag.set(42);
+  EXPECT_NE(r.prometheus_text().find("sluice_consumer_lag_records{topic=\"in\",partition=\"3\"} 42\n"), std::string::npos);
+  r.retire_gauge("sluice_consumer_lag_records", "topic=\"in\",partition=\"3\"");
+  EXPECT_EQ(r.prometheus_text().find("sluice_consumer_lag_records"), std::string::npos);
+  EXPECT_EQ(r.total("sluice_consumer_lag_records"), 0);
+  lag.set(7);  // a reference held elsewhere stays valid
+  auto& again = r.get_gauge("sluice_consumer_lag_records", "topic=\"in\",partition=\"3\"");
+  EXPECT_EQ(&again, &lag);
+  EXPECT_NE(r.prometheus_text().find("sluice_consumer_lag_records{topic=\"in\",partition=\"3\"} 7\n"), std::string::npos);
+}
+
+TEST(metrics, gauges_kept_in_microseconds_are_exposed_in_seconds) {
+  sluice::metrics_registry r;
+  r.get_gauge("sluice_kafka_broker_rtt_avg_us", "broker=\"1\"").set(2500);
+  auto text = r.prometheus_text();
+  EXPECT_NE(text.find("# TYPE sluice_kafka_broker_rtt_avg_seconds gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("sluice_kafka_broker_rtt_avg_seconds{broker=\"1\"} 0.0025\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("_us"), std::string::npos) << text;
+}

@@ -66,7 +66,9 @@ struct fixture {
   }
 
   changelog_reader reader() {
-    return changelog_reader(restore_consumer(), 60s, metrics.get_counter("restored"), metrics.get_gauge("remaining"));
+    return changelog_reader(restore_consumer(), 60s,
+                            {&metrics.get_counter("restored"), &metrics.get_gauge("remaining"),
+                             &metrics.get_gauge("done"), &metrics.get_gauge("total"), &metrics.get_gauge("rate")});
   }
 };
 
@@ -138,7 +140,56 @@ TEST(changelog_reader, progress_counts_done_and_total_over_the_store_partitions)
   std::vector<stream_task*> restored;
   step_until([&] { reader.restore(restored); }, [&] { return restored.size() == 2; });
   EXPECT_EQ(restored.size(), 2u);
-  EXPECT_EQ(reader.progress().total, 0) << "restored tasks leave the reader";
+  auto after = reader.progress();
+  EXPECT_EQ(after.total, 100) << "the last restore's figures stay until the next one";
+  EXPECT_EQ(after.done, 100);
+  EXPECT_EQ(after.records_per_second, 0) << "no restore in progress";
+  EXPECT_EQ(f.metrics.get_gauge("done").value(), 100);
+  EXPECT_EQ(f.metrics.get_gauge("total").value(), 100);
+  EXPECT_EQ(f.metrics.get_gauge("remaining").value(), 0);
+}
+
+TEST(changelog_reader, done_and_total_describe_the_current_restore_not_every_restore_since_start) {
+  fixture f;
+  f.fill_changelog(0, 40);
+  null_sender sender;
+  auto reader = f.reader();
+  std::vector<stream_task*> restored;
+  {
+    stream_task first(0, 0, f.services, sender, "thread=\"0\"");
+    ASSERT_TRUE(reader.add(first));
+    step_until([&] { reader.restore(restored); }, [&] { return restored.size() == 1; });
+    ASSERT_EQ(restored.size(), 1u);
+    first.close(close_mode::dirty);
+  }
+  restored.clear();
+  // A second restore, of another partition: its figures start from zero.
+  f.fill_changelog(1, 25);
+  stream_task second(0, 1, f.services, sender, "thread=\"0\"");
+  ASSERT_TRUE(reader.add(second));
+  EXPECT_EQ(f.metrics.get_gauge("total").value(), 25);
+  EXPECT_EQ(f.metrics.get_gauge("done").value(), 0);
+  EXPECT_EQ(f.metrics.get_gauge("remaining").value(), 25);
+  step_until([&] { reader.restore(restored); }, [&] { return restored.size() == 1; });
+  ASSERT_EQ(restored.size(), 1u);
+  EXPECT_EQ(f.metrics.get_gauge("done").value(), 25);
+  EXPECT_EQ(f.metrics.get_gauge("total").value(), 25);
+  EXPECT_EQ(f.metrics.get_counter("restored").value(), 65u) << "the counter keeps every record since start";
+}
+
+TEST(changelog_reader, a_task_removed_while_restoring_leaves_the_total_of_the_current_restore) {
+  fixture f;
+  f.fill_changelog(0, 30);
+  null_sender sender;
+  stream_task task(0, 0, f.services, sender, "thread=\"0\"");
+  auto reader = f.reader();
+  ASSERT_TRUE(reader.add(task));
+  EXPECT_EQ(f.metrics.get_gauge("total").value(), 30);
+  reader.remove(task);
+  EXPECT_FALSE(reader.restoring());
+  EXPECT_EQ(reader.progress().total, reader.progress().done) << "nothing of it is left to restore";
+  EXPECT_EQ(f.metrics.get_gauge("remaining").value(), 0);
+  EXPECT_EQ(f.metrics.get_gauge("rate").value(), 0);
 }
 
 struct manager_fixture : fixture {
