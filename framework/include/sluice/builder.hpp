@@ -589,8 +589,11 @@ class streams_builder {
   template <class K, class V>
   global_table<K, V> global_table(const std::string& topic, std::string store = {}) {
     if (store.empty()) store = topic + "-global";
+    // The store keeps the topic's bytes: its codec (for /stores/... queries) decodes them as
+    // lookups do, with default_serde.
     g_->add_store({.name = store, .backend = detail::store_backend::memory, .logged = false, .global = true,
-                   .source_topic = topic});
+                   .source_topic = topic,
+                   .codec = detail::make_store_codec<K, V, default_serde<K>, default_serde<V>>()});
     return sluice::global_table<K, V>(store);
   }
 

@@ -141,7 +141,7 @@ instance_server::instance_server(server_options options, std::string application
   stores_.set_forwarding([forwarding](const request& req, std::string_view store, std::int32_t partition) {
     return forwarding->forward(req, store, partition);
   });
-  add_store_endpoints(routes_, stores_, app_.get_topology(), forwarding);
+  add_store_endpoints(routes_, stores_, app_.get_topology(), forwarding, globals_);
   // A topology's answers say which instance served them, as the store endpoints' do (a
   // forwarded answer keeps its owner's).
   for (const auto& r : app_.get_topology().endpoints())

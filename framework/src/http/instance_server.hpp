@@ -47,6 +47,9 @@ class instance_server {
   std::uint16_t port() const noexcept { return server_.port(); }
   /// Where other instances are: set by app::start() once the group is known.
   void set_directory(std::unique_ptr<instance_directory> d) { directory_.set(std::move(d)); }
+  /// The app's global tables, queried on the /stores/... paths: set by app::start() once they
+  /// have caught up.
+  void set_global_stores(global_store_slot::stores stores) { globals_.set(std::move(stores)); }
 
  private:
   void add_builtin_endpoints();
@@ -55,6 +58,7 @@ class instance_server {
   router routes_;
   runtime::app_queries& stores_;
   directory_slot directory_;
+  global_store_slot globals_;
   server server_;
 };
 

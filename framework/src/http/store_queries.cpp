@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http/client.hpp"
+#include "kafka/producer.hpp"
 #include "sluice/detail/store_codec.hpp"
 
 namespace sluice::http {
@@ -53,8 +54,9 @@ std::optional<std::size_t> limit_of(const request& req, response& refusal) {
 
 class store_endpoints {
  public:
-  store_endpoints(store_access& stores, const topology& topo, std::shared_ptr<const owner_forwarding> forwarding)
-      : stores_(stores), topo_(topo), forwarding_(std::move(forwarding)) {}
+  store_endpoints(store_access& stores, const topology& topo, std::shared_ptr<const owner_forwarding> forwarding,
+                  const global_store_slot& globals)
+      : stores_(stores), topo_(topo), forwarding_(std::move(forwarding)), globals_(globals) {}
 
   response key(const request& req) {
     const auto store = std::string(req.path_param("store"));
@@ -62,6 +64,7 @@ class store_endpoints {
     if (auto r = find(store, spec)) return stamp(std::move(*r));
     auto key = key_bytes(spec, store, req.path_param("key"));
     if (!key) return stamp(response::error(status::bad_request, key.error));
+    if (spec->global) return global_key(req, store, *spec, key.bytes);
     auto partition = stores_.partition_of(store, key.bytes);
     if (!partition) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
     std::optional<std::string> value;
@@ -108,6 +111,7 @@ class store_endpoints {
                                                               " keys; prefix queries need string keys"));
       prefix = std::string(req.path_param("prefix"));
     }
+    if (spec->global) return global_scan(store, *spec, kind, everything, from, to, prefix, *limit);
     const auto partitions = stores_.partitions(store);
     if (partitions <= 0) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
     std::vector<store_entry> entries;
@@ -132,9 +136,15 @@ class store_endpoints {
     if (!missing.empty() && !req.header(forwarded_header)) {
       if (auto refused = gather_remote(req, store, missing, entries)) return stamp(std::move(*refused));
     }
+    return stamp(scan_answer(store, std::move(entries), *limit, missing));
+  }
+
+ private:
+  /// The answer of a range or prefix scan: the first `limit` of `entries` in key order.
+  static response scan_answer(const std::string& store, std::vector<store_entry> entries, std::size_t limit,
+                              const std::vector<std::int32_t>& missing) {
     std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
-    const bool truncated = entries.size() > *limit;
-    if (truncated) entries.resize(*limit);
+    if (entries.size() > limit) entries.resize(limit);
     std::string body = "{\"store\": " + bytes_as_json(store) + ", \"entries\": [";
     for (std::size_t i = 0; i < entries.size(); ++i) {
       const auto& e = entries[i];
@@ -144,10 +154,60 @@ class store_endpoints {
     body += "], \"partitions_not_local\": [";
     for (std::size_t i = 0; i < missing.size(); ++i) body += (i ? ", " : "") + std::to_string(missing[i]);
     body += "]}";
-    return stamp(response::json(status::ok, std::move(body)));
+    return response::json(status::ok, std::move(body));
   }
 
- private:
+  /// The store of global table `store`, or the 503 (with Retry-After) while the tables catch up.
+  const runtime::global_table_store* global_table(const std::string& store, response& refusal) const {
+    const auto* table = globals_.find(store);
+    if (!table) refusal = stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    return table;
+  }
+
+  /// A key of a global table: answered here, from this instance's copy of the whole table.
+  response global_key(const request& req, const std::string& store, const detail::store_spec& spec,
+                      const std::string& key) {
+    response refusal;
+    const auto* table = global_table(store, refusal);
+    if (!table) return refusal;
+    const auto partition = kafka::murmur2_partition(key, table->partitions());
+    std::string value;
+    if (!table->get(key, value))
+      return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) +
+                                                          "' in global table '" + store + "' (partition " +
+                                                          std::to_string(partition) + " of its topic)"));
+    auto e = render(spec.codec.get(), key, value, partition);
+    return stamp(response::json(status::ok, "{\"store\": " + bytes_as_json(store) + ", \"partition\": " +
+                                                std::to_string(partition) + ", \"key\": " + e.key_json +
+                                                ", \"value\": " + e.value_json + "}"));
+  }
+
+  /// A range or prefix scan of a global table, from this instance alone; `partition` in each
+  /// entry is the table topic's partition of the key.
+  response global_scan(const std::string& store, const detail::store_spec& spec, scan kind, bool everything,
+                       const std::string& from, const std::string& to, const std::string& prefix, std::size_t limit) {
+    response refusal;
+    const auto* table = global_table(store, refusal);
+    if (!table) return refusal;
+    std::vector<std::pair<std::string, std::string>> raw;
+    std::optional<std::string_view> start;
+    if (kind == scan::prefix)
+      start = prefix;
+    else if (!everything)
+      start = from;
+    table->scan(start, [&](std::string_view k, std::string_view v) {
+      if (kind == scan::prefix && !k.starts_with(prefix)) return false;
+      if (kind == scan::range && !everything && k > std::string_view(to)) return false;
+      raw.emplace_back(k, v);
+      return raw.size() < limit;
+    });
+    std::vector<store_entry> entries;
+    entries.reserve(raw.size());
+    for (const auto& [k, v] : raw)
+      entries.push_back(render(spec.codec.get(), k, v, kafka::murmur2_partition(k, table->partitions())));
+    return stamp(scan_answer(store, std::move(entries), limit, {}));
+  }
+
   struct parsed_key {
     std::string bytes;
     std::string error;
@@ -156,8 +216,7 @@ class store_endpoints {
 
   std::optional<response> find(const std::string& store, const detail::store_spec*& spec) {
     spec = topo_.find_store(store);
-    if (!spec || spec->global)
-      return response::error(status::not_found, "no key-value store '" + store + "' in this topology");
+    if (!spec) return response::error(status::not_found, "no key-value store '" + store + "' in this topology");
     return std::nullopt;
   }
 
@@ -238,6 +297,19 @@ class store_endpoints {
     if (auto r = find(store, spec)) return stamp(std::move(*r));
     auto key = key_bytes(spec, store, req.path_param("key"));
     if (!key) return stamp(response::error(status::bad_request, key.error));
+    if (spec->global) {
+      // Every instance holds a global table whole: the one asked owns every key.
+      response refusal;
+      const auto* table = global_table(store, refusal);
+      if (!table) return refusal;
+      nlohmann::json j;
+      j["store"] = store;
+      j["key"] = nlohmann::json::parse(spec->codec ? spec->codec->key_to_json(key.bytes) : bytes_as_json(key.bytes));
+      j["partition"] = kafka::murmur2_partition(key.bytes, table->partitions());
+      j["instance"] = forwarding_->self();
+      j["global"] = true;
+      return stamp(response::json(status::ok, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    }
     auto partition = stores_.partition_of(store, key.bytes);
     auto* directory = forwarding_->directory();
     if (!partition || !directory) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
@@ -256,13 +328,14 @@ class store_endpoints {
   store_access& stores_;
   const topology& topo_;
   std::shared_ptr<const owner_forwarding> forwarding_;
+  const global_store_slot& globals_;
 };
 
 }  // namespace
 
 void add_store_endpoints(router& routes, store_access& stores, const topology& topo,
-                         std::shared_ptr<const owner_forwarding> forwarding) {
-  auto e = std::make_shared<store_endpoints>(stores, topo, std::move(forwarding));
+                         std::shared_ptr<const owner_forwarding> forwarding, const global_store_slot& globals) {
+  auto e = std::make_shared<store_endpoints>(stores, topo, std::move(forwarding), globals);
   routes.add("/metadata", [e](const request&) { return e->metadata(); });
   routes.add("/metadata/stores/{store}/keys/{key}", [e](const request& r) { return e->key_metadata(r); });
   routes.add("/stores/{store}/keys/{key}", [e](const request& r) { return e->key(r); });

@@ -435,6 +435,7 @@ void app::start() {
   validate_output_topics(d.topo, admin, clients.embedded);
   create_global_table_topics_on_embedded(d.topo, admin, clients.embedded);
   d.start_global_tables(clients.consumer, admin);
+  if (d.http) d.http->set_global_stores(d.globals->stores());
   auto producer = clients.producer;
   cap_batches_to_topic_limits(d.topo, d.cfg, admin, producer);
   d.start_threads(clients.consumer, producer, clients.admin, sub_partitions);

@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 
 bool global_table_store::get(std::string_view key, std::string& out) const {
   std::shared_lock lock(mutex_);
-  auto it = entries_.find(std::string(key));
+  auto it = entries_.find(key);
   if (it == entries_.end()) return false;
   out = it->second;
   return true;
@@ -21,10 +21,21 @@ bool global_table_store::get(std::string_view key, std::string& out) const {
 
 void global_table_store::apply(std::string_view key, const std::optional<std::string>& value) {
   std::unique_lock lock(mutex_);
-  if (value)
-    entries_[std::string(key)] = *value;
-  else
-    entries_.erase(std::string(key));
+  auto it = entries_.find(key);
+  if (!value) {
+    if (it != entries_.end()) entries_.erase(it);
+  } else if (it != entries_.end()) {
+    it->second = *value;
+  } else {
+    entries_.emplace(std::string(key), *value);
+  }
+}
+
+void global_table_store::scan(std::optional<std::string_view> from,
+                              const std::function<bool(std::string_view, std::string_view)>& visit) const {
+  std::shared_lock lock(mutex_);
+  for (auto it = from ? entries_.lower_bound(*from) : entries_.begin(); it != entries_.end(); ++it)
+    if (!visit(it->first, it->second)) return;
 }
 
 std::size_t global_table_store::size() const {
@@ -42,7 +53,7 @@ global_tables::global_tables(const topology& topo, kafka::config_map consumer_co
     if (!count)
       throw error(errc::invalid_topology, "global table topic '" + spec.source_topic +
                                               "' does not exist; create it before starting the job");
-    auto store = std::make_unique<global_table_store>();
+    auto store = std::make_unique<global_table_store>(*count);
     by_topic_[spec.source_topic] = store.get();
     stores_[spec.name] = std::move(store);
     for (int p = 0; p < *count; ++p) {
@@ -111,6 +122,12 @@ void global_tables::stop() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   if (consumer_) consumer_->close();
+}
+
+std::map<std::string, const global_table_store*, std::less<>> global_tables::stores() const {
+  std::map<std::string, const global_table_store*, std::less<>> out;
+  for (const auto& [name, store] : stores_) out.emplace(name, store.get());
+  return out;
 }
 
 std::map<std::string, const detail::global_view*> global_tables::views() const {

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "kafka/admin.hpp"
@@ -20,16 +22,27 @@
 
 namespace sluice::runtime {
 
-/// One global store: the table's latest value bytes per key bytes.
+/// One global store: the table's latest value bytes per key bytes, in key byte order (the
+/// order of the key-value stores' scans, for the /stores/... queries of global tables).
+/// Written by the global tables' thread, read by stream threads and HTTP handlers (shared lock).
 class global_table_store final : public detail::global_view {
  public:
+  /// `partitions`: of the table's topic, so a query answer names the partition of a key.
+  explicit global_table_store(std::int32_t partitions) : partitions_(partitions) {}
   bool get(std::string_view key, std::string& out) const override;
   void apply(std::string_view key, const std::optional<std::string>& value);
   std::size_t size() const;
+  std::int32_t partitions() const noexcept { return partitions_; }
+  /// Calls `visit(key, value)` in key byte order from the first key >= `from` (from the
+  /// first key when nullopt) until it returns false or the entries end. Holds the shared
+  /// lock throughout: `visit` copies what it keeps and returns quickly.
+  void scan(std::optional<std::string_view> from,
+            const std::function<bool(std::string_view key, std::string_view value)>& visit) const;
 
  private:
+  const std::int32_t partitions_;
   mutable std::shared_mutex mutex_;
-  std::unordered_map<std::string, std::string> entries_;
+  std::map<std::string, std::string, std::less<>> entries_;
 };
 
 class global_tables {
@@ -44,6 +57,8 @@ class global_tables {
   void start_following();
   void stop();
   std::map<std::string, const detail::global_view*> views() const;
+  /// The stores by name, for interactive queries; they live as long as this object.
+  std::map<std::string, const global_table_store*, std::less<>> stores() const;
 
  private:
   void apply_batch();

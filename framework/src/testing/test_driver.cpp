@@ -229,7 +229,8 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   }
   for (const auto& spec : d.topo.stores()) {
     if (!spec.global) continue;
-    auto store = std::make_unique<runtime::global_table_store>();
+    // The driver's topics all have options.partitions partitions.
+    auto store = std::make_unique<runtime::global_table_store>(d.options.partitions);
     s.global_views[spec.name] = store.get();
     d.globals[spec.source_topic] = std::move(store);
   }
