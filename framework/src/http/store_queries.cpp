@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <variant>
 
 #include "http/client.hpp"
 #include "kafka/producer.hpp"
@@ -59,26 +60,27 @@ class store_endpoints {
       : stores_(stores), topo_(topo), forwarding_(std::move(forwarding)), globals_(globals) {}
 
   response key(const request& req) {
-    const auto store = std::string(req.path_param("store"));
-    const detail::store_spec* spec = nullptr;
-    if (auto r = find(store, spec)) return stamp(std::move(*r));
-    auto key = key_bytes(spec, store, req.path_param("key"));
-    if (!key) return stamp(response::error(status::bad_request, key.error));
-    if (spec->global) return global_key(req, store, *spec, key.bytes);
-    auto partition = stores_.partition_of(store, key.bytes);
-    if (!partition) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    auto resolved = resolve_key(req);
+    if (auto* refusal = std::get_if<response>(&resolved)) return std::move(*refusal);
+    const auto& k = std::get<resolved_key>(resolved);
     std::optional<std::string> value;
-    std::string failure;
-    auto outcome = stores_.run(
-        store, *partition, [&](state::kv_store& s) { value = s.get(key.bytes); }, std::chrono::seconds(5), &failure);
-    if (outcome == store_access::outcome::not_local) return forward_or_refuse(req, store, *partition);
-    if (outcome != store_access::outcome::done) return stamp(store_access::refusal(outcome, store, *partition, failure));
+    if (k.global) {
+      if (std::string v; k.global->get(k.bytes, v)) value = std::move(v);
+    } else {
+      std::string failure;
+      auto outcome = stores_.run(
+          k.store, k.partition, [&](state::kv_store& s) { value = s.get(k.bytes); }, std::chrono::seconds(5), &failure);
+      if (outcome == store_access::outcome::not_local) return forward_or_refuse(req, k.store, k.partition);
+      if (outcome != store_access::outcome::done)
+        return stamp(store_access::refusal(outcome, k.store, k.partition, failure));
+    }
     if (!value)
-      return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) + "' in store '" +
-                                                          store + "' (partition " + std::to_string(*partition) + ")"));
-    auto e = render(spec->codec.get(), key.bytes, *value, *partition);
-    return stamp(response::json(status::ok, "{\"store\": " + bytes_as_json(store) + ", \"partition\": " +
-                                                std::to_string(*partition) + ", \"key\": " + e.key_json +
+      return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) + "' in " +
+                                                          (k.global ? "global table '" : "store '") + k.store +
+                                                          "' (partition " + std::to_string(k.partition) + ")"));
+    auto e = render(k.spec->codec.get(), k.bytes, *value, k.partition);
+    return stamp(response::json(status::ok, "{\"store\": " + bytes_as_json(k.store) + ", \"partition\": " +
+                                                std::to_string(k.partition) + ", \"key\": " + e.key_json +
                                                 ", \"value\": " + e.value_json + "}"));
   }
 
@@ -164,22 +166,38 @@ class store_endpoints {
     return table;
   }
 
-  /// A key of a global table: answered here, from this instance's copy of the whole table.
-  response global_key(const request& req, const std::string& store, const detail::store_spec& spec,
-                      const std::string& key) {
-    response refusal;
-    const auto* table = global_table(store, refusal);
-    if (!table) return refusal;
-    const auto partition = kafka::murmur2_partition(key, table->partitions());
-    std::string value;
-    if (!table->get(key, value))
-      return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) +
-                                                          "' in global table '" + store + "' (partition " +
-                                                          std::to_string(partition) + " of its topic)"));
-    auto e = render(spec.codec.get(), key, value, partition);
-    return stamp(response::json(status::ok, "{\"store\": " + bytes_as_json(store) + ", \"partition\": " +
-                                                std::to_string(partition) + ", \"key\": " + e.key_json +
-                                                ", \"value\": " + e.value_json + "}"));
+  /// What /stores/{store}/keys/{key} and /metadata/stores/{store}/keys/{key} need to know of
+  /// their key: the store, the key's bytes and the partition it lives in.
+  struct resolved_key {
+    std::string store;
+    const detail::store_spec* spec = nullptr;
+    std::string bytes;
+    std::int32_t partition = -1;  ///< of the store's tasks; of the table's topic for a global table
+    const runtime::global_table_store* global = nullptr;  ///< set for a global table: read it here
+  };
+
+  /// The store, key and partition of a key request, or the answer refusing it (stamped): 404
+  /// for an unknown store, 400 for a key that is not one of the store's, 503 + Retry-After
+  /// while the partition counts are unknown (the app starting) or the global tables catch up.
+  std::variant<resolved_key, response> resolve_key(const request& req) {
+    resolved_key k;
+    k.store = std::string(req.path_param("store"));
+    if (auto r = find(k.store, k.spec)) return stamp(std::move(*r));
+    auto key = key_bytes(k.spec, k.store, req.path_param("key"));
+    if (!key) return stamp(response::error(status::bad_request, key.error));
+    k.bytes = std::move(key.bytes);
+    std::optional<std::int32_t> partition;
+    if (k.spec->global) {
+      response refusal;
+      k.global = global_table(k.store, refusal);
+      if (!k.global) return refusal;
+      partition = kafka::murmur2_partition(k.bytes, k.global->partitions());
+    } else {
+      partition = stores_.partition_of(k.store, k.bytes);
+    }
+    if (!partition) return stamp(store_access::refusal(store_access::outcome::unavailable, k.store, -1));
+    k.partition = *partition;
+    return k;
   }
 
   /// A range or prefix scan of a global table, from this instance alone; `partition` in each
@@ -292,35 +310,25 @@ class store_endpoints {
   }
 
   response key_metadata(const request& req) {
-    const auto store = std::string(req.path_param("store"));
-    const detail::store_spec* spec = nullptr;
-    if (auto r = find(store, spec)) return stamp(std::move(*r));
-    auto key = key_bytes(spec, store, req.path_param("key"));
-    if (!key) return stamp(response::error(status::bad_request, key.error));
-    if (spec->global) {
+    auto resolved = resolve_key(req);
+    if (auto* refusal = std::get_if<response>(&resolved)) return std::move(*refusal);
+    const auto& k = std::get<resolved_key>(resolved);
+    nlohmann::json j;
+    j["store"] = k.store;
+    j["key"] = nlohmann::json::parse(k.spec->codec ? k.spec->codec->key_to_json(k.bytes) : bytes_as_json(k.bytes));
+    j["partition"] = k.partition;
+    if (k.global) {
       // Every instance holds a global table whole: the one asked owns every key.
-      response refusal;
-      const auto* table = global_table(store, refusal);
-      if (!table) return refusal;
-      nlohmann::json j;
-      j["store"] = store;
-      j["key"] = nlohmann::json::parse(spec->codec ? spec->codec->key_to_json(key.bytes) : bytes_as_json(key.bytes));
-      j["partition"] = kafka::murmur2_partition(key.bytes, table->partitions());
       j["instance"] = forwarding_->self();
       j["global"] = true;
-      return stamp(response::json(status::ok, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    } else {
+      auto* directory = forwarding_->directory();
+      if (!directory) return stamp(store_access::refusal(store_access::outcome::unavailable, k.store, -1));
+      auto v = directory->view(true);
+      auto owner = v->owner(k.store, k.partition);
+      j["instance"] = owner ? nlohmann::json(*owner) : nlohmann::json(nullptr);
+      j["group_state"] = v->state;
     }
-    auto partition = stores_.partition_of(store, key.bytes);
-    auto* directory = forwarding_->directory();
-    if (!partition || !directory) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
-    auto v = directory->view(true);
-    auto owner = v->owner(store, *partition);
-    nlohmann::json j;
-    j["store"] = store;
-    j["key"] = nlohmann::json::parse(spec->codec ? spec->codec->key_to_json(key.bytes) : bytes_as_json(key.bytes));
-    j["partition"] = *partition;
-    j["instance"] = owner ? nlohmann::json(*owner) : nlohmann::json(nullptr);
-    j["group_state"] = v->state;
     return stamp(response::json(status::ok, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   }
 
