@@ -135,6 +135,7 @@ overflow_buffer_outlets apply_overflow_buffer(streams_builder& builder,
                                               const kstream<overflow_detail::bytes, overflow_detail::bytes>& in,
                                               const overflow_buffer_options& options) {
   add_overflow_buffer_stores(builder, options);
+  if (options.http_endpoints) add_overflow_buffer_endpoints(builder, options);
   // A customer's buffer and token bucket live in one task: when the stream is not partitioned
   // by its key (e.g. after the throttle repartitioned it by throttle key), bring it back.
   const auto by_customer = in.repartitioned(options.buffer_store);
@@ -205,15 +206,22 @@ void customer_state::serialize(std::string& out) const {
   std::memcpy(&bits, &tokens, sizeof bits);
   put_be64(out, bits);
   put_be64(out, static_cast<std::uint64_t>(refilled_at));
+  std::memcpy(&bits, &rate, sizeof bits);
+  put_be64(out, bits);
 }
 
+// 24 bytes (without the rate, as first written) or 32.
 customer_state customer_state::deserialize(std::string_view in) {
-  if (in.size() != 24) throw serialization_error("overflow buffer: malformed customer state");
+  if (in.size() != 24 && in.size() != 32) throw serialization_error("overflow buffer: malformed customer state");
   customer_state s;
   s.handled_offset = static_cast<std::int64_t>(get_be64(in, 0));
-  const auto bits = get_be64(in, 8);
+  auto bits = get_be64(in, 8);
   std::memcpy(&s.tokens, &bits, sizeof bits);
   s.refilled_at = static_cast<std::int64_t>(get_be64(in, 16));
+  if (in.size() == 32) {
+    bits = get_be64(in, 24);
+    std::memcpy(&s.rate, &bits, sizeof bits);
+  }
   s.fresh = false;
   return s;
 }
@@ -447,6 +455,7 @@ void processor::save_state(std::string_view customer, const customer_state& st) 
 
 // Token bucket of rate r and burst max(1, r): a new customer starts full.
 void processor::refill(customer_state& st, double rate, std::int64_t now) {
+  st.rate = rate;
   const double burst = std::max(1.0, rate);
   if (st.fresh) {
     st.tokens = burst;

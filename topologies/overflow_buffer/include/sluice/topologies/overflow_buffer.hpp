@@ -32,6 +32,8 @@
 #include <vector>
 
 #include "sluice/builder.hpp"
+#include "sluice/http.hpp"
+#include "sluice/queries.hpp"
 #include "sluice/processor.hpp"
 #include "sluice/queue_store.hpp"
 
@@ -86,6 +88,12 @@ struct overflow_buffer_options {
   /// The global store of the rates table.
   /// Default: "overflow-rates".
   std::string rates_store = "overflow-rates";
+
+  /// apply_overflow_buffer() adds GET /overflow/backlog and GET /overflow/customers/{c} to
+  /// the instance HTTP server (served when application.server is set). Turn off for a
+  /// second overflow buffer in one topology (the paths would clash).
+  /// Default: true.
+  bool http_endpoints = true;
 };
 
 /// Throws sluice::error(errc::invalid_config) naming the bad value and its allowed range.
@@ -124,6 +132,9 @@ struct customer_state {
   std::int64_t handled_offset = -1;
   double tokens = 0;
   std::int64_t refilled_at = 0;
+  /// The rate last applied to the customer (records/s); negative when not known yet (state
+  /// written before the rate was kept, or never applied). Read by GET /overflow/... .
+  double rate = -1;
   bool fresh = true;  ///< not in the store yet: starts with a full bucket
 
   void serialize(std::string& out) const;
@@ -230,6 +241,19 @@ struct overflow_buffer_outlets {
 overflow_buffer_outlets apply_overflow_buffer(streams_builder& builder,
                                               const kstream<overflow_detail::bytes, overflow_detail::bytes>& in,
                                               const overflow_buffer_options& options);
+
+/// GET /overflow/backlog?limit=N (default 10, at most 1000) and GET /overflow/customers/{c}
+/// on the instance HTTP server (README.md, "HTTP"). apply_overflow_buffer() adds them when
+/// options.http_endpoints is set.
+void add_overflow_buffer_endpoints(streams_builder& builder, const overflow_buffer_options& options);
+/// The bodies of the two endpoints, over `queries` (an app's or the TopologyTestDriver's),
+/// ages measured at `now_ms`. Backlog: the `limit` largest backlogs of the partitions this
+/// instance runs, with the partitions it does not. Customer: its backlog, from the instance
+/// that owns its partition (404 naming how to find the owner elsewhere).
+http::response overflow_backlog_response(interactive_queries& queries, const overflow_buffer_options& options,
+                                         std::size_t limit, std::int64_t now_ms);
+http::response overflow_customer_response(interactive_queries& queries, const overflow_buffer_options& options,
+                                          std::string_view customer, std::int64_t now_ms);
 
 /// The sluice-overflow-buffer job's topology: `input` -> overflow buffer -> `output`, expired
 /// records to `expired` (dropped and counted when it is empty).
