@@ -23,11 +23,12 @@ kafka::config_map read_uncommitted(kafka::config_map c) {
 changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
                                    restore_metrics metrics, std::chrono::milliseconds open_transaction_wait)
     : consumer_(std::make_unique<kafka::consumer>(restore_consumer)),
-      end_offsets_(std::make_unique<kafka::consumer>(read_uncommitted(restore_consumer))),
+      end_offsets_config_(read_uncommitted(restore_consumer)),
       log_interval_(log_interval),
       open_transaction_wait_(open_transaction_wait),
       last_log_(clock_type::now()),
       metrics_(metrics) {
+  end_offsets_ = std::make_unique<kafka::consumer>(end_offsets_config_);
   // The end is noted here and applied by restore() after the batch: this callback runs
   // inside poll_batch(), before the batch's records of the same partition are written.
   consumer_->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
@@ -36,11 +37,26 @@ changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, st
   });
 }
 
+std::pair<std::int64_t, std::int64_t> changelog_reader::end_offsets(const std::string& topic,
+                                                                     std::int32_t partition) {
+  try {
+    return end_offsets_->watermarks(topic, partition, 30s);
+  } catch (const sluice::error& e) {
+    // This client fetches nothing, so nothing refreshes its view of the partition leaders
+    // after a leader moves but librdkafka's periodic refresh (topic.metadata.refresh.interval.ms,
+    // 5 minutes): the fault suite saw NOT_LEADER_FOR_PARTITION for 5 minutes after a broker
+    // kill, until the job gave up. A new client learns the leaders afresh.
+    spdlog::info("end offsets of {}[{}]: {}; asking again with a new client", topic, partition, e.what());
+    end_offsets_ = std::make_unique<kafka::consumer>(end_offsets_config_);
+    return end_offsets_->watermarks(topic, partition, 30s);
+  }
+}
+
 bool changelog_reader::add(stream_task& task) {
   bool any = false;
   for (auto& s : task.stores().all()) {
     if (s.changelog_topic.empty()) continue;
-    auto [low, high] = end_offsets_->watermarks(s.changelog_topic, task.partition(), 30s);
+    auto [low, high] = end_offsets(s.changelog_topic, task.partition());
     auto from = s.store->committed_offset().value_or(low);
     if (from < low) from = low;  // compaction or retention removed the head: start at what exists
     if (from >= high) continue;

@@ -104,12 +104,15 @@ class changelog_reader {
   /// Ends the restore once no entry is left (the rate drops to 0).
   void end_restore_if_empty();
   void publish();
+  /// The first and end (high watermark) offsets of a changelog partition.
+  std::pair<std::int64_t, std::int64_t> end_offsets(const std::string& topic, std::int32_t partition);
 
   std::unique_ptr<kafka::consumer> consumer_;
   /// The same client settings read_uncommitted, only for end offsets: a read_committed client
   /// reports the last stable offset as the end, which stops short of a transaction open in
   /// the changelog (see restore()).
   std::unique_ptr<kafka::consumer> end_offsets_;
+  kafka::config_map end_offsets_config_;
   std::chrono::milliseconds log_interval_;
   std::chrono::milliseconds open_transaction_wait_;
   std::vector<entry> entries_;
