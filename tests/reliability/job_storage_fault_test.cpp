@@ -284,9 +284,9 @@ TEST_F(job_storage_fault, full_state_volume_stops_the_job_with_a_clear_error_and
   // Restarted while the volume is still full, it stops again with the same advice, and
   // wipes no store: their files are sound, a wipe would only cost a full restore later.
   volume_->fill_leaving(0);
-  std::map<fs::path, std::size_t> tables_before;
-  for (const auto& dir : store_dirs(state_dir)) tables_before[dir] = files_ending(dir, ".sst").size();
-  ASSERT_FALSE(tables_before.empty()) << "no store directory under " << state_dir;
+  const auto stores = store_dirs(state_dir);
+  ASSERT_FALSE(stores.empty()) << "no store directory under " << state_dir;
+  for (const auto& dir : stores) ASSERT_FALSE(files_ending(dir, ".sst").empty()) << dir << ": no table to keep";
   auto& full = start_job(state_dir);
   auto full_st = full.wait_exit(180s);
   ASSERT_TRUE(full_st.has_value()) << "the job runs on a full volume: " << sluice::test::last_lines(full.log(), 10);
@@ -294,8 +294,8 @@ TEST_F(job_storage_fault, full_state_volume_stops_the_job_with_a_clear_error_and
   const auto full_log = read_text(full.log());
   EXPECT_NE(full_log.find("is full: free space on it"), std::string::npos) << sluice::test::last_lines(full.log(), 10);
   EXPECT_EQ(full_log.find("wiping it"), std::string::npos) << sluice::test::last_lines(full.log(), 10);
-  for (const auto& [dir, tables] : tables_before)
-    EXPECT_EQ(files_ending(dir, ".sst").size(), tables) << dir << ": the store's tables are gone";
+  // A compaction may have merged tables meanwhile; a wipe leaves none.
+  for (const auto& dir : stores) EXPECT_FALSE(files_ending(dir, ".sst").empty()) << dir << ": the store's tables are gone";
 
   // Space is freed; the restarted job replays its changelogs and finishes the input.
   volume_->free_ballast();
