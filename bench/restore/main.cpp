@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     sluice::topic_admin admin(cfg);
     admin.create_topic(in, partitions);
     admin.create_topic(out, partitions);
-    admin.create_topic(changelog, partitions, /*compacted=*/true);
+    admin.create_topic(changelog, partitions, sluice::cleanup_policy::compact);
 
     // The changelog as the store writes it: key and value in the state serdes.
     std::uint64_t payload_bytes = 0;

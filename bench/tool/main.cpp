@@ -109,7 +109,7 @@ int verify_throttle(const std::map<std::string, std::string>& a, sluice::config&
   };
   const long long expect = num(a, "expect", 0), window = num(a, "window-ms", 60000), limit = num(a, "limit", 1);
   const auto passed_topic = a.at("topic");
-  sluice::topic_reader reader(cfg, {passed_topic, a.at("throttled-topic")}, /*read_committed=*/true);
+  sluice::topic_reader reader(cfg, {passed_topic, a.at("throttled-topic")}, sluice::isolation::read_committed);
   std::unordered_map<std::string, std::vector<decision>> by_key;
   long long count = 0, passed = 0, bad_values = 0;
   auto take = [&](std::vector<sluice::raw_message>&& batch) {
@@ -170,7 +170,7 @@ int verify(const std::map<std::string, std::string>& a, sluice::config& cfg) {
   const bool check_values = !(a.contains("values") && a.at("values") == "any");
   auto timeout = std::chrono::seconds(num(a, "timeout-s", 600));
   auto linger = std::chrono::seconds(num(a, "linger-s", 2));
-  sluice::topic_reader reader(cfg, {a.at("topic")}, /*read_committed=*/true);
+  sluice::topic_reader reader(cfg, {a.at("topic")}, sluice::isolation::read_committed);
   long long count = 0, bad_values = 0;
   std::unordered_map<std::string, long long> last;
   double done_at = 0;

@@ -39,7 +39,6 @@ class report_every : public sluice::processor<std::string, std::int64_t> {
   explicit report_every(std::chrono::milliseconds interval) : interval_(interval) {}
 
   void init(context_type& ctx) override {
-    processor::init(ctx);
     pending_.emplace(ctx.store<std::string, std::int64_t>("pending-reports"));
     ctx.schedule(interval_, sluice::punctuation_type::wall_clock, [this](std::int64_t now) { report(now); });
   }
@@ -64,13 +63,13 @@ class report_every : public sluice::processor<std::string, std::int64_t> {
 ///            -> process(report_every, "pending-reports") -> page-view-counts
 inline sluice::topology page_views_topology(std::chrono::milliseconds report_interval = std::chrono::seconds(10)) {
   sluice::streams_builder b;
-  b.add_state_store({.name = "pending-reports"});
   b.stream<std::string, page_view>("page-views")
       .filter_not([](const std::string&, const page_view& v) { return is_bot(v); })
       .group_by([](const std::string&, const page_view& v) { return v.page; })
       .count("views-per-page")
       .to_stream()
-      .process([report_interval] { return std::make_unique<report_every>(report_interval); }, "pending-reports")
+      .process([report_interval] { return std::make_unique<report_every>(report_interval); },
+               sluice::materialized{.name = "pending-reports"})
       .to("page-view-counts");
   return b.build();
 }

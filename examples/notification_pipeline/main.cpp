@@ -61,7 +61,7 @@ int run_demo(sluice::config cfg, long count) {
   sluice::topic_admin admin(cfg);
   for (const char* t : {"notifications", "notifications-throttled", "push-out", "notifications-expired"})
     admin.create_topic(t, 4);
-  admin.create_topic("customer-rates", 1, /*compacted=*/true);
+  admin.create_topic("customer-rates", 1, sluice::cleanup_policy::compact);
 
   // 200 customers, all sending a burst at once: every tenth has rate 20/s from the rates
   // table, the others the default 50/s; what exceeds a customer's burst is buffered and

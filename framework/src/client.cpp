@@ -30,9 +30,9 @@ struct topic_admin::impl {
 topic_admin::topic_admin(const config& c) : impl_(std::make_unique<impl>(client_map(c, "admin"))) {}
 topic_admin::~topic_admin() = default;
 
-void topic_admin::create_topic(const std::string& name, int partitions, bool compacted) {
+void topic_admin::create_topic(const std::string& name, int partitions, cleanup_policy policy) {
   kafka::new_topic t{.name = name, .partitions = partitions};
-  if (compacted) t.configs["cleanup.policy"] = "compact";
+  if (policy == cleanup_policy::compact) t.configs["cleanup.policy"] = "compact";
   impl_->admin.create_topics({t}, 30s);
 }
 
@@ -86,12 +86,12 @@ struct topic_reader::impl {
   std::map<std::pair<std::string, std::int32_t>, bool> at_end;
 };
 
-topic_reader::topic_reader(const config& c, const std::vector<std::string>& topics, bool read_committed) {
+topic_reader::topic_reader(const config& c, const std::vector<std::string>& topics, isolation level) {
   auto props = client_map(c, "consumer");
   props.erase("group.id");
   props.erase("group.instance.id");
   props["enable.partition.eof"] = "true";
-  props["isolation.level"] = read_committed ? "read_committed" : "read_uncommitted";
+  props["isolation.level"] = level == isolation::read_committed ? "read_committed" : "read_uncommitted";
   impl_ = std::make_unique<impl>(props);
   kafka::admin admin(client_map(c, "admin"));
   std::vector<kafka::topic_partition_offset> assign;

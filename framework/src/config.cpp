@@ -253,13 +253,6 @@ void config::validate_numbers() const {
   commit_interval();
 }
 
-bool config::get_bool(std::string_view key) const {
-  auto v = require(key);
-  if (v == "true") return true;
-  if (v == "false") return false;
-  invalid(key, v, "true or false");
-}
-
 error_policy config::get_error_policy(std::string_view key) const {
   auto v = require(key);
   if (v == "fail") return error_policy::fail;

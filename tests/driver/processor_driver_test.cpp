@@ -1,6 +1,7 @@
 // The Processor API, punctuation and error handlers through the TopologyTestDriver.
 #include <gtest/gtest.h>
 
+#include "error_of.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
 
@@ -106,6 +107,69 @@ TEST(processor_api, rocksdb_stores_run_in_the_driver_on_request) {
   for (int i = 0; i < 100; ++i) in.pipe("k" + std::to_string(i % 10), event{"u", 1});
   EXPECT_EQ((*d.store<std::string, std::int64_t>("sums").get("k3")), 10);
   EXPECT_EQ(d.records("test-driver-sums-changelog").size(), 100u);
+}
+
+namespace {
+
+/// Overrides init without calling processor::init (issue 16's newcomer mistake) and keeps
+/// its store declared right in process(..., materialized{...}).
+class counting_without_base_init : public sluice::processor<std::string, event, std::string, std::int64_t> {
+ public:
+  void init(context_type& ctx) override { counts_.emplace(ctx.store<std::string, std::int64_t>("counts")); }
+  void process(const sluice::record<std::string, event>& r) override {
+    auto n = counts_->get(r.key).value_or(0) + 1;
+    counts_->put(r.key, n);
+    context().forward(sluice::record<std::string, std::int64_t>{r.key, n, r.timestamp, {}});
+  }
+
+ private:
+  std::optional<sluice::key_value_store<std::string, std::int64_t>> counts_;
+};
+
+/// Calls context() in its constructor, before the runtime has given it one.
+class context_in_constructor : public sluice::processor<std::string, event> {
+ public:
+  context_in_constructor() { (void)context().task_id(); }
+  void process(const sluice::record<std::string, event>&) override {}
+};
+
+}  // namespace
+
+TEST(processor_api, processor_overriding_init_without_the_base_call_has_its_context) {
+  sluice::streams_builder b;
+  b.stream<std::string, event>("events")
+      .process([] { return std::make_unique<counting_without_base_init>(); }, sluice::materialized{.name = "counts"})
+      .to("counts-out");
+  topology_test_driver d(b.build());
+  auto in = d.input_topic<std::string, event>("events");
+  in.pipe("a", event{"a", 1});
+  in.pipe("a", event{"a", 1});
+  auto out = d.output_topic<std::string, std::int64_t>("counts-out");
+  EXPECT_EQ(out.read_value(), 1);
+  EXPECT_EQ(out.read_value(), 2);
+  // The store declared in process() is an ordinary logged store.
+  EXPECT_EQ((*d.store<std::string, std::int64_t>("counts").get("a")), 2);
+  EXPECT_EQ(d.records("test-driver-counts-changelog").size(), 2u);
+}
+
+TEST(processor_api, context_used_before_init_is_a_clear_error_not_a_crash) {
+  sluice::streams_builder b;
+  b.stream<std::string, event>("events").process([] { return std::make_unique<context_in_constructor>(); });
+  auto message = sluice::test::error_of([&] { topology_test_driver d(b.build()); }, sluice::errc::invalid_topology);
+  EXPECT_NE(message.find("before init()"), std::string::npos) << message;
+  EXPECT_NE(message.find("constructor"), std::string::npos) << message;
+}
+
+TEST(processor_api, store_declared_in_process_and_again_by_add_state_store_is_named_twice) {
+  sluice::streams_builder b;
+  b.add_state_store({.name = "counts"});
+  auto message = sluice::test::error_of(
+      [&] {
+        b.stream<std::string, event>("events").process([] { return std::make_unique<counting_without_base_init>(); },
+                                                       sluice::materialized{.name = "counts"});
+      },
+      sluice::errc::invalid_topology);
+  EXPECT_NE(message.find("'counts' is declared twice"), std::string::npos) << message;
 }
 
 TEST(error_handlers, dead_letter_keeps_original_bytes_and_names_the_error) {

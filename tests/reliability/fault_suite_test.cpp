@@ -315,7 +315,7 @@ class fault_suite : public ::testing::Test {
 
   /// Reads the output read_committed until every word reached its reference count.
   bool wait_until_counted(std::chrono::seconds timeout) {
-    sluice::topic_reader reader(cfg_, {output_}, /*read_committed=*/true);
+    sluice::topic_reader reader(cfg_, {output_}, sluice::isolation::read_committed);
     std::map<std::string, std::int64_t> highest;
     auto deadline = clock_type::now() + timeout;
     for (;;) {
@@ -333,7 +333,7 @@ class fault_suite : public ::testing::Test {
 
   /// Every word's counts, in output order, are 1..N with N its reference count.
   void verify_exact(std::size_t& records, int& duplicates, int& losses) {
-    sluice::topic_reader reader(cfg_, {output_}, /*read_committed=*/true);
+    sluice::topic_reader reader(cfg_, {output_}, sluice::isolation::read_committed);
     std::map<std::string, std::vector<std::int64_t>> values;
     for (const auto& m : reader.read_to_end(300s))
       if (m.key && m.value) {

@@ -167,7 +167,7 @@ class job_storage_fault : public ::testing::Test {
   }
 
   sluice::topic_reader& progress() {
-    if (!progress_) progress_ = std::make_unique<sluice::topic_reader>(cfg_, std::vector<std::string>{output_}, true);
+    if (!progress_) progress_ = std::make_unique<sluice::topic_reader>(cfg_, std::vector<std::string>{output_}, sluice::isolation::read_committed);
     return *progress_;
   }
 
@@ -180,7 +180,7 @@ class job_storage_fault : public ::testing::Test {
   /// Reads the whole output (read_committed, to the end offsets) and expects, for every
   /// word, the counts 1, 2, ..., N in order with N its reference count, and nothing else.
   void expect_exact_counts() {
-    sluice::topic_reader reader(cfg_, {output_}, /*read_committed=*/true);
+    sluice::topic_reader reader(cfg_, {output_}, sluice::isolation::read_committed);
     std::map<std::string, std::vector<std::int64_t>> values;
     for (const auto& m : reader.read_to_end(120s))
       if (m.key && m.value) values[*m.key].push_back(sluice::int64_serde::deserialize(*m.value));

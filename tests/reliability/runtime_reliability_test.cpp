@@ -215,7 +215,7 @@ class runtime_reliability : public ::testing::Test {
 
   /// Everything in the output topic, read_committed, from the beginning to its end.
   emitted_counts read_all_output() {
-    sluice::topic_reader reader(cfg_, {output_}, /*read_committed=*/true);
+    sluice::topic_reader reader(cfg_, {output_}, sluice::isolation::read_committed);
     emitted_counts counts;
     counts.add(reader.read_to_end(120s));
     return counts;
@@ -279,7 +279,7 @@ TEST_F(runtime_reliability, exactly_once_survives_repeated_sigkill) {
   SLUICE_REQUIRE_BROKER();
   constexpr int total_lines = 60000, kills = 6;
   feed(30000);
-  sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {output_}, sluice::isolation::read_committed);
   emitted_counts seen;
   std::uniform_int_distribution<int> delay_ms(1000, 4000);
   int kills_while_processing = 0;
@@ -323,7 +323,7 @@ TEST_F(runtime_reliability, exactly_once_survives_repeated_sigkill) {
 // commit; SIGKILL: nothing), its partitions move to the other after the session timeout
 // (static membership), and input that arrives meanwhile is processed by the survivor.
 void runtime_reliability::two_instances_take_over(int stop_signal, const std::string& guarantee) {
-  sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {output_}, sluice::isolation::read_committed);
   emitted_counts seen;
   auto& a = start_job("a", guarantee);
   auto& b = start_job("b", guarantee);
@@ -411,7 +411,7 @@ bool log_says(const job_process& job, const std::string& text) {
 // directory and the fix; the first never notices, and its output stays exact.
 TEST_F(runtime_reliability, second_instance_on_the_same_state_dir_exits_at_once_and_the_first_keeps_counting) {
   SLUICE_REQUIRE_BROKER();
-  sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {output_}, sluice::isolation::read_committed);
   emitted_counts seen;
   auto& first = start_job("a", "exactly_once");
   feed(20000);
@@ -440,7 +440,7 @@ TEST_F(runtime_reliability, second_instance_on_the_same_state_dir_exits_at_once_
 // says what to do, the other keeps counting, and the output is exact.
 TEST_F(runtime_reliability, an_instance_fenced_by_its_twin_stops_with_advice_and_the_other_keeps_counting) {
   SLUICE_REQUIRE_BROKER();
-  sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {output_}, sluice::isolation::read_committed);
   emitted_counts seen;
   auto& a = start_job("twin", "exactly_once", "a");
   feed(20000);
@@ -534,7 +534,7 @@ TEST_F(broker_outage, exactly_once_word_count_rides_out_five_broker_kills) {
   for (int round = 0; round < rounds; ++round) {
     feed(lines_per_round);
     // Kill while the job is processing: wait for its first new counts of this round.
-    sluice::topic_reader progress(cfg_, {output_}, /*read_committed=*/false);
+    sluice::topic_reader progress(cfg_, {output_}, sluice::isolation::read_uncommitted);
     auto deadline = clock_type::now() + 180s;
     bool busy = false;
     while (!busy && clock_type::now() < deadline && job.running()) busy = !progress.poll(200ms).empty();
@@ -550,7 +550,7 @@ TEST_F(broker_outage, exactly_once_word_count_rides_out_five_broker_kills) {
               << lines_fed_ << " lines fed; job " << describe_status(job.wait_exit(0ms)) << "\n";
   }
   EXPECT_EQ(outages, rounds);
-  sluice::topic_reader all(cfg_, {output_}, /*read_committed=*/true);
+  sluice::topic_reader all(cfg_, {output_}, sluice::isolation::read_committed);
   emitted_counts seen;
   ASSERT_TRUE(wait_until_counted(all, seen, 600s, {&job})) << "the job did not finish counting after the outages";
   ASSERT_TRUE(job.running()) << "the job stopped: " << tail_of(job.log(), 10);

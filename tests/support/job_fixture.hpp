@@ -99,7 +99,7 @@ class job_fixture : public ::testing::Test {
 
   /// Everything committed so far in `topics`, read read_committed to the end.
   std::vector<raw_message> read_all(const std::vector<std::string>& topics) {
-    topic_reader reader(cfg_, topics, /*read_committed=*/true);
+    topic_reader reader(cfg_, topics, isolation::read_committed);
     return reader.read_to_end(std::chrono::seconds(120));
   }
 

@@ -40,7 +40,7 @@ namespace sluice {
 /// How a store is kept: backend, changelog, retention. Fields have defaults; set what you need.
 struct materialized {
   std::string name;                                             ///< the store's name. Required.
-  detail::store_backend backend = detail::store_backend::rocksdb;  ///< Default: rocksdb
+  store_backend backend = store_backend::rocksdb;                ///< Default: rocksdb
   bool logged = true;                                           ///< Default: a changelog topic
   std::chrono::milliseconds ttl{0};                             ///< Default: 0, never expire
   state::rocksdb_config_setter rocksdb_options{};               ///< Default: none (expert hook)
@@ -353,7 +353,11 @@ class kstream {
   }
 
   /// Runs a user processor: supplier() -> std::unique_ptr<P>, P derived from
-  /// sluice::processor<K, V, KOut, VOut>, once per task, with access to `stores`.
+  /// sluice::processor<K, V, KOut, VOut>, once per task, with access to `stores`. Each of
+  /// `stores` is either a `materialized{...}`, which declares the store and connects it in
+  /// one step (the usual case: a store used by this processor alone), or the name of a store
+  /// declared with streams_builder::add_state_store (a store shared by several processors),
+  /// or a table / global table whose store the processor reads.
   template <class Supplier, class... Stores>
   auto process(Supplier supplier, const Stores&... stores) const {
     static_assert(processor_supplier<Supplier>,
@@ -431,7 +435,7 @@ class kstream {
   kstream repartitioned(const std::string& name) const {
     if (!repartition_) return *this;
     auto& g = *g_;
-    // The graph keeps the name; topology::resolve_topic() makes it the topic.
+    // The graph keeps the name; detail::topology_access::resolve_topic() makes it the topic.
     const std::string& topic = name;
     g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
            .factory = detail::factory_of(
@@ -458,7 +462,7 @@ class kstream {
                   "repartition_by: the partition key must be callable as std::string_view(const K& key, const V& "
                   "value) (std::string works too)");
     auto& g = *g_;
-    // The graph keeps the name; topology::resolve_topic() makes it the topic.
+    // The graph keeps the name; detail::topology_access::resolve_topic() makes it the topic.
     const std::string& topic = name;
     g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
            .factory = detail::factory_of(
@@ -491,6 +495,11 @@ class kstream {
     return kstream<K2, V2>(g_, idx, repartition);
   }
 
+  void add_store_ref(std::vector<std::string>& names, const materialized& store) const {
+    g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
+                   .rocksdb_options = store.rocksdb_options, .make_store = store.make_store});
+    names.push_back(store.name);
+  }
   static void add_store_ref(std::vector<std::string>& names, const std::string& n) { names.push_back(n); }
   static void add_store_ref(std::vector<std::string>& names, const char* n) { names.emplace_back(n); }
   template <class KG, class VG>
@@ -591,7 +600,7 @@ class streams_builder {
     if (store.empty()) store = topic + "-global";
     // The store keeps the topic's bytes: its codec (for /stores/... queries) decodes them as
     // lookups do, with default_serde.
-    g_->add_store({.name = store, .backend = detail::store_backend::memory, .logged = false, .global = true,
+    g_->add_store({.name = store, .backend = store_backend::memory, .logged = false, .global = true,
                    .source_topic = topic,
                    .codec = detail::make_store_codec<K, V, default_serde<K>, default_serde<V>>()});
     return sluice::global_table<K, V>(store);

@@ -30,13 +30,21 @@ struct raw_message {
   sluice::headers headers;
 };
 
+/// A topic's cleanup.policy: old segments deleted by retention, or compacted to the latest
+/// value per key (what a table's topic wants).
+enum class cleanup_policy { delete_old, compact };
+
+/// Which records a topic_reader sees, as Kafka's isolation.level: read_committed hides
+/// records of aborted and still open transactions.
+enum class isolation { read_committed, read_uncommitted };
+
 /// Creates topics (idempotently) and tells partition counts.
 class topic_admin {
  public:
   explicit topic_admin(const config& c);
   ~topic_admin();
-  /// Creates `name` unless it exists; `compacted` sets cleanup.policy=compact.
-  void create_topic(const std::string& name, int partitions, bool compacted = false);
+  /// Creates `name` unless it exists, with cleanup.policy `policy`.
+  void create_topic(const std::string& name, int partitions, cleanup_policy policy = cleanup_policy::delete_old);
   /// Creates `name` unless it exists, with topic configs (e.g. max.message.bytes).
   void create_topic(const std::string& name, int partitions, const std::map<std::string, std::string>& configs);
   std::optional<int> partition_count(const std::string& name);
@@ -76,8 +84,8 @@ class topic_writer {
 /// Reads topics from the beginning, without a consumer group.
 class topic_reader {
  public:
-  /// `read_committed` hides records of aborted and open transactions.
-  topic_reader(const config& c, const std::vector<std::string>& topics, bool read_committed = true);
+  topic_reader(const config& c, const std::vector<std::string>& topics,
+               isolation level = isolation::read_committed);
   ~topic_reader();
   /// Records that arrive within `timeout` (stops early once `max` are read).
   std::vector<raw_message> poll(std::chrono::milliseconds timeout, std::size_t max = 100000);

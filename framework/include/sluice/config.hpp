@@ -75,7 +75,6 @@ class config {
   /// and throws errc::invalid_config for the first one out of its range, naming the key,
   /// the value, the range and why.
   void validate_numbers() const;
-  bool get_bool(std::string_view key) const;
   error_policy get_error_policy(std::string_view key) const;
 
   // The sluice keys, read and validated.

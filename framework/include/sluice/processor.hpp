@@ -3,7 +3,6 @@
 //
 //   struct dedupe : sluice::processor<std::string, event> {
 //     void init(sluice::processor_context<std::string, event>& ctx) override {
-//       processor::init(ctx);
 //       seen_.emplace(ctx.store<std::string, std::int64_t>("seen"));
 //     }
 //     void process(const sluice::record<std::string, event>& r) override {
@@ -15,6 +14,9 @@
 // Lifecycle: one instance per task (partition), made by the supplier you give the DSL;
 // init() once before the first record, process() per record, close() when the task closes
 // (rebalance or shutdown). All calls come from the task's thread: no locking needed.
+// context() is valid from init() on: the runtime sets it before calling init(), so an
+// override need not call processor::init (calling it is harmless). Calling context() before
+// that, e.g. in the processor's constructor, throws sluice::error(errc::invalid_topology).
 #pragma once
 
 #include <chrono>
@@ -33,6 +35,12 @@
 
 namespace sluice {
 
+namespace detail {
+template <class P>
+class processor_node;
+[[noreturn]] void throw_context_before_init();
+}  // namespace detail
+
 /// What a processor can do besides receiving records. Valid from init() to close().
 template <class KOut, class VOut>
 class processor_context {
@@ -48,7 +56,7 @@ class processor_context {
   /// naming the store when it was not declared for this processor.
   template <class K, class V, class KS = default_state_serde<K>, class VS = default_state_serde<V>>
   key_value_store<K, V, KS, VS> store(std::string_view name) {
-    return key_value_store<K, V, KS, VS>(task_->store(name), task_);
+    return detail::store_handle_factory::make<key_value_store<K, V, KS, VS>>(task_->store(name), task_);
   }
 
   /// A store this processor declared, through the typed handle H of its kind (a ranked
@@ -57,7 +65,7 @@ class processor_context {
   /// is of another kind. key_value_store is one such handle.
   template <class H>
   H state_store(std::string_view name) {
-    return H(task_->store(name), task_);
+    return detail::store_handle_factory::make<H>(task_->store(name), task_);
   }
 
   /// A global store (global_table), read-only, typed with the table topic's serdes.
@@ -116,16 +124,26 @@ class processor {
   using key_out = KOut;
   using value_out = VOut;
   using context_type = processor_context<KOut, VOut>;
+  using processor_base = processor;
 
   virtual ~processor() = default;
+  /// Called once before the first record, with context() already set: an override may
+  /// skip calling this base version.
   virtual void init(context_type& context) { context_ = &context; }
   virtual void process(const record<KIn, VIn>& record) = 0;
   virtual void close() {}
 
  protected:
-  context_type& context() { return *context_; }
+  /// The task's context. Throws sluice::error(errc::invalid_topology) when called before
+  /// init() (e.g. from the constructor), instead of dereferencing nothing.
+  context_type& context() {
+    if (context_ == nullptr) detail::throw_context_before_init();
+    return *context_;
+  }
 
  private:
+  template <class P>
+  friend class detail::processor_node;
   context_type* context_ = nullptr;
 };
 
@@ -139,6 +157,9 @@ class processor_node final : public typed_node<typename P::key_in, typename P::v
   void init(task_context& task) override {
     node::init(task);
     context_ = std::make_unique<typename P::context_type>(task, *this);
+    // Set before init() so that an override which does not call processor::init still has
+    // its context (issue: a forgotten base call used to leave context() null).
+    static_cast<typename P::processor_base&>(*processor_).context_ = context_.get();
     processor_->init(*context_);
   }
   void on_record(const record<typename P::key_in, typename P::value_in>& r) override { processor_->process(r); }

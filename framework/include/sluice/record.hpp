@@ -11,12 +11,6 @@
 
 namespace sluice {
 
-/// A Kafka partition number. Strong type so it never mixes with offsets or counts.
-struct partition_id {
-  std::int32_t value = -1;
-  friend auto operator<=>(const partition_id&, const partition_id&) = default;
-};
-
 /// One Kafka record header. A header value may be null, as in Kafka.
 struct header {
   std::string key;
@@ -71,10 +65,6 @@ struct record {
   std::int64_t timestamp = 0;  ///< milliseconds since the epoch
   sluice::headers headers;
 
-  template <class K2, class V2>
-  record<K2, V2> with(K2 k, V2 v) const {
-    return {std::move(k), std::move(v), timestamp, headers};
-  }
   template <class V2>
   record<K, V2> with_value(V2 v) const {
     return {key, std::move(v), timestamp, headers};

@@ -39,11 +39,6 @@ class key_value_store {
  public:
   using range_type = kv_range<K, V, KS, VS>;
 
-  /// Throws sluice::error(errc::invalid_topology) when the bound store is of another kind
-  /// (a ranked index or a queue asked for as a key-value store).
-  key_value_store(detail::store_binding binding, detail::task_context* context)
-      : store_(detail::kv_store_of(binding)), changelog_(binding.changelog), context_(context) {}
-
   std::optional<V> get(const K& key) {
     KS::serialize(key, key_buf_);
     if (!store_->get(key_buf_, value_buf_)) return std::nullopt;
@@ -97,6 +92,13 @@ class key_value_store {
   std::uint64_t approximate_count() { return store_->approximate_count(); }
 
  private:
+  friend struct detail::store_handle_factory;
+  /// Made by processor_context::store and the test driver (through
+  /// detail::store_handle_factory). Throws sluice::error(errc::invalid_topology) when the
+  /// bound store is of another kind (a ranked index or a queue asked for as a key-value store).
+  key_value_store(detail::store_binding binding, detail::task_context* context)
+      : store_(detail::kv_store_of(binding)), changelog_(binding.changelog), context_(context) {}
+
   state::kv_store* store_;
   detail::changelog_writer* changelog_;
   detail::task_context* context_;

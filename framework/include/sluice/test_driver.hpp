@@ -141,7 +141,7 @@ class topology_test_driver {
   template <class K, class V, class KS = default_state_serde<K>, class VS = default_state_serde<V>>
   key_value_store<K, V, KS, VS> store(const std::string& name, std::int32_t partition = 0) {
     auto [binding, context] = store_binding(name, partition);
-    return key_value_store<K, V, KS, VS>(binding, context);
+    return detail::store_handle_factory::make<key_value_store<K, V, KS, VS>>(binding, context);
   }
 
   /// The store `name` of the task on `partition` through the typed handle H of its kind
@@ -149,7 +149,7 @@ class topology_test_driver {
   template <class H>
   H state_store(const std::string& name, std::int32_t partition = 0) {
     auto [binding, context] = store_binding(name, partition);
-    return H(binding, context);
+    return detail::store_handle_factory::make<H>(binding, context);
   }
 
   /// The stores of every partition's task through the read path an app's queries() take

@@ -21,6 +21,12 @@ void node::throw_unknown_child(std::string_view to) const {
               "forward to child '" + std::string(to) + "': no such child; this node's children are [" + known + "]");
 }
 
+void throw_context_before_init() {
+  throw error(errc::invalid_topology,
+              "processor::context() called before init(): the context exists from init() on; move the code that "
+              "uses it from the processor's constructor into init()");
+}
+
 state::kv_store* kv_store_of(const store_binding& binding) { return store_of_kind<state::kv_store>(binding, "key-value"); }
 
 void throw_wrong_store_kind(const state::state_store* store, std::string_view kind) {
@@ -32,7 +38,10 @@ void throw_wrong_store_kind(const state::state_store* store, std::string_view ki
 void graph_builder::add_store(store_spec spec) {
   for (const auto& s : stores)
     if (s.name == spec.name)
-      throw error(errc::invalid_topology, "store '" + spec.name + "' is declared twice; give each store its own name");
+      throw error(errc::invalid_topology, "store '" + spec.name +
+                      "' is declared twice; declare a store once: process(..., materialized{...}) for a store one "
+                      "processor uses, or add_state_store() and its name in each process(..., \"name\") sharing it; "
+                      "two different stores need two names");
   if (spec.name.empty()) throw error(errc::invalid_topology, "a store needs a name (materialized{.name = ...})");
   stores.push_back(std::move(spec));
 }
@@ -130,8 +139,8 @@ std::vector<std::string> topology::repartition_topics() const {
   return {out.begin(), out.end()};
 }
 
-std::string topology::resolve_topic(const detail::node_spec& node, const std::string& topic,
-                                    const std::string& application_id) {
+std::string detail::topology_access::resolve_topic(const node_spec& node, const std::string& topic,
+                                                   const std::string& application_id) {
   return node.internal_topic ? detail::repartition_topic(application_id, topic) : topic;
 }
 
@@ -142,7 +151,7 @@ constexpr std::string_view shown_application_id = "<application.id>";
 
 std::vector<std::string> shown_topics(const detail::node_spec& n) {
   std::vector<std::string> out;
-  for (const auto& t : n.topics) out.push_back(topology::resolve_topic(n, t, std::string(shown_application_id)));
+  for (const auto& t : n.topics) out.push_back(detail::topology_access::resolve_topic(n, t, std::string(shown_application_id)));
   return out;
 }
 

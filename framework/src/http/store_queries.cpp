@@ -233,7 +233,7 @@ class store_endpoints {
   };
 
   std::optional<response> find(const std::string& store, const detail::store_spec*& spec) {
-    spec = topo_.find_store(store);
+    spec = detail::topology_access::find_store(topo_, store);
     if (!spec) return response::error(status::not_found, "no key-value store '" + store + "' in this topology");
     return std::nullopt;
   }

@@ -391,12 +391,4 @@ consumer_group_metadata consumer::group_metadata() const {
   return consumer_group_metadata(md);
 }
 
-std::string consumer::member_id() const {
-  char* id = rd_kafka_memberid(rk_.get());
-  if (!id) return {};
-  std::string out(id);
-  rd_kafka_mem_free(rk_.get(), id);
-  return out;
-}
-
 }  // namespace sluice::kafka

@@ -110,8 +110,6 @@ class consumer {
 
   /// For send_offsets_to_transaction.
   consumer_group_metadata group_metadata() const;
-  /// This member's id in the group (empty before joining or without group.id).
-  std::string member_id() const;
 
   /// Leaves the group (revoking through the listener) and stops fetching. Idempotent.
   void close();

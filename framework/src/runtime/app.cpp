@@ -155,7 +155,7 @@ std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& ad
     std::string first_topic;
     int first_count = -1;
     for (auto i : sub.nodes) {
-      const auto& n = topo.nodes()[i];
+      const auto& n = detail::topology_access::nodes(topo)[i];
       if (n.kind != detail::node_kind::source || n.internal_topic) continue;
       for (const auto& t : n.topics) {
         auto count = admin.partition_count(t, 30s);
@@ -183,7 +183,7 @@ std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& ad
 
 /// Sinks to external topics must exist (the embedded cluster creates them).
 void validate_output_topics(const topology& topo, kafka::admin& admin, bool embedded) {
-  for (const auto& n : topo.nodes())
+  for (const auto& n : detail::topology_access::nodes(topo))
     if (n.kind == detail::node_kind::sink && !n.internal_topic) {
       if (admin.partition_count(n.topics[0], 30s)) continue;
       if (!embedded)
@@ -201,7 +201,7 @@ void validate_output_topics(const topology& topo, kafka::admin& admin, bool embe
 void cap_batches_to_topic_limits(const topology& topo, const config& cfg, kafka::admin& admin,
                                  kafka::config_map& producer) {
   std::set<std::string> topics;
-  for (const auto& n : topo.nodes())
+  for (const auto& n : detail::topology_access::nodes(topo))
     if (n.kind == detail::node_kind::sink && !n.internal_topic) topics.insert(n.topics[0]);
   if (cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
       cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter)
@@ -231,7 +231,7 @@ void cap_batches_to_topic_limits(const topology& topo, const config& cfg, kafka:
 /// global-table reader says so).
 void create_global_table_topics_on_embedded(const topology& topo, kafka::admin& admin, bool embedded) {
   if (!embedded) return;
-  for (const auto& spec : topo.stores())
+  for (const auto& spec : detail::topology_access::stores(topo))
     if (spec.global && !admin.partition_count(spec.source_topic, 30s))
       admin.create_topics({{.name = spec.source_topic, .partitions = 4}}, 30s);
 }
@@ -249,7 +249,7 @@ std::map<std::string, int> runtime::infer_repartition_partitions(const topology&
     for (const auto& sub : topo.subtopologies()) {
       auto known = sub_partitions.find(sub.id);
       for (auto i : sub.nodes) {
-        const auto& n = topo.nodes()[i];
+        const auto& n = detail::topology_access::nodes(topo)[i];
         if (!n.internal_topic) continue;
         const auto& name = n.topics[0];
         if (n.kind == detail::node_kind::sink && known != sub_partitions.end() && !counts.contains(name)) {
@@ -266,10 +266,10 @@ std::map<std::string, int> runtime::infer_repartition_partitions(const topology&
     if (sub_partitions.contains(sub.id)) continue;
     std::string topics;
     for (auto i : sub.nodes) {
-      const auto& n = topo.nodes()[i];
+      const auto& n = detail::topology_access::nodes(topo)[i];
       if (n.kind == detail::node_kind::source)
         for (const auto& t : n.topics)
-          topics += (topics.empty() ? "'" : ", '") + topology::resolve_topic(n, t, "<application.id>") + "'";
+          topics += (topics.empty() ? "'" : ", '") + detail::topology_access::resolve_topic(n, t, "<application.id>") + "'";
     }
     throw error(errc::invalid_topology,
                 "sub-topology " + std::to_string(sub.id) + " reads " + (topics.empty() ? "no topic" : topics) +
@@ -299,7 +299,7 @@ void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, 
     add_internal(detail::repartition_topic(app_id, t), count, {}, "repartition");
   for (const auto& sub : topo.subtopologies())
     for (const auto& s : sub.stores)
-      if (topo.find_store(s)->logged)
+      if (detail::topology_access::find_store(topo, s)->logged)
         add_internal(detail::changelog_topic(app_id, s), sub_partitions.at(sub.id), {{"cleanup.policy", "compact"}},
                      "changelog");
   bool dead_letters = cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
@@ -353,10 +353,10 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
   base.task_timeout = cfg.get_ms("task.timeout.ms");
   for (const auto& sub : topo.subtopologies())
     for (auto i : sub.nodes) {
-      const auto& n = topo.nodes()[i];
+      const auto& n = detail::topology_access::nodes(topo)[i];
       if (n.kind != detail::node_kind::source) continue;
       for (const auto& t : n.topics) {
-        auto resolved = topology::resolve_topic(n, t, app_id);
+        auto resolved = detail::topology_access::resolve_topic(n, t, app_id);
         base.source_topics.push_back(resolved);
         base.topic_to_subtopology[resolved] = sub.id;
       }

@@ -34,7 +34,7 @@ void app_queries::detach() {
 }
 
 int app_queries::subtopology_of(std::string_view store) const {
-  const auto* spec = topo_.find_store(store);
+  const auto* spec = detail::topology_access::find_store(topo_, store);
   if (!spec || spec->global) return -1;
   for (const auto& sub : topo_.subtopologies())
     if (std::find(sub.stores.begin(), sub.stores.end(), store) != sub.stores.end()) return sub.id;

@@ -23,11 +23,11 @@ state_manager::state_manager(std::string task_id, int subtopology, std::int32_t 
   const auto& topo = *services_.topo;
   const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology));
   bool persistent = std::any_of(sub.stores.begin(), sub.stores.end(), [&](const std::string& s) {
-    return topo.find_store(s)->backend == detail::store_backend::rocksdb;
+    return detail::topology_access::find_store(topo, s)->backend == store_backend::rocksdb;
   }) && !services_.memory_stores_only;
   if (persistent) directory_.emplace(services_.state_dir, services_.application_id, task_id_);
   for (const auto& name : sub.stores) {
-    auto ts = open_store(*topo.find_store(name));
+    auto ts = open_store(*detail::topology_access::find_store(topo, name));
     checkpointed_.push_back(ts.store->committed_offset().value_or(0));
     stores_.push_back(std::move(ts));
   }
@@ -51,7 +51,7 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
   task_store ts;
   ts.spec = &spec;
   std::unique_ptr<state::kv_store> storage;
-  if (spec.backend == detail::store_backend::memory || services_.memory_stores_only) {
+  if (spec.backend == store_backend::memory || services_.memory_stores_only) {
     storage = state::open_memory_store(options);
   } else {
     options.directory = directory_->path();

@@ -33,15 +33,15 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
 
   std::map<std::size_t, detail::node*> instance;
   for (auto i : sub.nodes) {
-    nodes_.push_back(topo.nodes()[i].factory());
+    nodes_.push_back(detail::topology_access::nodes(topo)[i].factory());
     instance[i] = nodes_.back().get();
   }
   for (auto i : sub.nodes) {
-    const auto& spec = topo.nodes()[i];
+    const auto& spec = detail::topology_access::nodes(topo)[i];
     for (auto p : spec.parents) instance.at(p)->add_child(instance[i], spec.name);
     if (spec.kind == detail::node_kind::source)
       for (const auto& t : spec.topics) {
-        inputs_.push_back({topology::resolve_topic(spec, t, services_.application_id), partition_});
+        inputs_.push_back({detail::topology_access::resolve_topic(spec, t, services_.application_id), partition_});
         queued_.add_partition(inputs_.back());
         sources_.push_back(instance[i]);
         next_offsets_.push_back(-1);

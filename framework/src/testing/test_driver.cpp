@@ -56,7 +56,7 @@ class driver_queries final : public interactive_queries {
 
  private:
   bool known(std::string_view store) const {
-    const auto* spec = topo_.find_store(store);
+    const auto* spec = detail::topology_access::find_store(topo_, store);
     return spec && !spec->global;
   }
 
@@ -227,7 +227,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
     d.rocksdb = std::make_unique<state::rocksdb_environment>();
     s.rocksdb = d.rocksdb.get();
   }
-  for (const auto& spec : d.topo.stores()) {
+  for (const auto& spec : detail::topology_access::stores(d.topo)) {
     if (!spec.global) continue;
     // The driver's topics all have options.partitions partitions.
     auto store = std::make_unique<runtime::global_table_store>(d.options.partitions);
@@ -236,9 +236,9 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   }
   for (const auto& sub : d.topo.subtopologies())
     for (auto i : sub.nodes) {
-      const auto& n = d.topo.nodes()[i];
+      const auto& n = detail::topology_access::nodes(d.topo)[i];
       if (n.kind == detail::node_kind::source)
-        for (const auto& topic : n.topics) d.topic_to_sub[topology::resolve_topic(n, topic, s.application_id)] = sub.id;
+        for (const auto& topic : n.topics) d.topic_to_sub[detail::topology_access::resolve_topic(n, topic, s.application_id)] = sub.id;
     }
   for (const auto& sub : d.topo.subtopologies())
     for (std::int32_t p = 0; p < options.partitions; ++p) {

@@ -284,7 +284,7 @@ class leaderboard_integration : public ::testing::Test {
 
   /// Reads the whole updates topic read_committed from the start and compares entry by entry.
   void expect_model_boards() {
-    sluice::topic_reader reader(cfg_, {updates_}, /*read_committed=*/true);
+    sluice::topic_reader reader(cfg_, {updates_}, sluice::isolation::read_committed);
     boards_map boards;
     apply_updates(reader.read_to_end(120s), boards);
     int shown = 0;
@@ -445,7 +445,7 @@ TEST_F(leaderboard_integration, two_instances_converge_to_the_reference_model_an
   auto& a = start_job("at_least_once", "a");
   auto& b = start_job("at_least_once", "b");
   feed(events_.size());
-  sluice::topic_reader progress(cfg_, {updates_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {updates_}, sluice::isolation::read_committed);
   boards_map boards;
   ASSERT_TRUE(wait_for_model(progress, boards, {&a, &b}, 240s));
   wait_until_consumed();
@@ -466,7 +466,7 @@ TEST_F(leaderboard_integration, boards_match_the_model_across_sigkill_restarts_u
   SLUICE_REQUIRE_BROKER();
   constexpr int kills = 3;
   feed(30'000);
-  sluice::topic_reader progress(cfg_, {updates_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {updates_}, sluice::isolation::read_committed);
   boards_map boards;
   std::uniform_int_distribution<int> delay_ms(200, 1500);
   for (int round = 0; round < kills; ++round) {

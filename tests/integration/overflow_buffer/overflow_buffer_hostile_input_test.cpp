@@ -38,7 +38,7 @@ TEST_P(overflow_buffer_hostile, every_record_of_the_corpus_is_emitted_dead_lette
     admin.create_topic(input, 1, {{"max.message.bytes", "2000000"}});
     admin.create_topic(output, 1, {{"max.message.bytes", "2000000"}});
     admin.create_topic(expired, 1);
-    admin.create_topic(rates, 1, /*compacted=*/true);
+    admin.create_topic(rates, 1, sluice::cleanup_policy::compact);
     admin.create_topic(dead_letter, 1, {{"max.message.bytes", "2000000"}});
   }
   auto corpus = sluice::test::hostile_corpus({{"note", R"("x")"}});

@@ -48,7 +48,7 @@ class overflow_buffer_http : public ::testing::Test {
     sluice::topic_admin admin(cfg_);
     admin.create_topic(input_, 4);
     admin.create_topic(output_, 4);
-    admin.create_topic(rates_, 1, /*compacted=*/true);
+    admin.create_topic(rates_, 1, sluice::cleanup_policy::compact);
     admin.create_topic(app_id_ + "-dlq", 1);
     sluice::topic_writer writer(cfg_);
     for (int c = 0; c < customers; ++c)

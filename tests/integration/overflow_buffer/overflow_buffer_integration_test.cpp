@@ -77,7 +77,7 @@ class overflow_buffer_integration : public ::testing::Test {
     admin.create_topic(input_, 4);
     admin.create_topic(output_, 4);
     admin.create_topic(expired_, 4);
-    admin.create_topic(rates_, 1, /*compacted=*/true);
+    admin.create_topic(rates_, 1, sluice::cleanup_policy::compact);
     admin.create_topic(dlq_, 1);
     writer_ = std::make_unique<sluice::topic_writer>(cfg_);
     write_rates();
@@ -224,7 +224,7 @@ class overflow_buffer_integration : public ::testing::Test {
   void expect_contract() {
     seen_.clear();
     emissions_.clear();
-    sluice::topic_reader reader(cfg_, {output_, expired_, dlq_}, /*read_committed=*/true);
+    sluice::topic_reader reader(cfg_, {output_, expired_, dlq_}, sluice::isolation::read_committed);
     collect(reader.read_to_end(120s));
     int missing = 0, duplicated = 0, early = 0, misplaced = 0;
     std::size_t emitted = 0, expired = 0, dead = 0;
@@ -307,7 +307,7 @@ class overflow_buffer_integration : public ::testing::Test {
 TEST_F(overflow_buffer_integration, every_record_is_accounted_once_in_order_and_within_its_rate) {
   SLUICE_REQUIRE_BROKER();
   auto& job = start_job("exactly_once");
-  sluice::topic_reader progress(cfg_, {output_, expired_, dlq_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {output_, expired_, dlq_}, sluice::isolation::read_committed);
   std::size_t count = 0;
   while (fed_ < records_.size()) {  // bursts of 20,000
     feed(20'000);
@@ -325,7 +325,7 @@ TEST_F(overflow_buffer_integration, the_contract_holds_across_sigkill_restarts_u
   SLUICE_REQUIRE_BROKER();
   constexpr int kills = 3;
   feed(40'000);
-  sluice::topic_reader progress(cfg_, {output_, expired_, dlq_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {output_, expired_, dlq_}, sluice::isolation::read_committed);
   std::size_t count = 0;
   std::uniform_int_distribution<int> delay_ms(300, 1500);
   for (int round = 0; round < kills; ++round) {

@@ -49,7 +49,7 @@ std::vector<std::optional<std::string>> restore_across_an_open_transaction(
   {
     config c;
     c.set("bootstrap.servers", bootstrap);
-    topic_admin(c).create_topic(changelog, 1, /*compacted=*/true);
+    topic_admin(c).create_topic(changelog, 1, cleanup_policy::compact);
   }
   {
     kafka::producer committed(client);

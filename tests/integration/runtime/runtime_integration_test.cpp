@@ -113,7 +113,7 @@ TEST(runtime, word_count_exactly_once_survives_a_restart_with_correct_counts) {
     w.flush();
   };
   auto read_counts = [&](std::size_t at_least) {
-    sluice::topic_reader r(cfg, {out}, /*read_committed=*/true);
+    sluice::topic_reader r(cfg, {out}, sluice::isolation::read_committed);
     std::map<std::string, std::int64_t> counts;
     auto deadline = std::chrono::steady_clock::now() + 90s;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -337,7 +337,7 @@ TEST(runtime, two_threads_and_an_instance_joining_while_stores_restore_keep_exac
   };
   // Reads the committed counts until they equal `expected` (the positive evidence) or 120 s pass.
   auto read_counts = [&] {
-    sluice::topic_reader r(cfg, {out}, /*read_committed=*/true);
+    sluice::topic_reader r(cfg, {out}, sluice::isolation::read_committed);
     std::map<std::string, std::int64_t> counts;
     auto deadline = std::chrono::steady_clock::now() + 120s;
     while (std::chrono::steady_clock::now() < deadline && counts != expected)

@@ -63,7 +63,7 @@ limited_topic_run pass_through_to_a_limited_topic(const std::string& guarantee, 
   limited_topic_run run;
   run.state = app.state();
   run.error = app.error_message();
-  sluice::topic_reader reader(c, {out}, /*read_committed=*/true);
+  sluice::topic_reader reader(c, {out}, sluice::isolation::read_committed);
   for (const auto& m : reader.read_to_end(60s)) {
     ++run.delivered;
     run.big_delivered = run.big_delivered || (m.key && *m.key == "big");

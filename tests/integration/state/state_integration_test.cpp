@@ -195,7 +195,7 @@ TEST(state, restart_after_sigkill_replays_only_the_changelog_tail) {
                                    "--set", "state.dir=" + state_dir.string(),
                                    "--set", "input.topic=" + in,
                                    "--set", "output.topic=" + out};
-  sluice::topic_reader reader(cfg, {out}, /*read_committed=*/true);
+  sluice::topic_reader reader(cfg, {out}, sluice::isolation::read_committed);
   std::map<std::string, std::int64_t> counts;
   std::size_t outputs = 0;
   auto read_outputs = [&](std::chrono::milliseconds t) {
@@ -405,7 +405,7 @@ TEST(state, aborted_transaction_leaves_no_trace) {
   {
     sluice::app app(b.build(), cfg);
     app.start();
-    sluice::topic_reader r(cfg, {out}, /*read_committed=*/true);
+    sluice::topic_reader r(cfg, {out}, sluice::isolation::read_committed);
     std::map<std::string, std::vector<std::int64_t>> seen;
     std::size_t total = 0;
     ASSERT_TRUE(eventually([&] {
@@ -479,7 +479,7 @@ TEST(state, global_table_is_fully_loaded_before_the_first_input_record) {
   auto state_dir = fresh_state_dir();
   auto cfg = base_config(app_id, state_dir);
   sluice::topic_admin admin(cfg);
-  admin.create_topic(table, 3, /*compacted=*/true);
+  admin.create_topic(table, 3, sluice::cleanup_policy::compact);
   admin.create_topic(in, partitions);
   admin.create_topic(out, 1);
   {

@@ -110,7 +110,7 @@ class throttle_integration : public ::testing::Test {
     admin.create_topic(input_, 4);
     admin.create_topic(output_, 4);
     admin.create_topic(throttled_, 4);
-    admin.create_topic(rules_topic_, 1, /*compacted=*/true);
+    admin.create_topic(rules_topic_, 1, sluice::cleanup_policy::compact);
     writer_ = std::make_unique<sluice::topic_writer>(cfg_);
     write_rules();
     generate(200'000);
@@ -276,7 +276,7 @@ class throttle_integration : public ::testing::Test {
   /// exactly one copy, in the output topic iff the model passes it, and a throttled copy's
   /// header names the key and the rule the model used.
   void expect_reference_decisions() {
-    sluice::topic_reader reader(cfg_, {output_, throttled_}, /*read_committed=*/true);
+    sluice::topic_reader reader(cfg_, {output_, throttled_}, sluice::isolation::read_committed);
     std::map<int, observed> seen;
     collect(reader.read_to_end(120s), throttled_, seen);
     int wrong = 0, missing = 0, duplicated = 0, bad_reason = 0;
@@ -340,7 +340,7 @@ TEST_F(throttle_integration, job_matches_an_independent_reference_model) {
   SLUICE_REQUIRE_BROKER();
   auto& job = start_job("at_least_once");
   feed(records_.size());
-  sluice::topic_reader progress(cfg_, {output_, throttled_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {output_, throttled_}, sluice::isolation::read_committed);
   std::map<int, observed> seen;
   std::size_t count = 0;
   ASSERT_TRUE(wait_for_all(progress, seen, count, records_.size(), job, 150s));
@@ -356,7 +356,7 @@ TEST_F(throttle_integration, decisions_are_identical_across_sigkill_restarts_und
   SLUICE_REQUIRE_BROKER();
   constexpr int kills = 4;
   feed(40'000);
-  sluice::topic_reader progress(cfg_, {output_, throttled_}, /*read_committed=*/true);
+  sluice::topic_reader progress(cfg_, {output_, throttled_}, sluice::isolation::read_committed);
   std::map<int, observed> seen;
   std::size_t count = 0;
   std::uniform_int_distribution<int> delay_ms(200, 1500);

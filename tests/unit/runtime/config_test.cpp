@@ -235,6 +235,14 @@ TEST(config, numeric_keys_are_limited_to_what_the_runtime_honours) {
   EXPECT_NE(msg.find("from 0 to 10000"), std::string::npos) << msg;
 }
 
+TEST(config, the_app_refuses_a_numeric_key_out_of_its_range_before_connecting) {
+  sluice::config cfg;
+  cfg.set("application.id", "a").set("bootstrap.servers", "127.0.0.1:1").set("poll.ms", "30000");
+  auto msg = refusal_of(cfg);
+  EXPECT_NE(msg.find("'poll.ms' has value '30000'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("from 0 to 10000"), std::string::npos) << msg;
+}
+
 TEST(config, numeric_keys_at_the_ends_of_their_ranges_are_accepted) {
   sluice::config cfg;
   cfg.set("application.id", "a")

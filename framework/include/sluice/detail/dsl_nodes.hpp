@@ -347,7 +347,7 @@ class aggregate_node final : public emitting_node<K, V, K, A> {
       : store_name_(std::move(store)), init_(std::move(init)), agg_(std::move(agg)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(task.store(store_name_), &task);
+    store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
   }
   void on_record(const record<K, V>& r) override {
     auto current = store_->get(r.key);
@@ -370,7 +370,7 @@ class reduce_node final : public emitting_node<K, V, K, V> {
   reduce_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(task.store(store_name_), &task);
+    store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
   }
   void on_record(const record<K, V>& r) override {
     auto current = store_->get(r.key);
@@ -392,7 +392,7 @@ class table_node final : public emitting_node<K, std::optional<V>, K, V> {
   explicit table_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(task.store(store_name_), &task);
+    store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
   }
   void on_record(const record<K, std::optional<V>>& r) override {
     if (!r.value) {
@@ -415,7 +415,7 @@ class table_join_node final : public emitting_node<K, V, K, VR> {
   table_join_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(task.store(store_name_), &task);
+    store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
   }
   void on_record(const record<K, V>& r) override {
     auto t = store_->get(r.key);

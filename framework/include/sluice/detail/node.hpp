@@ -24,6 +24,10 @@ class metrics_registry;
 /// When a punctuator fires: as stream time (record timestamps) or wall-clock time passes.
 enum class punctuation_type { stream_time, wall_clock };
 
+/// Where a store keeps its entries: RocksDB on disk under state.dir (default), or memory
+/// (rebuilt from the changelog on every start).
+enum class store_backend { rocksdb, memory };
+
 /// Handle to a scheduled punctuator; cancel() stops it. Cheap to copy; cancelling twice is fine.
 class cancellable {
  public:
@@ -83,6 +87,16 @@ S* store_of_kind(const store_binding& binding, std::string_view kind) {
   if (auto* s = dynamic_cast<S*>(binding.store)) return s;
   throw_wrong_store_kind(binding.store, kind);
 }
+
+/// Makes the typed handle H of a store kind from the task's binding: the one place that
+/// calls a handle's (store_binding, task_context*) constructor, so a handle may keep that
+/// constructor private (key_value_store does) and befriend this struct.
+struct store_handle_factory {
+  template <class H, class Context>
+  static H make(store_binding binding, Context* context) {
+    return H(binding, context);
+  }
+};
 
 /// What a task offers the nodes it runs. Implemented by the runtime's stream task and by
 /// the test driver; one instance per task, used by the task's thread only.
@@ -184,7 +198,7 @@ struct node_spec {
   bool internal_topic = false;       ///< the topic is a repartition topic this job owns
 };
 
-enum class store_backend { rocksdb, memory };
+using sluice::store_backend;
 
 /// Builds a store kind over the key-value storage the runtime opened for it (RocksDB or
 /// in-memory, per the store's backend). `changelog` is where the kind logs its writes (null
