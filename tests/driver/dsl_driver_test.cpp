@@ -195,6 +195,52 @@ TEST(dsl, stream_global_table_join_uses_a_key_selector) {
   EXPECT_EQ(named[0].value, "Ada:4");
 }
 
+namespace {
+
+/// Orders left-joined with a global table of items (item-valued): the issue-16 case of a
+/// table value that does not decode.
+sluice::topology orders_with_global_items() {
+  sluice::streams_builder b;
+  auto items = b.global_table<std::string, item>("items");
+  b.stream<std::string, std::string>("orders")
+      .left_join(items, [](const std::string&, const std::string& item_id) { return item_id; },
+                 [](const std::string& item_id, const std::optional<item>& i) {
+                   return item_id + ":" + (i ? std::to_string(i->qty) : std::string("none"));
+                 })
+      .to("priced");
+  return b.build();
+}
+
+}  // namespace
+
+TEST(dsl, global_table_value_that_does_not_decode_is_skipped_when_read_and_the_stream_record_is_not_blamed) {
+  sluice::config c;
+  c.set("deserialization.error.handler", "dead_letter");
+  topology_test_driver d(orders_with_global_items(), c);
+  d.input_topic<std::string, item>("items").pipe("i1", item{"bolt", 3});
+  d.pipe_raw("items", std::string_view("i1"), std::string_view("{not json"), 1);  // offset 1
+  d.input_topic<std::string, std::string>("orders").pipe("o1", "i1");
+  // The order is joined with the last value that decoded; nothing is dead-lettered for it.
+  auto priced = d.output_topic<std::string, std::string>("priced").read_all();
+  ASSERT_EQ(priced.size(), 1u);
+  EXPECT_EQ(priced[0].value, "i1:3");
+  EXPECT_TRUE(d.records("test-driver-dlq").empty());
+  EXPECT_EQ(d.metrics().total("sluice_records_skipped_total"), 1);
+}
+
+TEST(dsl, global_table_value_that_does_not_decode_under_fail_names_table_topic_partition_offset_and_key) {
+  topology_test_driver d(orders_with_global_items());
+  d.input_topic<std::string, item>("items").pipe("i1", item{"bolt", 3});
+  try {
+    d.pipe_raw("items", std::string_view("i2"), std::string_view("{not json"), 1);
+    FAIL() << "expected the fail handler to throw when the table's record is read";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::serialization);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("global table 'items-global' at items[0]@1 with key 'i2'"), std::string::npos) << msg;
+  }
+}
+
 TEST(dsl, describe_and_dot_name_every_node_and_store) {
   sluice::streams_builder b;
   b.stream<std::string, std::string>("in").group_by_key().count("c").to_stream().to("out");

@@ -594,7 +594,10 @@ class streams_builder {
   }
 
   /// A global table of `topic`: every instance reads all its partitions before processing
-  /// and follows it afterwards. Values keep the topic's bytes; K and V decode on lookup.
+  /// and follows it afterwards. Values keep the topic's bytes; each record is decoded as K
+  /// and V when it is read from the topic, and one that does not decode goes to the
+  /// deserialization handler then (fail stops the job naming topic, partition, offset and
+  /// key; log_and_continue and dead_letter skip it and count it), so lookups always decode.
   template <class K, class V>
   global_table<K, V> global_table(const std::string& topic, std::string store = {}) {
     if (store.empty()) store = topic + "-global";
@@ -602,7 +605,11 @@ class streams_builder {
     // lookups do, with default_serde.
     g_->add_store({.name = store, .backend = store_backend::memory, .logged = false, .global = true,
                    .source_topic = topic,
-                   .codec = detail::make_store_codec<K, V, default_serde<K>, default_serde<V>>()});
+                   .codec = detail::make_store_codec<K, V, default_serde<K>, default_serde<V>>(),
+                   .check_record = [](std::string_view key, std::string_view value) {
+                     (void)default_serde<K>::deserialize(key);
+                     (void)default_serde<V>::deserialize(value);
+                   }});
     return sluice::global_table<K, V>(store);
   }
 

@@ -317,7 +317,15 @@ void app::impl::start_global_tables(const kafka::config_map& consumer, kafka::ad
   env.memory_budget_bytes =
       static_cast<std::size_t>(runtime::state_memory_budget(cfg));
   rocksdb = std::make_unique<state::rocksdb_environment>(env);
-  globals = std::make_unique<runtime::global_tables>(topo, consumer, admin, metrics);
+  globals = std::make_unique<runtime::global_tables>(
+      topo, consumer, admin, metrics, cfg.get_error_policy("deserialization.error.handler"),
+      [this](const std::string& message) {
+        {
+          std::lock_guard lock(mutex);
+          if (error.empty()) error = message;
+        }
+        set_state(app_state::error);
+      });
   globals->catch_up();
   globals->start_following();
 }

@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "runtime/error_classification.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::runtime {
@@ -43,18 +44,69 @@ std::size_t global_table_store::size() const {
   return entries_.size();
 }
 
+namespace {
+
+/// A key as a log line shows it: printable ASCII as is, other bytes as \xNN, at most 100 bytes.
+std::string printable_key(const std::optional<std::string>& key) {
+  if (!key) return "null";
+  std::string out = "'";
+  for (std::size_t i = 0; i < key->size() && i < 100; ++i) {
+    const auto c = static_cast<unsigned char>((*key)[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (key->size() > 100) out += "...";
+  return out + "'";
+}
+
+}  // namespace
+
+bool accept_global_record(const detail::store_spec& spec, const kafka::message& m, error_policy policy,
+                          counter& skipped) {
+  if (!spec.check_record || !m.key || !m.value) return true;
+  try {
+    spec.check_record(*m.key, *m.value);
+    return true;
+  } catch (const std::exception& e) {
+    const std::string where = "of global table '" + spec.name + "' at " + m.topic + "[" + std::to_string(m.partition) +
+                              "]@" + std::to_string(m.offset) + " with key " + printable_key(m.key);
+    if (policy == error_policy::fail)
+      throw error(errc::serialization,
+                  "deserialization error on the record " + where + ": " + e.what() +
+                      " (deserialization.error.handler=fail stops the job; fix the table topic's record, or set "
+                      "the handler to log_and_continue to skip such records)");
+    skipped.add();
+    const auto n = skipped.value();
+    if (n <= 10 || n % 1000 == 0)
+      spdlog::warn("global tables: skipped the record {} ({} so far; lookups of that key see the previous value): {}",
+                   where, n, e.what());
+    return false;
+  }
+}
+
 global_tables::global_tables(const topology& topo, kafka::config_map consumer_config, kafka::admin& admin,
-                             metrics_registry& metrics)
-    : applied_(metrics.get_counter("sluice_global_records_applied_total")) {
+                             metrics_registry& metrics, error_policy deserialization_policy,
+                             std::function<void(const std::string&)> on_fatal)
+    : applied_(metrics.get_counter("sluice_global_records_applied_total")),
+      skipped_(metrics.get_counter("sluice_records_skipped_total", "global=\"true\"")),
+      retries_(metrics.get_counter("sluice_global_table_retries_total")),
+      failed_(metrics.get_gauge("sluice_global_table_failed")),
+      policy_(deserialization_policy),
+      on_fatal_(std::move(on_fatal)) {
   std::vector<kafka::topic_partition_offset> assign;
-  for (const auto& spec : topo.stores()) {
+  for (const auto& spec : detail::topology_access::stores(topo)) {
     if (!spec.global) continue;
     auto count = admin.partition_count(spec.source_topic, 30s);
     if (!count)
       throw error(errc::invalid_topology, "global table topic '" + spec.source_topic +
                                               "' does not exist; create it before starting the job");
     auto store = std::make_unique<global_table_store>(*count);
-    by_topic_[spec.source_topic] = store.get();
+    by_topic_[spec.source_topic] = {store.get(), &spec};
     stores_[spec.name] = std::move(store);
     for (int p = 0; p < *count; ++p) {
       assign.push_back({spec.source_topic, p, kafka::offset_beginning});
@@ -78,7 +130,8 @@ void global_tables::apply_batch() {
   for (const auto& m : batch_) {
     auto it = by_topic_.find(m.topic);
     if (it == by_topic_.end() || !m.key) continue;
-    it->second->apply(*m.key, m.value);
+    if (!accept_global_record(*it->second.spec, m, policy_, skipped_)) continue;
+    it->second.store->apply(*m.key, m.value);
     applied_.add();
   }
 }
@@ -107,13 +160,32 @@ void global_tables::catch_up() {
 void global_tables::start_following() {
   if (!consumer_) return;
   thread_ = std::thread([this] {
-    try {
-      while (!stop_.load()) {
+    constexpr std::chrono::milliseconds first_backoff = 100ms, max_backoff = 5s;
+    auto backoff = first_backoff;
+    bool retrying = false;
+    while (!stop_.load()) {
+      try {
         consumer_->poll_batch(batch_, 10000, 100ms);
         apply_batch();
+        if (retrying) spdlog::info("global tables: following again after retriable errors");
+        retrying = false;
+        backoff = first_backoff;
+      } catch (const std::exception& e) {
+        if (classify_failure(e) == failure_kind::retriable) {
+          retries_.add();
+          if (!retrying || retries_.value() % 100 == 0)
+            spdlog::warn("global tables: retriable error, polling again in {} ms: {}", backoff.count(), e.what());
+          retrying = true;
+          for (auto waited = 0ms; waited < backoff && !stop_.load(); waited += 50ms) std::this_thread::sleep_for(50ms);
+          backoff = std::min<std::chrono::milliseconds>(backoff * 2, max_backoff);
+          continue;
+        }
+        failed_.set(1);
+        const std::string message = std::string("the global table thread stopped: ") + e.what();
+        spdlog::error("{}", message);
+        if (on_fatal_) on_fatal_(message);
+        return;
       }
-    } catch (const std::exception& e) {
-      spdlog::error("global table thread stops: {}", e.what());
     }
   });
 }

@@ -1,6 +1,14 @@
 // Global tables: every instance reads every partition of a global table's topic into a
 // local store, catches up before any task processes, and follows the topic afterwards on
 // a thread of its own. Stream threads read the stores concurrently (shared lock).
+//
+// Each record is decoded as the table's types when it is read (store_spec::check_record);
+// one that does not decode goes to the deserialization handler there, naming the table's
+// topic, partition, offset and key. The following thread rides out retriable errors (broker
+// outages, leader moves: it backs off and polls again, counted in
+// sluice_global_table_retries_total); a fatal one stops it, sets sluice_global_table_failed
+// to 1 and reports the message through on_fatal (the app goes to its error state, /health
+// answers 503 with the reason), never leaving the app running on tables that stopped moving.
 #pragma once
 
 #include <atomic>
@@ -15,6 +23,7 @@
 #include <vector>
 
 #include "kafka/admin.hpp"
+#include "sluice/config.hpp"
 #include "kafka/consumer.hpp"
 #include "sluice/detail/node.hpp"
 #include "sluice/metrics.hpp"
@@ -45,10 +54,21 @@ class global_table_store final : public detail::global_view {
   std::map<std::string, std::string, std::less<>> entries_;
 };
 
+/// Whether the global table record `m` is applied: true when it decodes as `spec`'s types.
+/// One that does not goes to `policy`: fail throws sluice::error(errc::serialization) naming
+/// the topic, partition, offset and key; log_and_continue and dead_letter (the global thread
+/// has no producer: nothing is dead-lettered) skip it, add it to `skipped` and log it.
+/// Shared by the runtime and the test driver.
+bool accept_global_record(const detail::store_spec& spec, const kafka::message& m, error_policy policy,
+                          counter& skipped);
+
 class global_tables {
  public:
+  /// `on_fatal` is called once, from the following thread, with the message of the error
+  /// that stopped it.
   global_tables(const topology& topo, kafka::config_map consumer_config, kafka::admin& admin,
-                metrics_registry& metrics);
+                metrics_registry& metrics, error_policy deserialization_policy,
+                std::function<void(const std::string&)> on_fatal);
   ~global_tables();
   bool empty() const noexcept { return stores_.empty(); }
   /// Reads every partition up to its current end. Blocks; logs progress.
@@ -63,14 +83,24 @@ class global_tables {
  private:
   void apply_batch();
 
+  struct table {
+    global_table_store* store;
+    const detail::store_spec* spec;
+  };
+
   std::map<std::string, std::unique_ptr<global_table_store>> stores_;  // by store name
-  std::map<std::string, global_table_store*> by_topic_;
+  std::map<std::string, table> by_topic_;
   std::unique_ptr<kafka::consumer> consumer_;
   std::vector<kafka::message> batch_;
   std::map<std::pair<std::string, std::int32_t>, bool> at_end_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   counter& applied_;
+  counter& skipped_;
+  counter& retries_;
+  gauge& failed_;
+  error_policy policy_;
+  std::function<void(const std::string&)> on_fatal_;
 };
 
 }  // namespace sluice::runtime

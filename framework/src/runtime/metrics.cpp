@@ -122,6 +122,8 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_kafka_consumer_fetch_queue_messages",
      "librdkafka statistics: messages fetched in advance, waiting to be consumed."},
     {"sluice_global_records_applied_total", "Records the global thread applied to global tables."},
+    {"sluice_global_table_retries_total", "Retriable errors the global thread rode out (it polls again after a backoff)."},
+    {"sluice_global_table_failed", "1 when the global thread stopped on a fatal error (the app is then in its error state)."},
     {"sluice_http_responses_total", "HTTP responses of the instance server, by status code."},
     {"sluice_http_connections_refused_total", "HTTP connections closed on accept because http.max.connections were open."},
     {"sluice_http_requests_timed_out_total", "HTTP connections closed because no whole request arrived within http.request.timeout.ms (slow or idle clients)."},

@@ -76,6 +76,8 @@ struct topology_test_driver::impl final : runtime::record_sender {
   std::unique_ptr<state::rocksdb_environment> rocksdb;
   runtime::task_services services;
   std::map<std::string, std::unique_ptr<runtime::global_table_store>> globals;  // by topic
+  std::map<std::string, const detail::store_spec*> global_specs;                // by topic
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> global_offsets;  // next offset per partition
   std::map<std::pair<int, std::int32_t>, std::unique_ptr<runtime::stream_task>> tasks;
   std::map<std::string, int> topic_to_sub;  // resolved source topics
   std::map<std::string, std::deque<raw_message>> topics;
@@ -233,6 +235,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
     auto store = std::make_unique<runtime::global_table_store>(d.options.partitions);
     s.global_views[spec.name] = store.get();
     d.globals[spec.source_topic] = std::move(store);
+    d.global_specs[spec.source_topic] = &spec;
   }
   for (const auto& sub : d.topo.subtopologies())
     for (auto i : sub.nodes) {
@@ -263,7 +266,18 @@ void topology_test_driver::pipe_raw(const std::string& topic, const std::optiona
   auto& d = *impl_;
   d.last_ts = timestamp;
   if (auto g = d.globals.find(topic); g != d.globals.end()) {
-    if (key) g->second->apply(*key, value ? std::optional<std::string>(std::string(*value)) : std::nullopt);
+    // As the app's global thread: decoded when read, under the deserialization handler.
+    kafka::message m;
+    m.topic = topic;
+    m.partition = partition < 0 ? 0 : partition;
+    m.offset = d.global_offsets[{topic, m.partition}]++;
+    m.timestamp = timestamp;
+    if (key) m.key = std::string(*key);
+    if (value) m.value = std::string(*value);
+    auto& skipped = d.metrics.get_counter("sluice_records_skipped_total", "global=\"true\"");
+    if (!key || !runtime::accept_global_record(*d.global_specs.at(topic), m, d.services.on_deserialization_error, skipped))
+      return;
+    g->second->apply(*m.key, m.value);
     return;
   }
   if (!d.topic_to_sub.contains(topic))

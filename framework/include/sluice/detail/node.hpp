@@ -221,6 +221,10 @@ struct store_spec {
   state::rocksdb_config_setter rocksdb_options;  ///< expert hook (store_options::configure_rocksdb)
   store_factory make_store;                      ///< empty: the key-value store itself
   std::shared_ptr<const store_codec> codec;      ///< key/value types for queries; null: untyped (Processor API)
+  /// Global stores: decodes a record of the table's topic (key, non-null value) as lookups
+  /// will, throwing when it does not decode, so a bad value is refused when it is read from
+  /// the topic, not blamed on the stream record that later looks it up. Empty: no check.
+  std::function<void(std::string_view key, std::string_view value)> check_record;
 };
 
 }  // namespace sluice::detail
