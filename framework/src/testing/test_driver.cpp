@@ -316,10 +316,10 @@ void topology_test_driver::check_written_topic(const std::string& topic) const {
   const auto& d = *impl_;
   const auto& app_id = d.services.application_id;
   std::set<std::string> written{d.services.dead_letter_topic};
-  for (const auto& n : d.topo.nodes())
+  for (const auto& n : detail::topology_access::nodes(d.topo))
     if (n.kind == detail::node_kind::sink)
-      for (const auto& t : n.topics) written.insert(topology::resolve_topic(n, t, app_id));
-  for (const auto& spec : d.topo.stores())
+      for (const auto& t : n.topics) written.insert(detail::topology_access::resolve_topic(n, t, app_id));
+  for (const auto& spec : detail::topology_access::stores(d.topo))
     if (spec.logged && !spec.global) written.insert(detail::changelog_topic(app_id, spec.name));
   if (written.contains(topic)) return;
   std::string list;
