@@ -130,15 +130,20 @@ app::~app() {
 
 namespace {
 
+/// Which cluster the app talks to: on the in-process embedded cluster the app creates the
+/// external topics it needs (a demo starts with no setup); against Kafka they must exist.
+enum class cluster_kind { kafka, embedded };
+
 /// The client configurations every part of the app starts from.
 struct client_configs {
   kafka::config_map consumer, producer, admin;
-  bool embedded = false;
+  cluster_kind cluster = cluster_kind::kafka;
 };
 
 client_configs make_client_configs(const config& cfg) {
   client_configs c{cfg.client_properties("consumer"), cfg.client_properties("producer"),
-                   cfg.client_properties("admin"), cfg.embedded()};
+                   cfg.client_properties("admin"),
+                   cfg.embedded() ? cluster_kind::embedded : cluster_kind::kafka};
   for (auto* props : {&c.consumer, &c.producer, &c.admin}) {
     (*props)["bootstrap.servers"] = cfg.bootstrap_servers();
     kafka::apply_embedded(*props);
@@ -149,7 +154,7 @@ client_configs make_client_configs(const config& cfg) {
 /// Step 1: the external source topics exist (the embedded cluster creates them) and the
 /// sources of one sub-topology have equal partition counts. Returns sub-topology id ->
 /// partition count for the sub-topologies with an external source.
-std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& admin, bool embedded) {
+std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& admin, cluster_kind cluster) {
   std::map<int, int> sub_partitions;
   for (const auto& sub : topo.subtopologies()) {
     std::string first_topic;
@@ -159,7 +164,7 @@ std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& ad
       if (n.kind != detail::node_kind::source || n.internal_topic) continue;
       for (const auto& t : n.topics) {
         auto count = admin.partition_count(t, 30s);
-        if (!count && embedded) {
+        if (!count && cluster == cluster_kind::embedded) {
           admin.create_topics({{.name = t, .partitions = 4}}, 30s);
           count = 4;
         }
@@ -182,11 +187,11 @@ std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& ad
 }
 
 /// Sinks to external topics must exist (the embedded cluster creates them).
-void validate_output_topics(const topology& topo, kafka::admin& admin, bool embedded) {
+void validate_output_topics(const topology& topo, kafka::admin& admin, cluster_kind cluster) {
   for (const auto& n : detail::topology_access::nodes(topo))
     if (n.kind == detail::node_kind::sink && !n.internal_topic) {
       if (admin.partition_count(n.topics[0], 30s)) continue;
-      if (!embedded)
+      if (cluster != cluster_kind::embedded)
         throw error(errc::invalid_topology, "output topic '" + n.topics[0] + "' does not exist; create it first");
       admin.create_topics({{.name = n.topics[0], .partitions = 4}}, 30s);
     }
@@ -229,8 +234,8 @@ void cap_batches_to_topic_limits(const topology& topo, const config& cfg, kafka:
 /// On the embedded cluster the topics global tables read are created too, like sources: a
 /// demo's global table starts empty instead of failing. Against Kafka they must exist (the
 /// global-table reader says so).
-void create_global_table_topics_on_embedded(const topology& topo, kafka::admin& admin, bool embedded) {
-  if (!embedded) return;
+void create_global_table_topics_on_embedded(const topology& topo, kafka::admin& admin, cluster_kind cluster) {
+  if (cluster != cluster_kind::embedded) return;
   for (const auto& spec : detail::topology_access::stores(topo))
     if (spec.global && !admin.partition_count(spec.source_topic, 30s))
       admin.create_topics({{.name = spec.source_topic, .partitions = 4}}, 30s);
@@ -435,13 +440,13 @@ void app::start() {
   if (d.http) d.http->start();
   const auto clients = make_client_configs(d.cfg);
   d.bootstrap = clients.admin.at("bootstrap.servers");
-  if (clients.embedded) spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
+  if (clients.cluster == cluster_kind::embedded) spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
   kafka::admin admin(clients.admin);
-  auto sub_partitions = validate_source_topics(d.topo, admin, clients.embedded);
+  auto sub_partitions = validate_source_topics(d.topo, admin, clients.cluster);
   const auto repartition_partitions = runtime::infer_repartition_partitions(d.topo, sub_partitions);
   d.create_internal_topics(admin, sub_partitions, repartition_partitions);
-  validate_output_topics(d.topo, admin, clients.embedded);
-  create_global_table_topics_on_embedded(d.topo, admin, clients.embedded);
+  validate_output_topics(d.topo, admin, clients.cluster);
+  create_global_table_topics_on_embedded(d.topo, admin, clients.cluster);
   d.start_global_tables(clients.consumer, admin);
   if (d.http) d.http->set_global_stores(d.globals->stores());
   auto producer = clients.producer;
