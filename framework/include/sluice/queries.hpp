@@ -96,9 +96,6 @@ class interactive_queries {
   template <class H, class F>
   outcome run(std::string_view store, std::int32_t partition, F&& fn, std::chrono::milliseconds timeout = default_timeout,
               std::string* failure = nullptr) {
-    static_assert(std::is_constructible_v<H, detail::store_binding, detail::task_context*>,
-                  "run<H>: H must be a store handle constructible from (detail::store_binding, detail::task_context*), "
-                  "like ranked_index_store, queue_store_handle or key_value_store<K, V>");
     static_assert(std::is_invocable_v<F&, H&>, "run<H>: the query function must take the handle as H&");
     std::string kind_error;
     auto o = run_binding(
@@ -106,7 +103,7 @@ class interactive_queries {
         [&](const detail::store_binding& binding, detail::task_context& context) {
           std::optional<H> handle;
           try {
-            handle.emplace(binding, &context);
+            handle.emplace(detail::store_handle_factory::make<H>(binding, &context));
           } catch (const error& e) {
             if (e.code() != errc::invalid_topology) throw;
             kind_error = e.what();
