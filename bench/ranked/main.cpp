@@ -113,7 +113,8 @@ volatile std::uint64_t sink_value = 0;  // keeps results alive
 
 row run_sluice(const std::string& name, std::unique_ptr<sluice::state::kv_store> kv, const std::vector<member>& ms,
                const options& o, std::mt19937_64& rng, std::optional<row>* scan_row) {
-  sluice::state::ranked_index idx(std::move(kv), nullptr, {.memory_budget_bytes = std::size_t{1} << 30});
+  sluice::state::memory_budget memory(std::size_t{4} << 30);  // one index: never evicted here
+  sluice::state::ranked_index idx(std::move(kv), nullptr, memory);
   const std::string index = "segment-1/overall";
   row r{name, ms.size()};
   auto start = steady::now();

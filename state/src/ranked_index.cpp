@@ -1,9 +1,11 @@
 // ranked_index: members and scores in a kv_store (durable, changelogged), and per loaded
-// index an in-memory order_list serving positions (see ranked_index.hpp and README.md).
+// index an in-memory order_list serving positions, charged to the process's memory_budget
+// (see ranked_index.hpp and README.md).
 #include "sluice/state/ranked_index.hpp"
 
 #include <algorithm>
 #include <list>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -18,7 +20,8 @@ struct loaded_index {
   std::string index;
   order_list list;
   std::int64_t last_used_ms = 0;
-  std::size_t charged_bytes = 0;  // what memory_bytes_ counts for this index
+  std::uint64_t last_used_tick = 0;  // the memory budget's use clock
+  std::size_t charged_bytes = 0;     // what index_table::memory_bytes counts for this index
   std::list<loaded_index*>::iterator lru_position;
 };
 
@@ -44,12 +47,67 @@ std::function<std::int64_t()> resolve_clock(const ranked_index_options& o) {
 
 }  // namespace
 
-struct ranked_index::index_table {
+/// The loaded lists and their bookkeeping. `mutex` guards all of it: the owning task's thread
+/// holds it for each operation, and the memory budget's release_least_recent() (called from any
+/// stream thread) only try-locks it, so it never waits for a busy store.
+struct ranked_index::index_table final : memory_consumer {
   std::unordered_map<std::string, std::unique_ptr<detail::loaded_index>, string_hash, std::equal_to<>> loaded;
   std::list<detail::loaded_index*> lru;  // most recently used first
   /// Indexes written since the last commit (their lists include pending writes).
   std::unordered_set<std::string, string_hash, std::equal_to<>> written;
   std::function<std::int64_t()> now;
+  std::mutex mutex;
+  memory_budget::account account;
+  std::size_t memory_bytes = 0;
+
+  detail::loaded_index* find(std::string_view index) {
+    auto it = loaded.find(index);
+    return it == loaded.end() ? nullptr : it->second.get();
+  }
+
+  void touch(detail::loaded_index& li) {
+    li.last_used_ms = now();
+    li.last_used_tick = account.use_tick();
+    lru.splice(lru.begin(), lru, li.lru_position);
+    std::size_t now_bytes = li.list.memory_bytes() + index_overhead_bytes + li.index.size();
+    memory_bytes = memory_bytes - li.charged_bytes + now_bytes;
+    li.charged_bytes = now_bytes;
+    publish();
+  }
+
+  void drop(std::string_view index) {
+    auto it = loaded.find(index);
+    if (it == loaded.end()) return;
+    memory_bytes -= it->second->charged_bytes;
+    lru.erase(it->second->lru_position);
+    loaded.erase(it);
+    publish();
+  }
+
+  void drop_all() {
+    lru.clear();
+    loaded.clear();
+    written.clear();
+    memory_bytes = 0;
+    publish();
+  }
+
+  /// Tells the budget what this store holds and when its least recently used list other
+  /// than the most recent one was last used (the one release_least_recent() would drop).
+  void publish() noexcept {
+    account.charge(memory_bytes);
+    account.set_least_recent(lru.size() >= 2 ? lru.back()->last_used_tick : memory_budget::account::nothing_to_release);
+  }
+
+  std::size_t release_least_recent() noexcept override {
+    std::unique_lock lock(mutex, std::try_to_lock);
+    if (!lock.owns_lock() || lru.size() < 2) return 0;  // busy, or only the one in use
+    auto* victim = lru.back();
+    const std::size_t bytes = victim->charged_bytes;
+    const std::string name = victim->index;
+    drop(name);
+    return bytes;
+  }
 };
 
 ranked_index::ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog, ranked_index_options options)
@@ -59,7 +117,28 @@ ranked_index::ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* ch
   indexes_->now = resolve_clock(options_);
 }
 
+ranked_index::ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog, memory_budget& memory,
+                           ranked_index_options options)
+    : ranked_index(std::move(storage), changelog, std::move(options)) {
+  charge_memory_to(memory);
+}
+
+void ranked_index::charge_memory_to(memory_budget& memory) {
+  auto account = memory.open_account(*indexes_);  // outside the lock: it takes the budget's
+  {
+    std::lock_guard lock(indexes_->mutex);
+    std::swap(indexes_->account, account);
+    indexes_->publish();
+  }
+  account.close();  // the previous one, if any
+  enforce_budget();
+}
+
 ranked_index::~ranked_index() { close(); }
+
+void ranked_index::enforce_budget() noexcept {
+  if (indexes_->account.over_limit()) indexes_->account.enforce();
+}
 
 void ranked_index::encode_key(std::string_view index, std::string_view member, std::string& out) {
   out.clear();
@@ -86,22 +165,9 @@ std::optional<std::string_view> ranked_index::index_of_key(std::string_view key)
   return key.substr(i, length);
 }
 
-detail::loaded_index* ranked_index::find_loaded(std::string_view index) {
-  auto it = indexes_->loaded.find(index);
-  return it == indexes_->loaded.end() ? nullptr : it->second.get();
-}
-
-void ranked_index::touch(detail::loaded_index& li) {
-  li.last_used_ms = indexes_->now();
-  indexes_->lru.splice(indexes_->lru.begin(), indexes_->lru, li.lru_position);
-  std::size_t now_bytes = li.list.memory_bytes() + index_overhead_bytes + li.index.size();
-  memory_bytes_ = memory_bytes_ - li.charged_bytes + now_bytes;
-  li.charged_bytes = now_bytes;
-}
-
 detail::loaded_index& ranked_index::load(std::string_view index) {
-  if (auto* li = find_loaded(index)) {
-    touch(*li);
+  if (auto* li = indexes_->find(index)) {
+    indexes_->touch(*li);
     return *li;
   }
   // One prefix scan of the index's entries (kv order is by member), sorted by score.
@@ -118,64 +184,68 @@ detail::loaded_index& ranked_index::load(std::string_view index) {
   indexes_->lru.push_front(&li);
   li.lru_position = indexes_->lru.begin();
   indexes_->loaded.emplace(li.index, std::move(owned));
-  touch(li);
-  enforce_budget(&li);
+  indexes_->touch(li);
   return li;
 }
 
-void ranked_index::drop(std::string_view index) {
-  auto it = indexes_->loaded.find(index);
-  if (it == indexes_->loaded.end()) return;
-  memory_bytes_ -= it->second->charged_bytes;
-  indexes_->lru.erase(it->second->lru_position);
-  indexes_->loaded.erase(it);
-}
-
-void ranked_index::enforce_budget(const detail::loaded_index* keep) {
-  while (memory_bytes_ > options_.memory_budget_bytes && !indexes_->lru.empty()) {
-    auto* victim = indexes_->lru.back();
-    if (victim == keep) return;  // the most recently used: it is last only when alone
-    std::string name = victim->index;
-    drop(name);
-  }
-}
-
 void ranked_index::evict_idle() {
+  std::lock_guard lock(indexes_->mutex);
+  evict_idle_locked();
+}
+
+void ranked_index::evict_idle_locked() {
   if (options_.idle_eviction.count() <= 0) return;
   const std::int64_t now = indexes_->now();
   while (!indexes_->lru.empty()) {
     auto* oldest = indexes_->lru.back();
     if (now - oldest->last_used_ms < options_.idle_eviction.count()) return;
     std::string name = oldest->index;
-    drop(name);
+    indexes_->drop(name);
   }
 }
 
-std::size_t ranked_index::loaded_indexes() const noexcept { return indexes_->loaded.size(); }
+std::size_t ranked_index::loaded_indexes() const noexcept {
+  std::lock_guard lock(indexes_->mutex);
+  return indexes_->loaded.size();
+}
+
+std::size_t ranked_index::memory_bytes() const noexcept {
+  std::lock_guard lock(indexes_->mutex);
+  return indexes_->memory_bytes;
+}
 
 void ranked_index::upsert(std::string_view index, std::string_view member, std::string_view score,
                           std::int64_t timestamp) {
+  {
+    std::lock_guard lock(indexes_->mutex);
+    upsert_locked(index, member, score, timestamp);
+  }
+  enforce_budget();
+}
+
+void ranked_index::upsert_locked(std::string_view index, std::string_view member, std::string_view score,
+                                 std::int64_t timestamp) {
   encode_key(index, member, key_buf_);
   const bool existed = storage_->get(key_buf_, value_buf_);
   if (existed && value_buf_ == score) return;  // unchanged: no write, no changelog record
-  if (auto* li = find_loaded(index)) {
+  if (auto* li = indexes_->find(index)) {
     if (existed) li->list.erase(value_buf_, member);
     li->list.insert(score, member);
-    touch(*li);
+    indexes_->touch(*li);
   }
   // Not loaded: the kv write is all; the list is built from the kv_store when needed.
   storage_->put(key_buf_, score);
   if (changelog_) changelog_->log(key_buf_, score, timestamp);
   if (!indexes_->written.contains(index)) indexes_->written.emplace(index);
-  enforce_budget(find_loaded(index));
 }
 
 bool ranked_index::remove(std::string_view index, std::string_view member, std::int64_t timestamp) {
+  std::lock_guard lock(indexes_->mutex);
   encode_key(index, member, key_buf_);
   if (!storage_->get(key_buf_, value_buf_)) return false;
-  if (auto* li = find_loaded(index)) {
+  if (auto* li = indexes_->find(index)) {
     li->list.erase(value_buf_, member);
-    touch(*li);
+    indexes_->touch(*li);
   }
   storage_->remove(key_buf_);
   if (changelog_) changelog_->log(key_buf_, std::nullopt, timestamp);
@@ -184,11 +254,22 @@ bool ranked_index::remove(std::string_view index, std::string_view member, std::
 }
 
 std::optional<std::string> ranked_index::score(std::string_view index, std::string_view member) {
+  std::lock_guard lock(indexes_->mutex);  // key_buf_ is shared with the writes
   encode_key(index, member, key_buf_);
   return storage_->get(key_buf_);
 }
 
 std::optional<std::uint64_t> ranked_index::position(std::string_view index, std::string_view member) {
+  std::optional<std::uint64_t> p;
+  {
+    std::lock_guard lock(indexes_->mutex);
+    p = position_locked(index, member);
+  }
+  enforce_budget();
+  return p;
+}
+
+std::optional<std::uint64_t> ranked_index::position_locked(std::string_view index, std::string_view member) {
   encode_key(index, member, key_buf_);
   if (!storage_->get(key_buf_, value_buf_)) return std::nullopt;
   std::string score = value_buf_;
@@ -196,47 +277,79 @@ std::optional<std::uint64_t> ranked_index::position(std::string_view index, std:
 }
 
 std::uint64_t ranked_index::count_below(std::string_view index, std::string_view bound) {
-  return load(index).list.count_below(bound);
+  std::uint64_t n = 0;
+  {
+    std::lock_guard lock(indexes_->mutex);
+    n = load(index).list.count_below(bound);
+  }
+  enforce_budget();
+  return n;
 }
 
 std::vector<ranked_member> ranked_index::range(std::string_view index, std::uint64_t offset, std::uint64_t limit) {
   std::vector<ranked_member> out;
-  load(index).list.visit(offset, limit, [&](const detail::order_entry& e, std::uint64_t pos) {
-    out.push_back({std::string(e.member()), std::string(e.score()), pos});
-  });
+  {
+    std::lock_guard lock(indexes_->mutex);
+    range_locked(index, offset, limit, out);
+  }
+  enforce_budget();
   return out;
 }
 
-std::vector<ranked_member> ranked_index::around(std::string_view index, std::string_view member, std::uint64_t n) {
-  auto p = position(index, member);
-  if (!p) return {};
-  std::uint64_t from = *p >= n ? *p - n : 0;
-  return range(index, from, *p + n + 1 - from);
+void ranked_index::range_locked(std::string_view index, std::uint64_t offset, std::uint64_t limit,
+                                std::vector<ranked_member>& out) {
+  load(index).list.visit(offset, limit, [&](const detail::order_entry& e, std::uint64_t pos) {
+    out.push_back({std::string(e.member()), std::string(e.score()), pos});
+  });
 }
 
-std::uint64_t ranked_index::count(std::string_view index) { return load(index).list.size(); }
+std::vector<ranked_member> ranked_index::around(std::string_view index, std::string_view member, std::uint64_t n) {
+  std::vector<ranked_member> out;
+  {
+    std::lock_guard lock(indexes_->mutex);
+    auto p = position_locked(index, member);
+    if (!p) return {};
+    std::uint64_t from = *p >= n ? *p - n : 0;
+    range_locked(index, from, *p + n + 1 - from, out);
+  }
+  enforce_budget();
+  return out;
+}
+
+std::uint64_t ranked_index::count(std::string_view index) {
+  std::uint64_t n = 0;
+  {
+    std::lock_guard lock(indexes_->mutex);
+    n = load(index).list.size();
+  }
+  enforce_budget();
+  return n;
+}
 
 const std::string& ranked_index::name() const noexcept { return storage_->name(); }
 
 std::optional<std::int64_t> ranked_index::committed_offset() const noexcept { return storage_->committed_offset(); }
 
 void ranked_index::commit(std::int64_t next_changelog_offset) {
+  std::lock_guard lock(indexes_->mutex);
   storage_->commit(next_changelog_offset);
   indexes_->written.clear();
-  evict_idle();
+  evict_idle_locked();
 }
 
 void ranked_index::abort() {
+  std::lock_guard lock(indexes_->mutex);
   storage_->abort();
   // The lists of written indexes hold the dropped writes: rebuild them from storage on use.
-  for (const auto& index : indexes_->written) drop(index);
+  for (const auto& index : indexes_->written) indexes_->drop(index);
   indexes_->written.clear();
 }
 
 void ranked_index::restore(std::span<const restore_record> batch, std::int64_t next_offset) {
+  std::lock_guard lock(indexes_->mutex);
   storage_->restore(batch, next_offset);
   for (const auto& r : batch)
-    if (auto index = index_of_key(r.key)) drop(*index);
+    if (auto index = index_of_key(r.key)) indexes_->drop(*index);
 }
 
 void ranked_index::flush() { storage_->flush(); }
@@ -245,16 +358,20 @@ std::size_t ranked_index::pending_bytes() const noexcept { return storage_->pend
 
 void ranked_index::close() {
   if (!indexes_) return;
-  indexes_->lru.clear();
-  indexes_->loaded.clear();
-  indexes_->written.clear();
-  memory_bytes_ = 0;
+  indexes_->account.close();  // first: after it the budget never calls this store again
+  std::lock_guard lock(indexes_->mutex);
+  indexes_->drop_all();
   storage_->close();
 }
 
 std::unique_ptr<ranked_index> open_ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog,
                                                 ranked_index_options options) {
   return std::make_unique<ranked_index>(std::move(storage), changelog, std::move(options));
+}
+
+std::unique_ptr<ranked_index> open_ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog,
+                                                memory_budget& memory, ranked_index_options options) {
+  return std::make_unique<ranked_index>(std::move(storage), changelog, memory, std::move(options));
 }
 
 }  // namespace sluice::state

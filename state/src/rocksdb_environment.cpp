@@ -69,6 +69,10 @@ rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& opti
     throw sluice::error(errc::invalid_config,
                         "the write-buffer fraction of the state memory budget must be in (0, 1)");
   }
+  if (!(options.index_memory_fraction >= 0.0 && options.index_memory_fraction <= 0.9)) {
+    throw sluice::error(errc::invalid_config,
+                        "the in-memory index fraction of the state memory budget must be in [0, 0.9]");
+  }
   if (options.background_jobs < 1) {
     throw sluice::error(errc::invalid_config, "RocksDB background jobs must be at least 1");
   }
@@ -101,9 +105,21 @@ rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& opti
                                                         rocksdb::Env::LOW);
   rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(1, rocksdb::Env::HIGH);
 
+  // Store kinds' in-memory structures take their share off the cache's capacity as they
+  // grow, so cache + memtables + structures stay near the one budget.
+  const auto index_limit = static_cast<std::size_t>(static_cast<double>(options.memory_budget_bytes) *
+                                                    options.index_memory_fraction);
+  index_memory_ = std::make_unique<memory_budget>(index_limit);
+  index_memory_->set_usage_listener(
+      std::size_t{1} << 20, [cache = state->block_cache, total = options.memory_budget_bytes,
+                             floor = options.memory_budget_bytes - index_limit](std::size_t used) {
+        cache->SetCapacity(used >= total - floor ? floor : total - used);
+      });
+
   shared_ = std::move(state);
-  spdlog::info("state: RocksDB environment with a {} MiB budget ({} MiB for memtables)",
-               options.memory_budget_bytes >> 20, memtable_budget >> 20);
+  spdlog::info("state: RocksDB environment with a {} MiB budget ({} MiB for memtables, up to {} MiB for in-memory "
+               "indexes)",
+               options.memory_budget_bytes >> 20, memtable_budget >> 20, index_limit >> 20);
 }
 
 rocksdb_environment::~rocksdb_environment() = default;
@@ -118,6 +134,10 @@ std::size_t rocksdb_environment::cache_usage_bytes() const noexcept {
 
 std::size_t rocksdb_environment::memtable_usage_bytes() const noexcept {
   return shared_->write_buffer_manager->memory_usage();
+}
+
+std::size_t rocksdb_environment::cache_capacity_bytes() const noexcept {
+  return shared_->block_cache->GetCapacity();
 }
 
 }  // namespace sluice::state

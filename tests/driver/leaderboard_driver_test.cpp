@@ -388,6 +388,49 @@ TEST(leaderboard, twenty_shuffles_of_the_same_events_give_identical_boards_equal
 // The read-only view of the issue, as a running app gives it (leaderboard_queries over
 // queries()): each segment is answered by the task whose partition its id falls in, and the
 // answers are those of that task's ranked index.
+// The boards' rank lists count against state.memory.budget.bytes (state/README.md, "Memory
+// budget"): 8 MiB leaves 4 MiB for the lists of the process, less than 12 segments' boards of
+// 2,000 users (overall and gender=F/M: about 4.8 MB). Boards leave memory least recently used
+// first, and every rank is the same after their rebuild.
+TEST(leaderboard, boards_beyond_the_memory_budget_leave_memory_and_rank_the_same_after_their_rebuild) {
+  constexpr int segments = 12, users = 2000;
+  sluice::config c;
+  c.set("state.memory.budget.bytes", "8388608");
+  const leaderboard_options o{.boards = {"gender"}};
+  topology_test_driver driver(sluice::topologies::leaderboard_job_topology("efforts", "", o), std::move(c),
+                              sluice::testing::driver_options{.partitions = 1});
+  // In segment s, user u's elapsed time is 600 s + ((u * 7919 + s) % 2000) s: all distinct, so
+  // u's overall rank is 1 + (u * 7919 + s) % 2000.
+  auto slot = [](int s, int u) { return (u * 7919 + s) % users; };
+  std::int64_t t = 1'700'000'000'000;
+  for (int s = 0; s < segments; ++s)
+    for (int u = 0; u < users; ++u) {
+      effort e{"e" + std::to_string(s) + "-" + std::to_string(u), "s" + std::to_string(s), "u" + std::to_string(u),
+               600000 + std::int64_t{slot(s, u)} * 1000, u};
+      e.attributes = {{"gender", u % 2 == 0 ? "F" : "M"}};
+      driver.pipe_raw("efforts", e.segment, to_json(e), ++t);
+    }
+  auto handle = driver.state_store<sluice::ranked_index_store>(o.board_store, 0);
+  auto& index = handle.index();
+  sluice::topologies::leaderboard_view view(index);
+  for (int s = 0; s < segments; ++s) ASSERT_EQ(view.size("s" + std::to_string(s), "overall"), std::uint64_t{users});
+  EXPECT_LT(index.loaded_indexes(), std::size_t{segments * 3}) << "every board still in memory";
+  EXPECT_LE(index.memory_bytes(), std::size_t{4} << 20) << "the lists hold more than their share of the budget";
+  for (int s = 0; s < segments; ++s) {
+    const std::string segment = "s" + std::to_string(s);
+    for (int u = 0; u < users; u += 97) {
+      auto overall = view.entry(segment, "overall", "u" + std::to_string(u));
+      ASSERT_TRUE(overall.has_value()) << segment << " u" << u;
+      EXPECT_EQ(overall->rank, std::uint64_t(slot(s, u)) + 1) << segment << " u" << u;
+      std::uint64_t faster_same_gender = 0;
+      for (int v = u % 2; v < users; v += 2) faster_same_gender += slot(s, v) < slot(s, u) ? 1 : 0;
+      auto gendered = view.entry(segment, u % 2 == 0 ? "gender=F" : "gender=M", "u" + std::to_string(u));
+      ASSERT_TRUE(gendered.has_value()) << segment << " u" << u;
+      EXPECT_EQ(gendered->rank, faster_same_gender + 1) << segment << " u" << u;
+    }
+  }
+}
+
 TEST(leaderboard, queries_answer_each_segment_from_the_task_owning_it_with_ranks_pages_and_neighbours) {
   harness h({.boards = {"gender"}}, 4);
   // Per segment: u0 600 s, u1 601 s, u2 602 s, u3 600 s, u4 601 s (started at u); u0..u2 carry gender F.

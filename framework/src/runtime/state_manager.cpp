@@ -76,6 +76,14 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
     if (!ts.store || ts.store->name() != spec.name)
       throw error(errc::invalid_topology, "store '" + spec.name + "': its store factory must return a store named '" +
                                               spec.name + "' (built over the storage it was given)");
+    // A kind keeping memory beside its storage (a ranked index's lists) is charged to the
+    // process's share of state.memory.budget.bytes for it (state/README.md, "Memory budget").
+    if (auto* charged = dynamic_cast<state::memory_charged_store*>(ts.store.get())) {
+      if (services_.rocksdb == nullptr)
+        throw error(errc::invalid_topology, "store '" + spec.name + "' keeps memory of its own but the runtime has no "
+                                            "state environment to charge it to (task_services::rocksdb is not set)");
+      charged->charge_memory_to(services_.rocksdb->index_memory());
+    }
   } else {
     ts.store = std::move(storage);
   }

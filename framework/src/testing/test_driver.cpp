@@ -221,13 +221,16 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };
   for (const auto& sub : d.topo.subtopologies()) s.subtopology_partitions[sub.id] = options.partitions;
+  // Always made, from the config's state.memory.budget.bytes: in-memory store kinds charge
+  // their structures to its index_memory() as in the app.
+  d.rocksdb = std::make_unique<state::rocksdb_environment>(state::rocksdb_environment_options{
+      .memory_budget_bytes = static_cast<std::size_t>(runtime::state_memory_budget(d.cfg))});
+  s.rocksdb = d.rocksdb.get();
   if (options.rocksdb_stores) {
     static std::atomic<int> counter{0};
     d.state_dir = std::filesystem::temp_directory_path() /
                   ("sluice-driver-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     s.state_dir = d.state_dir;
-    d.rocksdb = std::make_unique<state::rocksdb_environment>();
-    s.rocksdb = d.rocksdb.get();
   }
   for (const auto& spec : detail::topology_access::stores(d.topo)) {
     if (!spec.global) continue;

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -106,17 +107,18 @@ std::vector<std::string> members_of(const std::vector<ranked_member>& v) {
 class ranked_index_conformance : public ::testing::TestWithParam<backend> {
  protected:
   std::unique_ptr<ranked_index> open(changelog_sink* sink = nullptr, ranked_index_options o = {},
-                                     std::string name = "board") {
+                                     std::string name = "board", memory_budget* memory = nullptr) {
     store_options so;
     so.name = std::move(name);
     so.directory = dir_.path();
     so.now_ms = clock_.fn();
     if (!o.now_ms) o.now_ms = clock_.fn();
-    return open_ranked_index(GetParam().open(so), sink, std::move(o));
+    return open_ranked_index(GetParam().open(so), sink, memory ? *memory : memory_, std::move(o));
   }
 
   temp_dir dir_;
   manual_clock clock_;
+  memory_budget memory_{std::size_t{1} << 30};
 };
 
 TEST_P(ranked_index_conformance, orders_members_by_score_then_member) {
@@ -301,7 +303,7 @@ TEST_P(ranked_index_conformance, queries_on_a_loaded_index_open_no_scan_of_the_s
   store_options so{.name = "counted", .directory = dir_.path(), .now_ms = clock_.fn()};
   auto counting = std::make_unique<scan_counting_store>(GetParam().open(so));
   counting->scans = &scans;
-  ranked_index idx(std::move(counting), nullptr, {.now_ms = clock_.fn()});
+  ranked_index idx(std::move(counting), nullptr, memory_, {.now_ms = clock_.fn()});
   for (int i = 0; i < 5000; ++i) idx.upsert("b", "m" + std::to_string(i), be32(static_cast<std::uint32_t>(i * 7 % 1000)), 1);
   EXPECT_EQ(idx.count("b"), 5000u);  // the one load
   EXPECT_EQ(scans, 1);
@@ -320,19 +322,114 @@ TEST_P(ranked_index_conformance, queries_on_a_loaded_index_open_no_scan_of_the_s
 }
 
 TEST_P(ranked_index_conformance, memory_budget_drops_least_recently_used_indexes_and_rebuilds_them) {
-  auto idx = open(nullptr, {.memory_budget_bytes = 64 << 10, .idle_eviction = std::chrono::milliseconds(0)});
+  memory_budget small(64 << 10);
+  auto idx = open(nullptr, {.idle_eviction = std::chrono::milliseconds(0)}, "board", &small);
   for (int i = 0; i < 40; ++i)
     for (int m = 0; m < 100; ++m)
       idx->upsert("i" + std::to_string(i), "m" + std::to_string(m), be32(static_cast<std::uint32_t>((m * 31) % 100)), 1);
   for (int i = 0; i < 40; ++i) {
     ASSERT_EQ(idx->count("i" + std::to_string(i)), 100u);
     EXPECT_LE(idx->memory_bytes(), std::size_t{64} << 10);
+    EXPECT_EQ(small.used_bytes(), idx->memory_bytes());  // the store's lists are what it charges
   }
   EXPECT_LT(idx->loaded_indexes(), 40u);
   EXPECT_GT(idx->loaded_indexes(), 0u);
+  EXPECT_GT(small.releases(), 0u);
   // A dropped index answers the same after its rebuild.
   EXPECT_EQ(idx->position("i0", "m0"), 0u);
   EXPECT_EQ(idx->position("i0", "m1"), 31u);
+  idx->close();
+  EXPECT_EQ(small.used_bytes(), 0u);
+}
+
+TEST_P(ranked_index_conformance, stores_sharing_a_budget_give_up_their_least_recently_used_lists_first) {
+  // Two stores (two tasks) on one budget: the lists used longest ago go first, whichever
+  // store holds them, and every rank is the same after the rebuild.
+  auto fill = [](ranked_index& idx, const std::string& index) {
+    for (int m = 0; m < 100; ++m) idx.upsert(index, "m" + std::to_string(m), be32(static_cast<std::uint32_t>((m * 31) % 100)), 1);
+  };
+  // A budget of 5.5 lists: a's four fit, a's and b's eight do not, b's four do.
+  std::size_t one_list = 0;
+  {
+    auto probe = open(nullptr, {}, "probe");
+    fill(*probe, "p");
+    (void)probe->count("p");
+    one_list = probe->memory_bytes();
+  }
+  memory_budget shared(one_list * 11 / 2);
+  auto a = open(nullptr, {.idle_eviction = std::chrono::milliseconds(0)}, "board-a", &shared);
+  auto b = open(nullptr, {.idle_eviction = std::chrono::milliseconds(0)}, "board-b", &shared);
+  for (int i = 0; i < 4; ++i) fill(*a, "a" + std::to_string(i));
+  for (int i = 0; i < 4; ++i) (void)a->count("a" + std::to_string(i));
+  const std::size_t a_loaded = a->memory_bytes();
+  ASSERT_EQ(a->loaded_indexes(), 4u);
+  ASSERT_LT(a_loaded, shared.limit_bytes());
+  // b's lists push the total over the limit: a's (older) lists leave memory before b's.
+  for (int i = 0; i < 4; ++i) fill(*b, "b" + std::to_string(i));
+  for (int i = 0; i < 4; ++i) (void)b->count("b" + std::to_string(i));
+  EXPECT_GT(shared.releases(), 0u);
+  EXPECT_LT(a->loaded_indexes(), 4u);
+  EXPECT_EQ(b->loaded_indexes(), 4u);
+  EXPECT_LE(shared.used_bytes(), shared.limit_bytes());
+  EXPECT_EQ(shared.used_bytes(), a->memory_bytes() + b->memory_bytes());
+  for (int i = 0; i < 4; ++i) {
+    for (auto* idx : {a.get(), b.get()}) {
+      const std::string index = (idx == a.get() ? "a" : "b") + std::to_string(i);
+      EXPECT_EQ(idx->position(index, "m0"), 0u) << index;
+      EXPECT_EQ(idx->position(index, "m1"), 31u) << index;
+      EXPECT_EQ(idx->count_below(index, be32(50)), 50u) << index;
+    }
+  }
+  a->close();
+  b->close();
+  EXPECT_EQ(shared.used_bytes(), 0u);
+}
+
+TEST_P(ranked_index_conformance, stores_on_several_threads_share_one_budget_and_keep_exact_positions) {
+  // Four tasks' stores, one thread each, on a budget that holds a fraction of their lists:
+  // lists are dropped across threads while the others work, and every answer stays exact.
+  memory_budget shared(96 << 10);
+  constexpr int threads = 4, indexes = 6, members = 150, rounds = 1500;
+  std::vector<std::unique_ptr<ranked_index>> stores;
+  for (int t = 0; t < threads; ++t)
+    stores.push_back(open(nullptr, {.idle_eviction = std::chrono::milliseconds(0)}, "board-" + std::to_string(t), &shared));
+  std::vector<std::thread> workers;
+  std::vector<int> mismatches(threads, 0);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      auto& idx = *stores[static_cast<std::size_t>(t)];
+      std::mt19937 rng(static_cast<unsigned>(t + 1));
+      std::map<std::string, std::map<std::string, std::uint32_t>> scores;  // index -> member -> score
+      for (int r = 0; r < rounds; ++r) {
+        const std::string index = "i" + std::to_string(rng() % indexes);
+        const std::string member = "m" + std::to_string(rng() % members);
+        const auto score = static_cast<std::uint32_t>(rng() % 1000);
+        idx.upsert(index, member, be32(score), r);
+        scores[index][member] = score;
+        // The expected position: members with a smaller (score, member).
+        const std::string probe = "m" + std::to_string(rng() % members);
+        auto& s = scores[index];
+        auto it = s.find(probe);
+        auto got = idx.position(index, probe);
+        if (it == s.end()) {
+          mismatches[static_cast<std::size_t>(t)] += got.has_value();
+          continue;
+        }
+        std::uint64_t want = 0;
+        for (const auto& [m, v] : s) want += (v < it->second || (v == it->second && m < probe)) ? 1 : 0;
+        mismatches[static_cast<std::size_t>(t)] += got != want;
+        if (r % 100 == 99) idx.commit(r);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (int t = 0; t < threads; ++t) EXPECT_EQ(mismatches[static_cast<std::size_t>(t)], 0) << "thread " << t;
+  EXPECT_GT(shared.releases(), 0u);
+  std::size_t sum = 0;
+  for (auto& s : stores) sum += s->memory_bytes();
+  EXPECT_EQ(shared.used_bytes(), sum);
+  for (auto& s : stores) s->close();
+  EXPECT_EQ(shared.used_bytes(), 0u);
 }
 
 TEST_P(ranked_index_conformance, idle_indexes_leave_memory_at_commit) {

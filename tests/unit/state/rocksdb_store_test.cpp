@@ -364,5 +364,30 @@ TEST(rocksdb_environment, rejects_a_budget_too_small_to_run) {
   EXPECT_EQ(e.code(), errc::invalid_config);
 }
 
+/// Holds a fixed number of bytes on a memory_budget; nothing to release.
+struct fixed_consumer final : memory_consumer {
+  std::size_t release_least_recent() noexcept override { return 0; }
+};
+
+TEST(rocksdb_environment, block_cache_gives_up_what_in_memory_indexes_hold) {
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  rocksdb_environment env({.memory_budget_bytes = 32 * mib, .index_memory_fraction = 0.5});
+  EXPECT_EQ(env.index_memory().limit_bytes(), 16 * mib);
+  EXPECT_EQ(env.cache_capacity_bytes(), 32 * mib);  // nothing held: RocksDB has the whole budget
+  fixed_consumer consumer;
+  auto account = env.index_memory().open_account(consumer);
+  account.charge(5 * mib + 1);
+  EXPECT_EQ(env.cache_capacity_bytes(), 26 * mib);  // in 1 MiB steps, rounded up
+  account.charge(20 * mib);                         // over the share: the cache keeps its half
+  EXPECT_EQ(env.cache_capacity_bytes(), 16 * mib);
+  account.close();
+  EXPECT_EQ(env.cache_capacity_bytes(), 32 * mib);
+}
+
+TEST(rocksdb_environment, rejects_an_index_memory_fraction_out_of_range) {
+  auto e = test::thrown_error([] { rocksdb_environment env({.index_memory_fraction = 0.95}); });
+  EXPECT_EQ(e.code(), errc::invalid_config);
+}
+
 }  // namespace
 }  // namespace sluice::state

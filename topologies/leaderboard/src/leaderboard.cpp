@@ -218,8 +218,9 @@ void add_leaderboard_stores(streams_builder& builder, const leaderboard_options&
   builder.add_state_store({.name = o.efforts_store});
   builder.add_state_store({.name = o.tombstones_store, .ttl = o.tombstone_retention});
   builder.add_state_store({.name = o.user_efforts_store});
-  builder.add_state_store(ranked_index_materialized(
-      o.board_store, state::ranked_index_options{.memory_budget_bytes = o.index_memory_budget_bytes}));
+  // Its in-memory lists are charged to the process's share of state.memory.budget.bytes for
+  // in-memory indexes (state/README.md, "Memory budget").
+  builder.add_state_store(ranked_index_materialized(o.board_store));
 }
 
 topology leaderboard_job_topology(const std::string& input, const std::string& updates,

@@ -11,13 +11,16 @@
 // record, so commit, abort, restore and tail-only replay are the kv_store's. Rank queries are
 // served by an in-memory order-statistic list per index, built from a prefix scan of the
 // index's entries on first use, maintained on writes, and dropped when untouched for
-// ranked_index_options::idle_eviction or when the loaded lists exceed
-// ranked_index_options::memory_budget_bytes (least recently used first); the next query
+// ranked_index_options::idle_eviction or when the process's memory_budget (the share of
+// `state.memory.budget.bytes` the runtime gives to store kinds' in-memory structures) is over
+// its limit: least recently used first across every store of the process; the next query
 // rebuilds it. abort() and restore() drop the lists of the indexes they change, so the
 // lists always agree with the kv_store.
 //
 // Threading: one instance belongs to one task and is used by one thread at a time, like
-// every store. Nothing locks.
+// every store. The only other thread that touches it is another store's, through the shared
+// memory_budget, which may drop one of its lists: an internal mutex, uncontended on the
+// task's own thread, guards the lists, and the budget only try-locks it.
 #pragma once
 
 #include <chrono>
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "sluice/state/kv_store.hpp"
+#include "sluice/state/memory_budget.hpp"
 #include "sluice/state/state_store.hpp"
 
 namespace sluice::state {
@@ -45,14 +49,9 @@ struct ranked_member {
   friend bool operator==(const ranked_member&, const ranked_member&) = default;
 };
 
+/// The memory of the loaded lists is not an option: it is charged to the memory_budget the
+/// index is opened with (README.md, "Memory budget").
 struct ranked_index_options {
-  /// Memory the in-memory order-statistic lists of all loaded indexes of this store may use
-  /// (estimated, see README.md); over it, the least recently used indexes are dropped from
-  /// memory (their data stays in the kv_store). The index being used is never dropped, so
-  /// one index larger than the budget still works, rebuilt when needed.
-  /// Default: 64 MiB.
-  std::size_t memory_budget_bytes = std::size_t{64} << 20;
-
   /// An index not read or written for this long (on `now_ms`) is dropped from memory at
   /// the next commit(). 0 = only the budget drops indexes.
   /// Default: 10 minutes.
@@ -73,11 +72,18 @@ struct loaded_index;
 /// Writes (upsert, remove) take the timestamp their changelog record carries (the task's
 /// stream time). Reads see pending writes (read-your-writes), like the kv_store's.
 /// Errors: the kv_store's (sluice::error(errc::state) on I/O or corruption).
-class ranked_index final : public state_store {
+class ranked_index final : public state_store, public memory_charged_store {
  public:
   /// Takes ownership of `storage`; `changelog` may be null (the store is not logged) and
-  /// must outlive the index otherwise.
+  /// must outlive the index otherwise. Its lists are charged to no budget (only idle eviction
+  /// drops them) until charge_memory_to(): the runtime calls it for every ranked index it
+  /// opens; code using an index on its own should pass a budget (the next constructor).
   ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog, ranked_index_options options = {});
+  /// As above, with the loaded lists charged to `memory` from the start (the runtime's is
+  /// rocksdb_environment::index_memory()); the index keeps an account there, which keeps the
+  /// budget's state alive.
+  ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog, memory_budget& memory,
+               ranked_index_options options = {});
   ~ranked_index() override;
 
   /// Sets `member`'s score in `index` (adding the member if absent).
@@ -102,11 +108,16 @@ class ranked_index final : public state_store {
   /// Members in `index`.
   std::uint64_t count(std::string_view index);
 
-  /// Indexes whose order-statistic list is in memory, and the estimated bytes they use.
+  /// Indexes whose order-statistic list is in memory, and the estimated bytes they use (what
+  /// this store charges to its memory_budget).
   std::size_t loaded_indexes() const noexcept;
-  std::size_t memory_bytes() const noexcept { return memory_bytes_; }
+  std::size_t memory_bytes() const noexcept;
   /// Drops every index not used for ranked_index_options::idle_eviction (commit() does it).
   void evict_idle();
+
+  /// memory_charged_store: charges the lists to `memory` from now on (once; a second call
+  /// moves the account).
+  void charge_memory_to(memory_budget& memory) override;
 
   /// The kv_store holding the data (for the runtime and tests).
   kv_store& storage() noexcept { return *storage_; }
@@ -129,24 +140,29 @@ class ranked_index final : public state_store {
   static std::optional<std::string_view> index_of_key(std::string_view key);
 
  private:
+  // The *_locked members and load() run with indexes_->mutex held.
   detail::loaded_index& load(std::string_view index);
-  detail::loaded_index* find_loaded(std::string_view index);
-  void drop(std::string_view index);
-  void enforce_budget(const detail::loaded_index* keep);
-  void touch(detail::loaded_index& li);
+  void upsert_locked(std::string_view index, std::string_view member, std::string_view score, std::int64_t timestamp);
+  std::optional<std::uint64_t> position_locked(std::string_view index, std::string_view member);
+  void range_locked(std::string_view index, std::uint64_t offset, std::uint64_t limit, std::vector<ranked_member>& out);
+  void evict_idle_locked();
+  /// With the mutex released: asks the budget to release memory when it is over its limit.
+  void enforce_budget() noexcept;
 
   std::unique_ptr<kv_store> storage_;
   changelog_sink* changelog_;
   ranked_index_options options_;
   struct index_table;
   std::unique_ptr<index_table> indexes_;
-  std::size_t memory_bytes_ = 0;
   std::string key_buf_, value_buf_;
 };
 
 /// Opens a ranked index over `storage`; the store_factory the runtime calls for a store
-/// declared as a ranked index.
+/// declared as a ranked index (the runtime then charges it to its memory budget).
 std::unique_ptr<ranked_index> open_ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog,
                                                 ranked_index_options options = {});
+/// The same, charged to `memory` from the start (for use outside the runtime).
+std::unique_ptr<ranked_index> open_ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog,
+                                                memory_budget& memory, ranked_index_options options = {});
 
 }  // namespace sluice::state

@@ -13,6 +13,7 @@
 
 #include "sluice/error.hpp"
 #include "sluice/state/kv_store.hpp"
+#include "sluice/state/memory_budget.hpp"
 
 namespace sluice::state {
 
@@ -22,11 +23,19 @@ struct rocksdb_shared_state;
 
 /// Sizing of the shared RocksDB resources.
 struct rocksdb_environment_options {
-  /// Total memory for block cache plus memtables of every store in the process
-  /// (`state.memory.budget.bytes`). Memtables are charged to the block cache, so the sum
-  /// stays near this figure (index and filter blocks live in the cache too).
+  /// Total memory for the block cache, the memtables of every store in the process and the
+  /// in-memory structures of store kinds (`state.memory.budget.bytes`). Memtables are charged
+  /// to the block cache, so the sum stays near this figure (index and filter blocks live in
+  /// the cache too); what store kinds hold (index_memory()) is taken off the cache's capacity.
   /// Default: 256 MiB.
   std::size_t memory_budget_bytes = std::size_t{256} << 20;
+
+  /// The share of memory_budget_bytes that store kinds' in-memory structures (the ranked
+  /// index's order-statistic lists) may hold together, the limit of index_memory(). The block
+  /// cache gets the rest of the budget plus whatever of this share is not in use, so a job
+  /// without such structures gives RocksDB the whole budget. Must be in [0, 0.9].
+  /// Default: 0.5.
+  double index_memory_fraction = 0.5;
 
   /// The share of memory_budget_bytes that memtables of all stores may use before RocksDB
   /// flushes the largest ones (a WriteBufferManager charged to the cache).
@@ -55,7 +64,8 @@ struct rocksdb_environment_options {
 
 /// The RocksDB resources shared by every store of a process: one LRU block cache and one
 /// WriteBufferManager charged to it, sized by one budget, plus the table options (bloom
-/// filters, index and filter blocks in the cache).
+/// filters, index and filter blocks in the cache); and the memory_budget that store kinds'
+/// in-memory structures are charged to, whose use the block cache gives up.
 ///
 /// Create one per process (the runtime does) and pass it to open_rocksdb_store. Thread-safe:
 /// stores on any thread may share it. Stores keep the resources alive, so the environment
@@ -72,6 +82,12 @@ class rocksdb_environment {
   std::size_t cache_usage_bytes() const noexcept;
   /// Bytes of memtables of all stores, as counted by the WriteBufferManager.
   std::size_t memtable_usage_bytes() const noexcept;
+  /// The block cache's capacity now: memory_budget_bytes less what index_memory() holds
+  /// (in 1 MiB steps), never below memory_budget_bytes less index_memory()'s limit.
+  std::size_t cache_capacity_bytes() const noexcept;
+  /// The account of store kinds' in-memory structures (limit: memory_budget_bytes x
+  /// index_memory_fraction). The runtime hands it to every store kind it opens. Thread-safe.
+  memory_budget& index_memory() noexcept { return *index_memory_; }
 
   /// For the implementation.
   const std::shared_ptr<const detail::rocksdb_shared_state>& shared() const noexcept {
@@ -80,6 +96,7 @@ class rocksdb_environment {
 
  private:
   std::shared_ptr<const detail::rocksdb_shared_state> shared_;
+  std::unique_ptr<memory_budget> index_memory_;
 };
 
 /// What open_rocksdb_store throws when the filesystem of the store is full: an

@@ -63,10 +63,6 @@ struct leaderboard_options {
   /// Default: 7 days.
   std::chrono::milliseconds tombstone_retention{7LL * 24 * 3600 * 1000};
 
-  /// Memory the ranked index's in-memory lists may use per task (see state/README.md).
-  /// Default: 64 MiB.
-  std::size_t index_memory_budget_bytes = std::size_t{64} << 20;
-
   /// Store names. Defaults: "leaderboard-efforts", "leaderboard-tombstones",
   /// "leaderboard-user-efforts", "leaderboard-boards".
   std::string efforts_store = "leaderboard-efforts";
