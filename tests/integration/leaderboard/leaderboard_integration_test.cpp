@@ -31,6 +31,7 @@
 #include "broker_env.hpp"
 #include "group_offsets.hpp"
 #include "http_client.hpp"
+#include "job_fixture.hpp"
 #include "job_process.hpp"
 #include "sluice/sluice.hpp"
 
@@ -119,17 +120,15 @@ bool same_entry(const json& got, const model_entry& want) {
          got.value("started_at_ms", std::int64_t{-1}) == want.started && got.value("rank", std::uint64_t{0}) == want.rank;
 }
 
-class leaderboard_integration : public ::testing::Test {
+class leaderboard_integration : public sluice::test::job_fixture {
  protected:
   void SetUp() override {
-    if (sluice::test::broker_bootstrap().empty()) return;
+    job_fixture::SetUp();
+    if (work_.empty()) return;
     auto seed = std::random_device{}();
     if (const char* s = std::getenv("SLUICE_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
     rng_.seed(seed);
-    work_ = std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-leaderboard-it");
-    std::filesystem::create_directories(work_);
     std::cout << "seed " << seed << " (SLUICE_TEST_SEED reproduces it), work dir " << work_ << "\n";
-    cfg_.set("bootstrap.servers", sluice::test::broker_bootstrap());
     app_id_ = sluice::test::unique_name("lb-it");
     input_ = sluice::test::unique_name("lb-efforts");
     updates_ = sluice::test::unique_name("lb-updates");
@@ -138,19 +137,6 @@ class leaderboard_integration : public ::testing::Test {
     admin.create_topic(updates_, 4);
     writer_ = std::make_unique<sluice::topic_writer>(cfg_);
     generate(200'000);
-  }
-
-  void TearDown() override {
-    jobs_.clear();
-    if (work_.empty()) return;
-    if (HasFailure() || std::getenv("SLUICE_KEEP_LOGS")) {
-      for (const auto& log : logs_)
-        std::cout << "---- last lines of " << log << " ----\n" << sluice::test::last_lines(log, 25) << "\n";
-      std::cout << "logs and state kept in " << work_ << "\n";
-    } else {
-      std::error_code ec;
-      std::filesystem::remove_all(work_, ec);
-    }
   }
 
   /// At least `n` events: efforts with 1-4 versions each sent in a shuffled order (out of
@@ -215,27 +201,18 @@ class leaderboard_integration : public ::testing::Test {
 
   job_process& start_job(const std::string& guarantee, const std::string& instance = "a") {
     if (!ports_.contains(instance)) ports_[instance] = sluice::test::free_port();
-    auto log = work_ / ("run" + std::to_string(logs_.size()) + ".log");
-    logs_.push_back(log);
-    std::vector<std::string> args = {SLUICE_LEADERBOARD_BIN};
-    auto set = [&](const std::string& k, const std::string& v) {
-      args.push_back("--set");
-      args.push_back(k + "=" + v);
-    };
-    set("bootstrap.servers", sluice::test::broker_bootstrap());
-    set("application.id", app_id_);
-    set("input.topic", input_);
-    set("updates.topic", updates_);
-    set("leaderboard.boards", "gender");
-    set("state.dir", (work_ / ("state-" + instance)).string());
-    set("processing.guarantee", guarantee);
-    set("commit.interval.ms", "100");
-    set("consumer.session.timeout.ms", "6000");
-    set("instance.id", instance);
-    set("application.server", "127.0.0.1:" + std::to_string(ports_[instance]));
-    set("poll.ms", "10");
-    jobs_.push_back(std::make_unique<job_process>(args, log));
-    return *jobs_.back();
+    return job_fixture::start_job(SLUICE_LEADERBOARD_BIN,
+                                  {{"application.id", app_id_},
+                                   {"input.topic", input_},
+                                   {"updates.topic", updates_},
+                                   {"leaderboard.boards", "gender"},
+                                   {"state.dir", (work_ / ("state-" + instance)).string()},
+                                   {"processing.guarantee", guarantee},
+                                   {"commit.interval.ms", "100"},
+                                   {"consumer.session.timeout.ms", "6000"},
+                                   {"instance.id", instance},
+                                   {"application.server", "127.0.0.1:" + std::to_string(ports_[instance])},
+                                   {"poll.ms", "10"}});
   }
 
   /// Applies update records to `boards` (the last `current` per key wins; null removes).
@@ -274,12 +251,6 @@ class leaderboard_integration : public ::testing::Test {
       apply_updates(reader.poll(200ms), boards);
     }
     return true;
-  }
-
-  void stop_cleanly(job_process& job) {
-    job.signal(SIGTERM);
-    auto st = job.wait_exit(60s);
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << job.log() << ": " << sluice::test::describe_exit(st);
   }
 
   /// Reads the whole updates topic read_committed from the start and compares entry by entry.
@@ -425,17 +396,13 @@ class leaderboard_integration : public ::testing::Test {
     }
   }
 
-  sluice::config cfg_;
   std::map<std::string, std::uint16_t> ports_;  // instance -> application.server port
   std::mt19937 rng_;
-  std::filesystem::path work_;
   std::string app_id_, input_, updates_;
   std::unique_ptr<sluice::topic_writer> writer_;
   std::vector<event> events_;
   boards_map expected_;
   std::size_t fed_ = 0;
-  std::vector<std::unique_ptr<job_process>> jobs_;
-  std::vector<std::filesystem::path> logs_;
 };
 
 }  // namespace
