@@ -67,6 +67,11 @@ consumer::consumer(const config_map& config, statistics_callback on_statistics)
   name_ = rd_kafka_name(rk_.get());
   // Route the main queue (errors, rebalances) through consumer_poll.
   throw_if(rd_kafka_poll_set_consumer(rk_.get()), "poll_set_consumer");
+  wake_queue_.reset(rd_kafka_queue_get_consumer(rk_.get()));
+}
+
+void consumer::wake() noexcept {
+  if (wake_queue_) rd_kafka_queue_yield(wake_queue_.get());
 }
 
 consumer::~consumer() {

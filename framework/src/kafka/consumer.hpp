@@ -111,6 +111,11 @@ class consumer {
   /// For send_offsets_to_transaction.
   consumer_group_metadata group_metadata() const;
 
+  /// Makes a poll() or poll_batch() blocked on another thread return now (with what it has,
+  /// possibly nothing). Thread-safe; the only member that is. A wake with no poll blocked
+  /// cuts the next one short.
+  void wake() noexcept;
+
   /// Leaves the group (revoking through the listener) and stops fetching. Idempotent.
   void close();
   bool closed() const noexcept { return closed_; }
@@ -141,6 +146,7 @@ class consumer {
   std::string name_;
   std::vector<message> spare_;  // messages poll_batch shrank off, buffers kept for reuse
   handle_ptr rk_;
+  queue_ptr wake_queue_;  // the queue consumer_poll serves; released before rk_
 };
 
 }  // namespace sluice::kafka

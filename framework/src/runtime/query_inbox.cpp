@@ -55,11 +55,17 @@ bool query_inbox::submit(std::shared_ptr<store_query> q) {
     if (!closed_) {
       queue_.push_back(std::move(q));
       pending_.store(true, std::memory_order_release);
+      if (wake_) wake_();
       return true;
     }
   }
   q->reply(query_status::not_here);
   return false;
+}
+
+void query_inbox::set_waker(std::function<void()> wake) {
+  std::lock_guard lock(mutex_);
+  wake_ = std::move(wake);
 }
 
 void query_inbox::serve(const std::map<std::string, std::unique_ptr<stream_task>>& tasks) {
@@ -96,6 +102,7 @@ void query_inbox::close() {
   {
     std::lock_guard lock(mutex_);
     closed_ = true;
+    wake_ = nullptr;
     batch.swap(queue_);
     pending_.store(false, std::memory_order_release);
   }

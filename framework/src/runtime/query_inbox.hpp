@@ -5,10 +5,11 @@
 // the store, a thread holding the task while it restores says "unavailable", the others
 // "not here".
 //
-// When a thread answers: under at-least-once at the start of its next loop iteration (the
-// store holds what the records processed so far wrote; its changelog is flushed at the next
-// commit); under exactly-once only while no transaction is open, i.e. right after a commit,
-// so a query never sees a write of an open transaction.
+// When a thread answers: under at-least-once between two records (the store holds what the
+// records processed so far wrote; its changelog is flushed at the next commit), so a query
+// waits for one record, not for the thread's whole batch; under exactly-once only while no
+// transaction is open, i.e. right after a commit, so a query never sees a write of an open
+// transaction. A submitted query wakes a thread waiting in its poll.
 //
 // Threading: submit() from any thread; pending(), serve() and close() from the owning stream
 // thread only. pending() is one atomic load: the only cost on the hot path.
@@ -77,8 +78,13 @@ class store_query {
 
 class query_inbox {
  public:
-  /// Queues `q`; false when the thread no longer serves (then `q` got a not_here reply).
+  /// Queues `q` and wakes the thread's poll; false when the thread no longer serves (then
+  /// `q` got a not_here reply).
   bool submit(std::shared_ptr<store_query> q);
+  /// What submit() calls to cut the owning thread's poll short (the consumer's wake), or
+  /// empty. Called by the owning thread before its consumer goes away and after a new one
+  /// exists; submit() calls it under the inbox's lock, so it never outlives its consumer.
+  void set_waker(std::function<void()> wake);
   bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
   /// Answers every queued query against the thread's tasks (id "S_P" -> task).
   void serve(const std::map<std::string, std::unique_ptr<stream_task>>& tasks);
@@ -90,6 +96,7 @@ class query_inbox {
   std::deque<std::shared_ptr<store_query>> queue_;
   std::atomic<bool> pending_{false};
   bool closed_ = false;
+  std::function<void()> wake_;
 };
 
 }  // namespace sluice::runtime

@@ -94,6 +94,7 @@ void stream_thread::run() {
     reader_ = std::make_unique<changelog_reader>(settings_.restore_consumer, settings_.restore_log_interval,
                                                  restore_metrics_);
     consumer_ = make_consumer();
+    queries_.set_waker([c = consumer_.get()] { c->wake(); });
     tasks_ = std::make_unique<task_manager>(services_, settings_.topic_to_subtopology, *collector_, *reader_,
                                             *consumer_, label_);
     consumer_->subscribe(settings_.source_topics, this);
@@ -154,7 +155,9 @@ void stream_thread::loop_once() {
     return;
   }
   try {
-    // Interactive queries (query_inbox.hpp); under exactly-once only outside a transaction.
+    // Interactive queries (query_inbox.hpp): under exactly-once only outside a transaction,
+    // under at-least-once here and between the records of the batch.
+    const bool serve_between_records = services_.guarantee == processing_guarantee::at_least_once;
     if (queries_.pending() && !(services_.guarantee == processing_guarantee::exactly_once && collector_->transaction_open()))
       queries_.serve(tasks_->tasks());
     auto timeout = tasks_->restoring() ? 0ms : settings_.poll_timeout;
@@ -172,9 +175,10 @@ void stream_thread::loop_once() {
       // by pacing, has older records waiting, or picks by timestamp across its partitions.
       if (queued.empty() && queued.partitions() == 1 && task.running() && !task.input_paused(batch_time)) {
         task.process(m);
-        continue;
+      } else {
+        queued.push(input->index, m);
       }
-      queued.push(input->index, m);
+      if (serve_between_records && queries_.pending()) queries_.serve(tasks_->tasks());
     }
     release_held_records();
     if (tasks_->restoring()) {
@@ -432,8 +436,10 @@ void stream_thread::recover_from_failure() {
     assignment_.clear();
     consumer_->close();
     tasks_.reset();
+    queries_.set_waker({});
     consumer_.reset();
     consumer_ = make_consumer();
+    queries_.set_waker([c = consumer_.get()] { c->wake(); });
     tasks_ = std::make_unique<task_manager>(services_, settings_.topic_to_subtopology, *collector_, *reader_,
                                             *consumer_, label_);
     consumer_->subscribe(settings_.source_topics, this);

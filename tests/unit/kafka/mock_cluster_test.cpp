@@ -2,6 +2,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "kafka/admin.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "kafka_test_util.hpp"
@@ -59,6 +63,29 @@ TEST(kafka_mock_cluster, ten_thousand_keyed_records_arrive_once_through_a_group)
   consumer_config["auto.offset.reset"] = "earliest";
   const auto got = test::consume_group(consumer_config, "roundtrip", records.size(), 30s);
   test::expect_exactly_once_in_order(records, got);
+}
+
+// wake() from another thread ends a poll that would otherwise wait an hour: the test
+// finishes only if the wake cut the poll short (CTest's timeout fails it otherwise).
+TEST(kafka_mock_cluster, wake_from_another_thread_ends_a_blocked_poll) {
+  config_map config{{"bootstrap.servers", "embedded"}};
+  apply_embedded(config);
+  admin(config).create_topics({new_topic{"wake", 1, -1, {}}}, 10s);
+  config["group.id"] = "wake-group";
+  consumer c(config);
+  c.subscribe({"wake"});
+  std::atomic<bool> returned{false};
+  std::thread poller([&] {
+    std::vector<message> batch;
+    c.poll_batch(batch, 100, std::chrono::hours(1));
+    returned = true;
+  });
+  while (!returned.load()) {
+    c.wake();
+    std::this_thread::sleep_for(50ms);
+  }
+  poller.join();
+  EXPECT_TRUE(returned.load());
 }
 
 }  // namespace
