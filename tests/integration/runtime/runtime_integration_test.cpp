@@ -390,3 +390,94 @@ TEST(runtime, two_threads_and_an_instance_joining_while_stores_restore_keep_exac
   EXPECT_NE(again.state(), sluice::app_state::error) << again.error_message();
   EXPECT_NE(second.state(), sluice::app_state::error) << second.error_message();
 }
+
+// A stream-table join over co-partitioned topics run by two instances: each instance owns
+// some of the partitions, and every click is joined with its user's row, which lives in
+// the table partition of the same number and so in the same task, whichever instance has it.
+TEST(runtime, co_partitioned_stream_table_join_split_over_two_instances_joins_every_record) {
+  SLUICE_REQUIRE_BROKER();
+  constexpr int users = 400, clicks = 4000;
+  auto users_topic = sluice::test::unique_name("join-users"), clicks_topic = sluice::test::unique_name("join-clicks"),
+       out = sluice::test::unique_name("join-out"), app_id = sluice::test::unique_name("join");
+  auto cfg = base_config(app_id);
+  sluice::topic_admin admin(cfg);
+  for (const auto& t : {users_topic, clicks_topic, out}) admin.create_topic(t, 4);
+  auto topology = [&] {
+    sluice::streams_builder b;
+    auto table = b.table<std::string, std::string>(users_topic, "join-users-store");
+    b.stream<std::string, std::string>(clicks_topic)
+        .join(table, [](const std::string& click, const std::string& user) { return click + "|" + user; })
+        .to(out);
+    return b.build();
+  };
+  auto instance = [&](const std::string& id) {
+    auto c = cfg;
+    c.set("instance.id", id);
+    c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+    return c;
+  };
+  {
+    sluice::topic_writer w(cfg);
+    for (int u = 0; u < users; ++u) w.send<std::string, std::string>(users_topic, "u" + std::to_string(u), "name-" + std::to_string(u), 1000);
+    w.flush();
+  }
+  sluice::app a(topology(), instance("a"));
+  sluice::app b(topology(), instance("b"));
+  a.start();
+  b.start();
+  // The evidence of the split: the partitions whose table store each instance answers for.
+  auto owned = [](sluice::app& app) {
+    std::set<std::int32_t> out;
+    for (std::int32_t p = 0; p < 4; ++p)
+      if (app.queries().run_binding("join-users-store", p, [](const auto&, auto&) {}) == sluice::query_outcome::done)
+        out.insert(p);
+    return out;
+  };
+  std::set<std::int32_t> pa, pb;
+  for (auto deadline = std::chrono::steady_clock::now() + 120s;;) {
+    pa = owned(a);
+    pb = owned(b);
+    std::set<std::int32_t> both(pa.begin(), pa.end());
+    both.insert(pb.begin(), pb.end());
+    if (!pa.empty() && !pb.empty() && both.size() == 4 && pa.size() + pb.size() == 4) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the instances did not split the partitions: a " << pa.size()
+                                                          << ", b " << pb.size();
+    std::this_thread::sleep_for(200ms);
+  }
+  // Every user row is in its table before any click arrives.
+  for (auto deadline = std::chrono::steady_clock::now() + 120s;
+       !sluice::test::group_at_end(sluice::test::group_progress(sluice::test::broker_bootstrap(), app_id, users_topic, 4));) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the users were not consumed";
+    std::this_thread::sleep_for(250ms);
+  }
+  std::map<std::string, std::string> expected;
+  {
+    sluice::topic_writer w(cfg);
+    for (int i = 0; i < clicks; ++i) {
+      auto user = "u" + std::to_string(i % users), click = "c" + std::to_string(i);
+      w.send<std::string, std::string>(clicks_topic, user, click, 2000 + i);
+      expected[click] = click + "|name-" + std::to_string(i % users);
+    }
+    w.flush();
+  }
+  for (auto deadline = std::chrono::steady_clock::now() + 120s;
+       !sluice::test::group_at_end(sluice::test::group_progress(sluice::test::broker_bootstrap(), app_id, clicks_topic, 4));) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the clicks were not consumed";
+    std::this_thread::sleep_for(250ms);
+  }
+  EXPECT_EQ(owned(a), pa) << "a rebalance happened while the clicks were joined";
+  EXPECT_EQ(owned(b), pb) << "a rebalance happened while the clicks were joined";
+  std::map<std::string, std::string> got;
+  std::size_t records = 0;
+  for (const auto& m : sluice::topic_reader(cfg, {out}, sluice::isolation::read_committed).read_to_end(120s)) {
+    ++records;
+    auto click = m.value->substr(0, m.value->find('|'));
+    got[click] = *m.value;
+  }
+  EXPECT_EQ(records, static_cast<std::size_t>(clicks)) << "joined records, each click once";
+  EXPECT_EQ(got, expected);
+  a.close();
+  b.close();
+  EXPECT_NE(a.state(), sluice::app_state::error) << a.error_message();
+  EXPECT_NE(b.state(), sluice::app_state::error) << b.error_message();
+}
