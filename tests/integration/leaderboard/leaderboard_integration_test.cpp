@@ -1,6 +1,7 @@
-// The sluice-leaderboard job against a real broker, checked against a reference model written
-// here (no sluice code in it): keep the latest version of every effort; drop deleted ones;
-// per (segment, board, user) the live effort first by (elapsed_ms, started_at_ms, effort_id).
+// The sluice-leaderboard job against a real broker, checked against the reference model of
+// tests/support/leaderboard_model.hpp (no sluice code in it): keep the latest version of
+// every effort; drop deleted ones; per (segment, board, user) the live effort first by
+// (elapsed_ms, started_at_ms, effort_id).
 // The events (random efforts on 4 partitions, several versions each sent out of order,
 // duplicates, deletes, a late update after a delete) go to the job as a child process; the
 // boards the job holds are read back from its updates topic (read_committed): the last
@@ -33,6 +34,7 @@
 #include "http_client.hpp"
 #include "job_fixture.hpp"
 #include "job_process.hpp"
+#include "leaderboard_model.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -46,62 +48,9 @@ using steady = std::chrono::steady_clock;
 constexpr int segments = 200;
 constexpr int users = 2000;
 
-struct event {
-  std::string effort, segment, user;
-  std::int64_t elapsed = 0, started = 0, version = 0;
-  bool deleted = false;
-  std::string gender;  // empty: no attribute
-};
-
-/// (segment, board, user) -> (effort, elapsed, started)
-using boards_map = std::map<std::tuple<std::string, std::string, std::string>,
-                            std::tuple<std::string, std::int64_t, std::int64_t>>;
-
-/// The definition: latest version per effort, live efforts only, best per user and board.
-boards_map reference_boards(const std::vector<event>& events) {
-  std::map<std::string, const event*> latest;
-  for (const auto& e : events) {
-    auto& l = latest[e.effort];
-    if (l == nullptr || e.version > l->version) l = &e;
-  }
-  boards_map out;
-  for (const auto& [id, e] : latest) {
-    if (e->deleted) continue;
-    std::vector<std::string> on{"overall"};
-    if (!e->gender.empty()) on.push_back("gender=" + e->gender);
-    for (const auto& b : on) {
-      auto key = std::tuple{e->segment, b, e->user};
-      auto candidate = std::tuple{e->elapsed, e->started, e->effort};
-      auto it = out.find(key);
-      if (it == out.end() ||
-          candidate < std::tuple{std::get<1>(it->second), std::get<2>(it->second), std::get<0>(it->second)})
-        out[key] = {e->effort, e->elapsed, e->started};
-    }
-  }
-  return out;
-}
-
-/// A board of the model in order, with competition ranks.
-struct model_entry {
-  std::string user, effort;
-  std::int64_t elapsed = 0, started = 0;
-  std::uint64_t rank = 0;
-};
-using model_boards = std::map<std::pair<std::string, std::string>, std::vector<model_entry>>;
-
-model_boards ordered_boards(const boards_map& boards) {
-  model_boards out;
-  for (const auto& [key, v] : boards)
-    out[{std::get<0>(key), std::get<1>(key)}].push_back({std::get<2>(key), std::get<0>(v), std::get<1>(v), std::get<2>(v)});
-  for (auto& [board, entries] : out) {
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.elapsed, a.started, a.effort) < std::tie(b.elapsed, b.started, b.effort);
-    });
-    for (std::size_t i = 0; i < entries.size(); ++i)
-      entries[i].rank = i > 0 && entries[i].elapsed == entries[i - 1].elapsed ? entries[i - 1].rank : i + 1;
-  }
-  return out;
-}
+using event = sluice::test::leaderboard_event;
+using boards_map = sluice::test::leaderboard_entries;
+using model_entry = sluice::test::leaderboard_ranked_entry;
 
 std::string url_encode(const std::string& s) {
   static const char* hex = "0123456789ABCDEF";
@@ -139,51 +88,12 @@ class leaderboard_integration : public sluice::test::job_fixture {
     generate(200'000);
   }
 
-  /// At least `n` events: efforts with 1-4 versions each sent in a shuffled order (out of
-  /// order), ~8 % of them ending deleted (some deletes sent before older updates), ~5 %
-  /// duplicates; events of different efforts interleaved at random.
+  /// At least `n` events (sluice::test::leaderboard_events: out of order, duplicated,
+  /// deleted) and the model's boards for them.
   void generate(std::size_t n) {
-    std::uniform_int_distribution<int> seg(0, segments - 1), usr(0, users - 1), pct(0, 99), elapsed(60, 900);
-    std::vector<std::vector<event>> per_effort;
-    std::size_t total = 0;
-    for (int id = 0; total < n; ++id) {
-      std::vector<event> versions;
-      event base{"e" + std::to_string(id), "s" + std::to_string(seg(rng_)), "u" + std::to_string(usr(rng_))};
-      const int count = 1 + pct(rng_) % 4;
-      for (int v = 1; v <= count; ++v) {
-        event e = base;
-        e.version = v;
-        e.elapsed = elapsed(rng_) * 1000;  // whole seconds: ties are common
-        e.started = 1'700'000'000'000 + pct(rng_) * 1000;
-        if (pct(rng_) < 60) e.gender = pct(rng_) < 50 ? "F" : "M";
-        versions.push_back(e);
-      }
-      if (pct(rng_) < 8) {
-        event d = versions.back();
-        d.version = count + 1;
-        d.deleted = true;
-        versions.push_back(d);
-      }
-      std::shuffle(versions.begin(), versions.end(), rng_);
-      if (pct(rng_) < 5) versions.push_back(versions[static_cast<std::size_t>(pct(rng_)) % versions.size()]);
-      total += versions.size();
-      per_effort.push_back(std::move(versions));
-    }
-    // Interleave: repeatedly take the next event of a random effort that has some left.
-    std::vector<std::size_t> next(per_effort.size(), 0), open(per_effort.size());
-    for (std::size_t i = 0; i < open.size(); ++i) open[i] = i;
-    while (!open.empty()) {
-      std::size_t pick = std::uniform_int_distribution<std::size_t>(0, open.size() - 1)(rng_);
-      auto e = open[pick];
-      events_.push_back(per_effort[e][next[e]++]);
-      if (next[e] == per_effort[e].size()) {
-        open[pick] = open.back();
-        open.pop_back();
-      }
-    }
-    expected_ = reference_boards(events_);
-    std::cout << events_.size() << " events, " << per_effort.size() << " efforts, model: " << expected_.size()
-              << " board entries\n";
+    events_ = sluice::test::leaderboard_events(n, rng_, {.segments = segments, .users = users});
+    expected_ = sluice::test::leaderboard_reference(events_);
+    std::cout << events_.size() << " events, model: " << expected_.size() << " board entries\n";
   }
 
   void feed(std::size_t n) {
@@ -314,7 +224,7 @@ class leaderboard_integration : public sluice::test::job_fixture {
   /// entries and neighbours, every page of 10 segments' boards, the 404s and the 400; the
   /// instance asked alternates, so about half the answers are forwarded to the owner.
   void expect_http_matches_model() {
-    const auto model = ordered_boards(expected_);
+    const auto model = sluice::test::leaderboard_ranked(expected_);
     std::vector<std::uint16_t> ports;
     for (auto& [name, port] : ports_) ports.push_back(port);
     ASSERT_EQ(ports.size(), 2u);

@@ -1,5 +1,5 @@
-// The sluice-throttle job against a real broker, checked against a reference model of the
-// throttle's definition written here (no sluice code in the model):
+// The sluice-throttle job against a real broker, checked against the reference model of the
+// throttle's definition in tests/support/throttle_model.hpp (no sluice code in the model):
 //   effective time t = max(record timestamp, effective time of the key's previous record);
 //   a record passes iff fewer than `limit` records of its key passed with effective time in
 //   (t - window, t].
@@ -26,6 +26,7 @@
 
 #include "broker_env.hpp"
 #include "job_process.hpp"
+#include "throttle_model.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -40,10 +41,7 @@ constexpr std::int64_t default_limit = 3;
 constexpr int workflows = 20;
 constexpr int recipients = 50;  // 20 x 50 = 1,000 throttle keys
 
-struct rule {
-  std::int64_t window_ms;
-  std::int64_t limit;
-};
+using rule = sluice::test::throttle_rule;
 
 /// One input record as generated.
 struct input_record {
@@ -55,33 +53,6 @@ struct input_record {
 
 std::string workflow_name(int w) { return "wf" + std::to_string(w); }
 std::string recipient_name(int r) { return "user" + std::to_string(r); }
-
-/// The reference model: the definition, per key, with the passed effective times in a list.
-class reference_model {
- public:
-  bool offer(int key, std::int64_t timestamp, const rule& r) {
-    auto& k = keys_[key];
-    std::int64_t t = k.seen ? std::max(timestamp, k.last_effective) : timestamp;
-    k.seen = true;
-    k.last_effective = t;
-    std::int64_t in_window = 0;
-    for (auto p : k.passed)
-      if (p > t - r.window_ms && p <= t) ++in_window;
-    if (in_window >= r.limit) return false;
-    k.passed.push_back(t);
-    // Times at or before t - window can never count again (later t are larger): forget them.
-    std::erase_if(k.passed, [&](std::int64_t p) { return p <= t - r.window_ms; });
-    return true;
-  }
-
- private:
-  struct key_state {
-    bool seen = false;
-    std::int64_t last_effective = 0;
-    std::vector<std::int64_t> passed;
-  };
-  std::map<int, key_state> keys_;
-};
 
 /// What the job emitted for one id.
 struct observed {
@@ -174,7 +145,7 @@ class throttle_integration : public ::testing::Test {
       if (coin(rng_) < 2) ts -= late(rng_);
       records_.push_back({i, key % workflows, key / workflows, ts});
     }
-    reference_model model;
+    sluice::test::throttle_model<int> model;
     expected_passed_.resize(records_.size());
     for (const auto& r : records_)
       expected_passed_[static_cast<std::size_t>(r.id)] = model.offer(r.workflow * recipients + r.recipient,
