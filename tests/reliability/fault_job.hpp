@@ -3,6 +3,9 @@
 // independent reference model. The suite owns the cluster, the instances and the fault
 // schedule; a job only knows its own data. One class per shipped job:
 //   count            sluice-word-count         fault_job_count.cpp
+//   throttle         sluice-throttle           fault_job_throttle.cpp
+//   leaderboard      sluice-leaderboard        fault_job_leaderboard.cpp
+//   overflow_buffer  sluice-overflow-buffer    fault_job_overflow_buffer.cpp
 //
 // Lifecycle: made by make_fault_job(name); prepare() once (topics, tables, the records to
 // feed); feed() between faults; observe() with what the suite reads read_committed while it
@@ -67,5 +70,8 @@ class fault_job {
 
 // The jobs, each with topic names of its own (sluice::test::unique_name).
 std::unique_ptr<fault_job> make_count_job();
+std::unique_ptr<fault_job> make_throttle_job();
+std::unique_ptr<fault_job> make_leaderboard_job();
+std::unique_ptr<fault_job> make_overflow_buffer_job();
 
 }  // namespace sluice::test::faults

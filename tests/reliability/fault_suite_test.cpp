@@ -7,8 +7,8 @@
 //     restored (network_cut.cpp: the CI image has no iptables or nft, so the cut is made in
 //     the process's own socket layer);
 //   - rebalance churn: a fourth instance joins, works, and leaves.
-// The job is a parameter (fault_job.hpp; so far count): the cluster, the instances and the
-// schedule are the suite's, the same for every job, and each
+// The job is a parameter (fault_job.hpp: count, throttle, leaderboard, overflow_buffer): the
+// cluster, the instances and the schedule are the suite's, the same for every job, and each
 // job brings its records and a verifier that reads its output read_committed and checks it
 // against an independent reference model (no input lost, no output duplicated, final state
 // equal to the model); the suite checks that every instance not killed on purpose is still
@@ -155,7 +155,7 @@ std::vector<fault> short_schedule(const std::string& job) {
   return s;
 }
 
-const std::vector<std::string> all_jobs = {"count"};
+const std::vector<std::string> all_jobs = {"count", "throttle", "leaderboard", "overflow_buffer"};
 
 /// The jobs of this run: SLUICE_FAULT_JOBS ("all", or names separated by commas); by default
 /// every job, in both profiles (CI time: see docs/reliability.md).
@@ -167,7 +167,8 @@ std::vector<std::string> jobs_of_run() {
     for (std::string name; std::getline(in, name, ',');) {
       if (std::find(all_jobs.begin(), all_jobs.end(), name) == all_jobs.end())
         throw std::invalid_argument("SLUICE_FAULT_JOBS names '" + name +
-                                    "'; the fault suite's jobs are count (or all)");
+                                    "'; the fault suite's jobs are count, throttle, leaderboard, overflow_buffer "
+                                    "(or all)");
       out.push_back(name);
     }
     return out;
@@ -177,6 +178,9 @@ std::vector<std::string> jobs_of_run() {
 
 std::unique_ptr<fault_job> make_job(const std::string& name) {
   if (name == "count") return sluice::test::faults::make_count_job();
+  if (name == "throttle") return sluice::test::faults::make_throttle_job();
+  if (name == "leaderboard") return sluice::test::faults::make_leaderboard_job();
+  if (name == "overflow_buffer") return sluice::test::faults::make_overflow_buffer_job();
   throw std::invalid_argument("no fault-suite job '" + name + "'");
 }
 
@@ -203,7 +207,8 @@ class job_under_faults {
   /// schedule), then waits for the output to catch up, stops the instances and verifies.
   void run(long soak) {
     const profile p = soak > 0 ? profile::soak : profile::short_ci;
-    const long total = job_->records(p);
+    total_ = job_->records(p);
+    const long total = total_;
     job_->prepare(cfg_, rng_, total);
     std::vector<fault> schedule;
     if (soak == 0) {
@@ -216,9 +221,13 @@ class job_under_faults {
               << total << " input records" << std::endl;
     started_at_ = clock_type::now();
     for (const auto& n : permanent_) start(n);
-    const long chunk = soak ? std::max<long>(1000, total / 200)
-                            : std::max<long>(1000, total / static_cast<long>(schedule.size() + 1));
-    feed(std::min(chunk, total));
+    // A chunk after every fault and one more just before every broker kill (see kill_broker).
+    const auto broker_kills = std::count_if(schedule.begin(), schedule.end(), [](fault f) {
+      return f == fault::broker_leader || f == fault::broker_controller || f == fault::broker_any;
+    });
+    chunk_ = soak ? std::max<long>(1000, total / 200)
+                  : std::max<long>(1000, total / static_cast<long>(schedule.size() + 1 + broker_kills));
+    feed_chunk();
 
     std::size_t step = 0;
     const auto deadline = clock_type::now() + std::chrono::seconds(soak);
@@ -233,7 +242,7 @@ class job_under_faults {
       }
       ++step;
       if (!inject(f)) return;  // a broker did not come back: the run cannot go on
-      if (fed_ < total) feed(std::min(chunk, total - fed_));
+      feed_chunk();
       std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(500, 3000)(rng_)));
     }
     if (fed_ < total) feed(total - fed_);
@@ -303,6 +312,10 @@ class job_under_faults {
     job_->feed(*writer_, n);
     fed_ += n;
   }
+  /// The next chunk of the records, if any are left.
+  void feed_chunk() {
+    if (fed_ < total_) feed(std::min(chunk_, total_ - fed_));
+  }
 
   void say(const std::string& what) {
     auto s = std::chrono::duration_cast<std::chrono::seconds>(clock_type::now() - started_at_).count();
@@ -351,6 +364,9 @@ class job_under_faults {
       node = std::uniform_int_distribution<int>(1, 3)(rng_);
       why = "a node";
     }
+    // Finding the leader or controller takes seconds, long enough for the job to go idle: give
+    // it records to work on, so the broker dies under open transactions.
+    feed_chunk();
     cluster_.kill(node);
     auto down = std::chrono::milliseconds(std::uniform_int_distribution<int>(3000, 10000)(rng_));
     std::this_thread::sleep_for(down);
@@ -464,7 +480,7 @@ class job_under_faults {
   std::map<std::string, std::unique_ptr<job_process>> instances_;
   std::map<std::string, int> runs_;
   const std::vector<std::string> permanent_ = {"a", "b", "c"};
-  long fed_ = 0;
+  long fed_ = 0, total_ = 0, chunk_ = 1000;
   injected done_;
   clock_type::time_point started_at_ = clock_type::now();
 };
