@@ -419,6 +419,33 @@ TEST(overflow_buffer, alarm_line_reads_as_the_issue_shows) {
             "customer c-42: 12,000 buffered at 2/s drain in 100 min; TTL 60 min: records will expire");
 }
 
+TEST(overflow_buffer, backlog_alarm_is_raised_at_most_once_per_customer_per_alarm_interval) {
+  // Rate 0 by default: a backlog never drains, so it cannot drain before its TTL and alarms.
+  // The gauges and alarms are computed once a second of wall clock (at a drain tick).
+  overflow_buffer_options o;
+  o.default_rate_per_second = 0;
+  o.alarm_interval = 10s;
+  harness h(o);
+  h.rate("fast", R"({"rate_per_second": 1000})");  // drains long before its TTL: never alarms
+  for (int i = 0; i < 3; ++i) h.pipe("stuck-1", msg(i));
+  h.run_for(1000);
+  EXPECT_EQ(h.metric("sluice_overflow_alarms_total"), 1) << "the first report alarms at once";
+  h.run_for(8000);  // 9 s after the first alarm: 8 more reports, none may repeat it
+  EXPECT_EQ(h.metric("sluice_overflow_alarms_total"), 1);
+  for (int i = 0; i < 3; ++i) h.pipe("stuck-2", msg(i));
+  for (int i = 0; i < 2000; ++i) h.pipe("fast", msg(i));  // 2 s of backlog at 1000/s
+  h.run_for(1000);
+  EXPECT_EQ(h.metric("sluice_overflow_alarms_total"), 2) << "a second customer alarms on its own interval";
+  h.run_for(1000);  // now 10 s or more after stuck-1's alarm, less after stuck-2's
+  EXPECT_EQ(h.metric("sluice_overflow_alarms_total"), 3);
+  h.run_for(8000);
+  EXPECT_EQ(h.metric("sluice_overflow_alarms_total"), 3);
+  h.run_for(1000);  // 10 s after stuck-2's
+  EXPECT_EQ(h.metric("sluice_overflow_alarms_total"), 4);
+  EXPECT_GT(h.metric("sluice_overflow_buffered_total"), 6) << "the fast customer buffered too, and never alarmed";
+  EXPECT_EQ(h.metric("sluice_overflow_direct_total") + h.metric("sluice_overflow_drained_total"), 2000);
+}
+
 TEST(overflow_buffer, a_buffer_store_of_another_kind_is_refused_with_its_name) {
   overflow_buffer_options o;
   sluice::streams_builder b;

@@ -380,6 +380,7 @@ void processor::init(context_type& ctx) {
   expired_dropped_ = &m.get_counter("sluice_overflow_expired_dropped_total", labels);
   replays_skipped_ = &m.get_counter("sluice_overflow_replays_skipped_total", labels);
   invalid_rates_ = &m.get_counter("sluice_overflow_invalid_rates_total", labels);
+  alarms_ = &m.get_counter("sluice_overflow_alarms_total", labels);
   buffered_now_ = &m.get_gauge("sluice_overflow_buffered", labels);
   customers_buffering_ = &m.get_gauge("sluice_overflow_customers_buffering", labels);
   oldest_age_ = &m.get_gauge("sluice_overflow_oldest_buffered_age_ms", labels);
@@ -769,6 +770,7 @@ void processor::report(std::int64_t now) {
       auto [a, inserted] = last_alarm_.try_emplace(customer, now);
       if (inserted || now - a->second >= options_.alarm_interval.count()) {
         a->second = now;
+        alarms_->add();
         spdlog::warn("overflow buffer: {}", alarm_line(customer, w.buffered(), rate, drain_ms, ttl));
       }
     }

@@ -218,6 +218,7 @@ class processor final : public sluice::processor<bytes, bytes> {
   counter* expired_dropped_ = nullptr;
   counter* replays_skipped_ = nullptr;
   counter* invalid_rates_ = nullptr;
+  counter* alarms_ = nullptr;  ///< backlog alarm lines logged
   gauge* buffered_now_ = nullptr;
   gauge* customers_buffering_ = nullptr;
   gauge* oldest_age_ = nullptr;
