@@ -7,14 +7,9 @@
 #include <string>
 
 #include "sluice/http.hpp"
+#include "sluice/http_headers.hpp"
 
 namespace sluice::http {
-
-/// Header a forwarded request carries (the forwarding instance's application.server): the
-/// receiver answers it itself and never forwards it again.
-inline constexpr const char* forwarded_header = "X-Sluice-Forwarded-By";
-/// Header every answer of a store query carries: the application.server that served it.
-inline constexpr const char* served_by_header = "X-Sluice-Served-By";
 
 /// GET `target` from `application_server` (host:port) with the given headers; the response
 /// as received, or 502/504 naming the instance when it cannot be reached in `timeout`.

@@ -1,10 +1,12 @@
 // GET /overflow/backlog and GET /overflow/customers/{c} on two instances of the
 // sluice-overflow-buffer job against a real broker. Every customer's rate is 0, so every
 // record stays buffered and the expected backlog is known exactly: customer k holds
-// 10 * (k + 1) records. Backlog is per instance (the partitions it runs): the two answers
-// together list every partition once and every customer once with its exact count; a
-// customer query answers on the instance owning its partition and names the way to the
-// owner on the other.
+// 10 * (k + 1) records. With scope=instance each instance answers for the partitions it runs
+// (together: every partition once, every customer once with its exact count); the default
+// scope gathers the other instance's partitions, so either instance answers the
+// application's largest backlogs; a customer asked of the instance not running its partition
+// is forwarded to the one that does (X-Sluice-Served-By names it). With one instance killed,
+// the other's gather names the partitions and the instance it could not reach.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <csignal>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,7 +113,7 @@ class overflow_buffer_http : public ::testing::Test {
 
 }  // namespace
 
-TEST_F(overflow_buffer_http, backlog_per_instance_covers_every_partition_once_and_customers_answer_on_their_owner) {
+TEST_F(overflow_buffer_http, backlog_gathers_every_instance_and_customers_answer_on_either_instance) {
   SLUICE_REQUIRE_BROKER();
   const std::uint16_t ports[2] = {start_instance("a"), start_instance("b")};
 
@@ -133,7 +136,7 @@ TEST_F(overflow_buffer_http, backlog_per_instance_covers_every_partition_once_an
       int status = 0;
       nlohmann::json j;
       try {
-        j = get_json(ports[i], "/overflow/backlog?limit=100", &status);
+        j = get_json(ports[i], "/overflow/backlog?limit=100&scope=instance", &status);
       } catch (const std::exception&) {
         ok = false;  // the server is not up yet
         break;
@@ -158,7 +161,7 @@ TEST_F(overflow_buffer_http, backlog_per_instance_covers_every_partition_once_an
   ASSERT_TRUE(settled) << "the two instances never reported every partition once with every record buffered";
 
   for (int i = 0; i < 2; ++i) {
-    auto j = get_json(ports[i], "/overflow/backlog?limit=2");
+    auto j = get_json(ports[i], "/overflow/backlog?limit=2&scope=instance");
     ASSERT_TRUE(j.is_object());
     EXPECT_EQ(j["scope"], "instance");
     ASSERT_LE(j["customers"].size(), 2u);
@@ -176,21 +179,93 @@ TEST_F(overflow_buffer_http, backlog_per_instance_covers_every_partition_once_an
     }
   }
 
+  // Which instance runs which partition (scope=instance), to check the gathered answers.
+  std::map<int, int> partition_owner;
+  for (int i = 0; i < 2; ++i) {
+    const auto j = get_json(ports[i], "/overflow/backlog?limit=1&scope=instance");
+    for (const auto& p : j["partitions"]) partition_owner[p.get<int>()] = i;
+  }
+  ASSERT_EQ(partition_owner.size(), 4u);
+
+  // The default scope: either instance answers the application's largest backlogs, the same
+  // list, every partition answered, the other instance named with its partitions.
+  for (int i = 0; i < 2; ++i) {
+    auto j = get_json(ports[i], "/overflow/backlog?limit=3");
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["scope"], "application") << j.dump();
+    EXPECT_EQ(j["partitions"], nlohmann::json({0, 1, 2, 3})) << j.dump();
+    EXPECT_TRUE(j["partitions_unavailable"].empty()) << j.dump();
+    EXPECT_TRUE(j["unreachable"].empty()) << j.dump();
+    ASSERT_EQ(j["customers"].size(), 3u) << j.dump();
+    for (int rank = 0; rank < 3; ++rank) {
+      const int c = customers - 1 - rank;  // the largest backlogs: hold-7, hold-6, hold-5
+      const auto& row = j["customers"][rank];
+      EXPECT_EQ(row["customer"], customer_name(c)) << j.dump();
+      EXPECT_EQ(row["buffered"].get<int>(), expected_backlog(c));
+      EXPECT_EQ(answered_by[customer_name(c)], partition_owner[row["partition"].get<int>()])
+          << "row partition " << row["partition"] << " of " << customer_name(c);
+    }
+    std::set<int> other_partitions;
+    for (const auto& [p, owner] : partition_owner)
+      if (owner != i) other_partitions.insert(p);
+    ASSERT_EQ(j["instances_asked"].size(), other_partitions.empty() ? 0u : 1u) << j.dump();
+    if (!other_partitions.empty()) {
+      EXPECT_EQ(j["instances_asked"][0]["instance"], "127.0.0.1:" + std::to_string(ports[1 - i])) << j.dump();
+      EXPECT_EQ(j["instances_asked"][0]["partitions"].get<std::set<int>>(), other_partitions) << j.dump();
+    }
+  }
+  // Every customer, gathered, with its exact count.
+  {
+    auto j = get_json(ports[0], "/overflow/backlog?limit=100");
+    std::map<std::string, std::uint64_t> gathered;
+    for (const auto& c : j["customers"]) gathered[c["customer"].get<std::string>()] += c["buffered"].get<std::uint64_t>();
+    EXPECT_EQ(gathered, buffered);
+  }
+
+  // A customer answers on either instance: the owner's own answer, forwarded by the other.
   for (int c = 0; c < customers; ++c) {
     const auto name = customer_name(c);
     const int owner = answered_by[name];
-    int status = 0;
-    auto j = get_json(ports[owner], "/overflow/customers/" + name, &status);
-    ASSERT_EQ(status, 200) << name;
-    EXPECT_EQ(j["customer"], name);
-    EXPECT_EQ(j["buffered"].get<int>(), expected_backlog(c));
-    EXPECT_EQ(j["scheduled"].get<int>(), 0);
-    auto other = sluice::test::http_get(ports[1 - owner], "/overflow/customers/" + name);
-    EXPECT_EQ(other.status, 404) << name << ": " << other.body;
-    EXPECT_NE(other.body.find("/metadata/stores/overflow-buffer/keys/"), std::string::npos) << other.body;
+    for (int asked : {owner, 1 - owner}) {
+      auto r = sluice::test::http_get(ports[asked], "/overflow/customers/" + name);
+      ASSERT_EQ(r.status, 200) << name << " asked of instance " << asked << ": " << r.body;
+      auto j = nlohmann::json::parse(r.body);
+      EXPECT_EQ(j["customer"], name);
+      EXPECT_EQ(j["buffered"].get<int>(), expected_backlog(c));
+      EXPECT_EQ(j["scheduled"].get<int>(), 0);
+      EXPECT_EQ(partition_owner[j["partition"].get<int>()], owner);
+      EXPECT_EQ(r.header("X-Sluice-Served-By"), "127.0.0.1:" + std::to_string(ports[owner]))
+          << name << " asked of instance " << asked;
+    }
   }
 
   int status = 0;
   get_json(ports[0], "/overflow/backlog?limit=0", &status);
   EXPECT_EQ(status, 400);
+  get_json(ports[0], "/overflow/backlog?scope=everything", &status);
+  EXPECT_EQ(status, 400);
+
+  // Instance b killed: until the group notices (session timeout 6 s) its partitions still
+  // belong to it; a's gather cannot reach it and says so, partition by partition, naming b,
+  // and still answers with its own partitions. Each partition is in exactly one of
+  // "partitions" and "partitions_unavailable", and every unavailable one says why.
+  jobs_[1]->signal(SIGKILL);
+  auto j = get_json(ports[0], "/overflow/backlog?limit=100", &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  std::set<int> answered = j["partitions"].get<std::set<int>>();
+  std::set<int> missing = j["partitions_unavailable"].get<std::set<int>>();
+  for (int p = 0; p < 4; ++p) EXPECT_NE(answered.count(p), missing.count(p)) << "partition " << p << ": " << j.dump();
+  std::set<int> explained;
+  for (const auto& u : j["unreachable"]) {
+    explained.insert(u["partition"].get<int>());
+    if (partition_owner[u["partition"].get<int>()] == 1) {
+      EXPECT_NE(u["error"].get<std::string>().find("127.0.0.1:" + std::to_string(ports[1])), std::string::npos)
+          << "an unreachable partition of b names b: " << u.dump();
+    }
+  }
+  EXPECT_EQ(explained, missing) << j.dump();
+  std::set<int> b_partitions;
+  for (const auto& [p, owner] : partition_owner)
+    if (owner == 1) b_partitions.insert(p);
+  EXPECT_EQ(missing, b_partitions) << "b's partitions are the ones not reached: " << j.dump();
 }

@@ -1,6 +1,9 @@
 // The overflow buffer's HTTP endpoints: GET /overflow/backlog and GET /overflow/customers/{c},
 // read from the buffer and customer stores through the app's interactive queries (on the
-// stream thread owning each partition, committed state). See README.md, "HTTP".
+// stream thread owning each partition, committed state). A customer asked of an instance that
+// does not run its partition is forwarded to the one that does (store_access::forward, one
+// hop); the backlog gathers the partitions of the other instances from their owners, one
+// request per owner. See README.md, "HTTP".
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -9,8 +12,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <vector>
 
+#include "sluice/http_headers.hpp"
 #include "sluice/topologies/overflow_buffer.hpp"
 
 namespace sluice::topologies {
@@ -85,14 +90,17 @@ interactive_queries::outcome read_rates(interactive_queries& q, const overflow_b
       interactive_queries::default_timeout, failure);
 }
 
-}  // namespace
 
-http::response overflow_backlog_response(interactive_queries& q, const overflow_buffer_options& o, std::size_t limit,
-                                         std::int64_t now_ms) {
-  const std::int32_t partitions = q.partitions(o.buffer_store);
+/// The backlog of the partitions this instance runs: the `limit` largest, with their rates.
+struct local_backlog {
   std::vector<backlog_row> rows;
-  nlohmann::json local = nlohmann::json::array(), not_local = nlohmann::json::array(),
-                 unavailable = nlohmann::json::array();
+  std::vector<std::int32_t> local, not_local, unavailable;
+  std::optional<http::response> refusal;  ///< a failure that is not about where a partition is
+};
+
+local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_options& o, std::size_t limit) {
+  local_backlog out;
+  const std::int32_t partitions = q.partitions(o.buffer_store);
   for (std::int32_t p = 0; p < partitions; ++p) {
     std::vector<backlog_row> mine;
     std::string failure;
@@ -122,40 +130,156 @@ http::response overflow_backlog_response(interactive_queries& q, const overflow_
         interactive_queries::default_timeout, &failure);
     switch (outcome) {
       case interactive_queries::outcome::done:
-        local.push_back(p);
-        for (auto& row : mine) rows.push_back(std::move(row));
+        out.local.push_back(p);
+        for (auto& row : mine) out.rows.push_back(std::move(row));
         break;
-      case interactive_queries::outcome::not_local: not_local.push_back(p); break;
+      case interactive_queries::outcome::not_local: out.not_local.push_back(p); break;
       case interactive_queries::outcome::unavailable:
-      case interactive_queries::outcome::timed_out: unavailable.push_back(p); break;
-      default: return http::store_access::refusal(outcome, o.buffer_store, p, failure);
+      case interactive_queries::outcome::timed_out: out.unavailable.push_back(p); break;
+      default: out.refusal = http::store_access::refusal(outcome, o.buffer_store, p, failure); return out;
     }
   }
-  const std::size_t n = std::min(limit, rows.size());
-  std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n), rows.end(),
+  const std::size_t n = std::min(limit, out.rows.size());
+  std::partial_sort(out.rows.begin(), out.rows.begin() + static_cast<std::ptrdiff_t>(n), out.rows.end(),
                     [](const backlog_row& a, const backlog_row& b) {
                       return a.buffered() != b.buffered() ? a.buffered() > b.buffered() : a.customer < b.customer;
                     });
-  rows.resize(n);
+  out.rows.resize(n);
   std::map<std::int32_t, std::vector<backlog_row*>> by_partition;
-  for (auto& row : rows) by_partition[row.partition].push_back(&row);
+  for (auto& row : out.rows) by_partition[row.partition].push_back(&row);
   for (auto& [p, members] : by_partition) {
     std::string failure;
     // A partition that moved since: its rows keep the default rate (rate unknown).
     (void)read_rates(q, o, p, members, &failure);
   }
-  nlohmann::json customers = nlohmann::json::array();
-  for (const auto& row : rows) customers.push_back(row_json(row, o, now_ms));
-  nlohmann::json body = {{"customers", customers},
-                         {"scope", "instance"},
-                         {"partitions", local},
-                         {"partitions_not_local", not_local},
-                         {"partitions_unavailable", unavailable}};
+  return out;
+}
+
+nlohmann::json backlog_row_json(const backlog_row& row, const overflow_buffer_options& o, std::int64_t now_ms) {
+  auto j = row_json(row, o, now_ms);
+  j["partition"] = row.partition;
+  return j;
+}
+
+/// Largest first; ties by customer id, so every instance orders a merge the same way.
+void keep_largest(std::vector<nlohmann::json>& rows, std::size_t limit) {
+  const std::size_t n = std::min(limit, rows.size());
+  std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n), rows.end(),
+                    [](const nlohmann::json& a, const nlohmann::json& b) {
+                      const auto ab = a["buffered"].get<std::uint64_t>(), bb = b["buffered"].get<std::uint64_t>();
+                      return ab != bb ? ab > bb : a["customer"].get<std::string>() < b["customer"].get<std::string>();
+                    });
+  rows.resize(n);
+}
+
+// How long the gather of GET /overflow/backlog may spend asking other instances (each ask is
+// bounded by the forwarding's own 3 s): owners not asked by then are reported unreachable.
+constexpr std::chrono::seconds gather_budget{8};
+
+std::string error_text(const http::response& r) {
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_string()) return j["error"].get<std::string>();
+  return r.body.substr(0, 200);
+}
+
+std::optional<std::string> header_of(const http::response& r, std::string_view name) {
+  for (const auto& [n, v] : r.headers)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
+/// GET /overflow/backlog with scope=application: this instance's partitions, then the others
+/// from their owners, one forwarded request per owner (its answer covers every partition it
+/// runs), merged into the `limit` largest. What could not be asked is named in the answer,
+/// never left out silently.
+http::response gathered_backlog(const http::request& req, const overflow_buffer_options& o, std::size_t limit,
+                                std::int64_t now_ms) {
+  auto& stores = req.stores();
+  auto mine = read_local_backlog(stores, o, limit);
+  if (mine.refusal) return std::move(*mine.refusal);
+  std::vector<nlohmann::json> rows;
+  for (const auto& row : mine.rows) rows.push_back(backlog_row_json(row, o, now_ms));
+  std::set<std::int32_t> answered(mine.local.begin(), mine.local.end());
+  std::set<std::int32_t> unavailable(mine.unavailable.begin(), mine.unavailable.end());
+  nlohmann::json asked = nlohmann::json::array(), unreachable = nlohmann::json::array();
+  for (auto p : mine.unavailable)
+    unreachable.push_back({{"partition", p}, {"error", "partition " + std::to_string(p) +
+                                                           " is restoring or moving on this instance; retry"}});
+  const auto deadline = std::chrono::steady_clock::now() + gather_budget;
+  for (const auto p : mine.not_local) {
+    if (answered.count(p)) continue;  // its owner answered for it with an earlier partition
+    if (std::chrono::steady_clock::now() >= deadline) {
+      unavailable.insert(p);
+      unreachable.push_back({{"partition", p},
+                             {"error", "not asked: the gather spent its " + std::to_string(gather_budget.count()) +
+                                           " s on other instances"}});
+      continue;
+    }
+    const auto r = stores.forward(req, o.buffer_store, p);
+    auto j = r.status == 200 ? nlohmann::json::parse(r.body, nullptr, false) : nlohmann::json();
+    if (r.status != 200 || !j.is_object() || !j["partitions"].is_array() || !j["customers"].is_array()) {
+      unavailable.insert(p);
+      unreachable.push_back({{"partition", p},
+                             {"status", r.status},
+                             {"error", r.status == 200 ? "the owner answered malformed JSON" : error_text(r)}});
+      continue;
+    }
+    const auto instance = header_of(r, http::served_by_header).value_or("unknown");
+    std::set<std::int32_t> theirs;
+    for (const auto& q : j["partitions"]) {
+      if (!q.is_number_integer()) continue;
+      const auto partition = q.get<std::int32_t>();
+      // Only partitions this instance does not run and nobody answered yet: a partition
+      // moving between two answers is counted once.
+      if (std::binary_search(mine.not_local.begin(), mine.not_local.end(), partition) && !answered.count(partition))
+        theirs.insert(partition);
+    }
+    for (auto& row : j["customers"])
+      if (row.is_object() && row["partition"].is_number_integer() && row["buffered"].is_number_unsigned() &&
+          row["customer"].is_string() && theirs.count(row["partition"].get<std::int32_t>()))
+        rows.push_back(row);
+    answered.insert(theirs.begin(), theirs.end());
+    asked.push_back({{"instance", instance}, {"partitions", theirs}});
+    if (!theirs.count(p)) {
+      unavailable.insert(p);
+      unreachable.push_back({{"partition", p},
+                             {"error", "the owner " + instance + " did not answer for partition " + std::to_string(p) +
+                                           " (restoring or moving there); retry"}});
+    }
+  }
+  for (auto p : answered) unavailable.erase(p);
+  keep_largest(rows, limit);
+  nlohmann::json body = {{"customers", rows},
+                         {"scope", "application"},
+                         {"partitions", answered},
+                         {"partitions_unavailable", unavailable},
+                         {"instances_asked", asked},
+                         {"unreachable", unreachable}};
   return http::response::json(http::status::ok, dump(body));
 }
 
-http::response overflow_customer_response(interactive_queries& q, const overflow_buffer_options& o,
-                                          std::string_view customer, std::int64_t now_ms) {
+}  // namespace
+
+http::response overflow_backlog_response(interactive_queries& q, const overflow_buffer_options& o, std::size_t limit,
+                                         std::int64_t now_ms) {
+  auto mine = read_local_backlog(q, o, limit);
+  if (mine.refusal) return std::move(*mine.refusal);
+  nlohmann::json customers = nlohmann::json::array();
+  for (const auto& row : mine.rows) customers.push_back(backlog_row_json(row, o, now_ms));
+  nlohmann::json body = {{"customers", customers},
+                         {"scope", "instance"},
+                         {"partitions", mine.local},
+                         {"partitions_not_local", mine.not_local},
+                         {"partitions_unavailable", mine.unavailable}};
+  return http::response::json(http::status::ok, dump(body));
+}
+
+namespace {
+
+/// The customer's answer from this instance; `not_local` receives the partition when another
+/// instance runs it (and the answer is then a 404 saying so).
+http::response customer_answer(interactive_queries& q, const overflow_buffer_options& o, std::string_view customer,
+                               std::int64_t now_ms, std::optional<std::int32_t>& not_local) {
   const auto p = q.partition_of(o.buffer_store, customer);
   if (!p) {
     auto r = http::response::error(http::status::service_unavailable,
@@ -170,10 +294,12 @@ http::response overflow_customer_response(interactive_queries& q, const overflow
   auto outcome = q.run<queue_store_handle>(
       o.buffer_store, *p, [&](queue_store_handle& buffer) { read_queues(buffer, row); },
       interactive_queries::default_timeout, &failure);
+  if (outcome == interactive_queries::outcome::not_local) not_local = *p;
   if (outcome != interactive_queries::outcome::done)
     return http::store_access::refusal(outcome, o.buffer_store, *p, failure);
   std::vector<backlog_row*> one{&row};
   outcome = read_rates(q, o, *p, one, &failure);
+  if (outcome == interactive_queries::outcome::not_local) not_local = *p;  // moved away between the two reads
   if (outcome != interactive_queries::outcome::done)
     return http::store_access::refusal(outcome, o.customer_store, *p, failure);
   auto j = row_json(row, o, now_ms);
@@ -181,6 +307,14 @@ http::response overflow_customer_response(interactive_queries& q, const overflow
   j["next_deliver_at_ms"] = row.next_deliver_at != 0 ? nlohmann::json(row.next_deliver_at) : nlohmann::json(nullptr);
   j["partition"] = *p;
   return http::response::json(http::status::ok, dump(j));
+}
+
+}  // namespace
+
+http::response overflow_customer_response(interactive_queries& q, const overflow_buffer_options& o,
+                                          std::string_view customer, std::int64_t now_ms) {
+  std::optional<std::int32_t> not_local;
+  return customer_answer(q, o, customer, now_ms, not_local);
 }
 
 void add_overflow_buffer_endpoints(streams_builder& builder, const overflow_buffer_options& o) {
@@ -199,10 +333,20 @@ void add_overflow_buffer_endpoints(streams_builder& builder, const overflow_buff
                                          " (got '" + std::string(*v) + "')");
       limit = n;
     }
-    return overflow_backlog_response(r.stores(), o, limit, wall_ms());
+    const auto scope = r.query("scope").value_or("application");
+    if (scope != "application" && scope != "instance")
+      return http::response::error(http::status::bad_request,
+                                   "scope must be 'application' (every instance's partitions, the default) or "
+                                   "'instance' (this instance's only); got '" + std::string(scope) + "'");
+    // A request forwarded by another instance's gather answers for this instance only (one hop).
+    if (scope == "instance" || r.header(http::forwarded_header)) return overflow_backlog_response(r.stores(), o, limit, wall_ms());
+    return gathered_backlog(r, o, limit, wall_ms());
   });
   builder.add_endpoint("/overflow/customers/{customer}", [o, wall_ms](const http::request& r) {
-    return overflow_customer_response(r.stores(), o, r.path_param("customer"), wall_ms());
+    std::optional<std::int32_t> not_local;
+    auto answer = customer_answer(r.stores(), o, r.path_param("customer"), wall_ms(), not_local);
+    if (not_local) return r.stores().forward(r, o.buffer_store, *not_local);
+    return answer;
   });
 }
 

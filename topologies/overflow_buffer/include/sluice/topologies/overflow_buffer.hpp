@@ -243,14 +243,17 @@ overflow_buffer_outlets apply_overflow_buffer(streams_builder& builder,
                                               const kstream<overflow_detail::bytes, overflow_detail::bytes>& in,
                                               const overflow_buffer_options& options);
 
-/// GET /overflow/backlog?limit=N (default 10, at most 1000) and GET /overflow/customers/{c}
-/// on the instance HTTP server (README.md, "HTTP"). apply_overflow_buffer() adds them when
-/// options.http_endpoints is set.
+/// GET /overflow/backlog?limit=N (default 10, at most 1000; scope=application, the default,
+/// or instance) and GET /overflow/customers/{c} on the instance HTTP server (README.md,
+/// "HTTP"). apply_overflow_buffer() adds them when options.http_endpoints is set. Any
+/// instance answers either: a customer is forwarded to the instance running its partition,
+/// the backlog gathers every instance's partitions.
 void add_overflow_buffer_endpoints(streams_builder& builder, const overflow_buffer_options& options);
-/// The bodies of the two endpoints, over `queries` (an app's or the TopologyTestDriver's),
-/// ages measured at `now_ms`. Backlog: the `limit` largest backlogs of the partitions this
-/// instance runs, with the partitions it does not. Customer: its backlog, from the instance
-/// that owns its partition (404 naming how to find the owner elsewhere).
+/// The bodies of the two endpoints as this instance alone answers them, over `queries` (an
+/// app's or the TopologyTestDriver's), ages measured at `now_ms`. Backlog: the `limit`
+/// largest backlogs of the partitions this instance runs, with the partitions it does not
+/// (scope "instance"). Customer: its backlog when this instance runs its partition, else a
+/// 404 naming how to find the owner (the endpoint forwards instead).
 http::response overflow_backlog_response(interactive_queries& queries, const overflow_buffer_options& options,
                                          std::size_t limit, std::int64_t now_ms);
 http::response overflow_customer_response(interactive_queries& queries, const overflow_buffer_options& options,
