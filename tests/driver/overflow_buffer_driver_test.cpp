@@ -508,6 +508,237 @@ TEST(overflow_buffer_fields, reads_top_level_ttl_and_delivery_time_and_refuses_w
 }
 
 namespace {
+
+// The reference model for parse_fields: nlohmann's SAX parser with a handler reading the two
+// fields (what parse_fields was before its own scanner; independent of it).
+class fields_reader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  enum class field { none, ttl_ms, deliver_at_ms };
+
+  bool null() override { return value("null"); }
+  bool boolean(bool) override { return value("boolean"); }
+  bool number_integer(number_integer_t v) override { return integer(static_cast<double>(v), v, std::to_string(v)); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return integer(static_cast<double>(v), v > 9'200'000'000'000'000'000ULL ? -1 : static_cast<std::int64_t>(v),
+                   std::to_string(v));
+  }
+  bool number_float(number_float_t v, const string_t& text) override {
+    if (pending_ == field::none || depth_ != 1) return true;
+    check_range(v, text);
+    store(static_cast<std::int64_t>(v));
+    return true;
+  }
+  bool string(string_t&) override { return value("string"); }
+  bool binary(binary_t&) override { return value("binary"); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) {
+      object_root_ = true;
+    } else if (depth_ == 1) {
+      wrong_type("object");
+    }
+    ++depth_;
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ == 1) wrong_type("array");
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1) pending_ = k == "ttl_ms" ? field::ttl_ms : k == "deliver_at_ms" ? field::deliver_at_ms : field::none;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    valid_ = false;
+    return false;
+  }
+
+  bool object_root() const noexcept { return valid_ && object_root_; }
+  sluice::topologies::overflow_detail::parsed_fields fields;
+
+ private:
+  bool value(const char* type) {
+    if (depth_ == 1 && pending_ != field::none) {
+      if (std::string_view(type) == "null") {
+        store_null();
+      } else {
+        wrong_type(type);
+      }
+    }
+    return true;
+  }
+  bool integer(double d, std::int64_t v, const std::string& text) {
+    if (pending_ == field::none || depth_ != 1) return true;
+    check_range(d, text);
+    store(v);
+    return true;
+  }
+  void check_range(double d, const std::string& text) const {
+    if (!std::isfinite(d) || d < 0 || d > 9.2e15)
+      throw sluice::error(sluice::errc::processing, std::string("overflow buffer: field '") + name() + "' is out of range (" + text +
+                                        "); use milliseconds >= 0");
+  }
+  void wrong_type(const char* type) const {
+    if (pending_ == field::none) return;
+    throw sluice::error(sluice::errc::processing,
+                std::string("overflow buffer: field '") + name() + "' must be a number (got " + type + ")");
+  }
+  const char* name() const noexcept { return pending_ == field::ttl_ms ? "ttl_ms" : "deliver_at_ms"; }
+  void store(std::int64_t v) {
+    (pending_ == field::ttl_ms ? fields.ttl_ms : fields.deliver_at_ms) = v;
+    pending_ = field::none;
+  }
+  void store_null() {
+    (pending_ == field::ttl_ms ? fields.ttl_ms : fields.deliver_at_ms).reset();
+    pending_ = field::none;
+  }
+
+  std::size_t depth_ = 0;
+  field pending_ = field::none;
+  bool object_root_ = false;
+  bool valid_ = true;
+};
+
+/// "ok ttl=.. deliver=.." or the error message: what a value comes to.
+std::string reference_outcome(const std::string& value) {
+  try {
+    fields_reader reader;
+    const bool ok = nlohmann::json::sax_parse(value.begin(), value.end(), &reader);
+    if (!ok || !reader.object_root()) return "overflow buffer: the record value is not a JSON object";
+    return "ok ttl=" + (reader.fields.ttl_ms ? std::to_string(*reader.fields.ttl_ms) : "-") +
+           " deliver=" + (reader.fields.deliver_at_ms ? std::to_string(*reader.fields.deliver_at_ms) : "-");
+  } catch (const sluice::error& e) {
+    return e.what();
+  }
+}
+std::string scanner_outcome(const std::string& value) {
+  try {
+    auto f = sluice::topologies::overflow_detail::parse_fields(value);
+    return "ok ttl=" + (f.ttl_ms ? std::to_string(*f.ttl_ms) : "-") +
+           " deliver=" + (f.deliver_at_ms ? std::to_string(*f.deliver_at_ms) : "-");
+  } catch (const sluice::error& e) {
+    return e.what();
+  }
+}
+
+/// Random JSON-like values: mostly valid documents with the two fields at various depths,
+/// under escaped names, with edge-case numbers, strings and bytes; then mutated.
+class value_generator {
+ public:
+  explicit value_generator(unsigned seed) : rng_(seed) {}
+
+  std::string next() {
+    std::string v;
+    if (pick(20) == 0) v = "\xEF\xBB\xBF";  // BOM
+    if (pick(10) == 0) v += " \n\t";
+    value(v, 0, pick(4) != 0);
+    if (pick(8) == 0) v += pick(2) ? " " : "\r\n";
+    if (pick(3) == 0) mutate(v);
+    return v;
+  }
+
+ private:
+  std::size_t pick(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
+  template <class T>
+  const T& one_of(const std::vector<T>& xs) { return xs[pick(xs.size())]; }
+
+  void value(std::string& v, int depth, bool object) {
+    if (object || (depth < 4 && pick(4) == 0)) {
+      v += '{';
+      const std::size_t n = pick(5);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i) v += pick(10) ? "," : " , ";
+        v += one_of(keys_);
+        v += pick(6) ? ":" : " : ";
+        member_value(v, depth + 1);
+      }
+      v += '}';
+    } else if (depth < 4 && pick(4) == 0) {
+      v += '[';
+      const std::size_t n = pick(4);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i) v += ',';
+        member_value(v, depth + 1);
+      }
+      v += ']';
+    } else {
+      scalar(v);
+    }
+  }
+  void member_value(std::string& v, int depth) {
+    if (depth < 4 && pick(3) == 0) return value(v, depth, pick(2) == 0);
+    scalar(v);
+  }
+  void scalar(std::string& v) {
+    switch (pick(3)) {
+      case 0: v += one_of(numbers_); break;
+      case 1: v += one_of(strings_); break;
+      default: v += one_of(literals_); break;
+    }
+  }
+  void mutate(std::string& v) {
+    const std::size_t n = 1 + pick(3);
+    for (std::size_t i = 0; i < n && !v.empty(); ++i) {
+      const std::size_t at = pick(v.size());
+      switch (pick(5)) {
+        case 0: v.erase(at, 1); break;
+        case 1: v.insert(at, 1, one_of(bytes_)); break;
+        case 2: v[at] = one_of(bytes_); break;
+        case 3: v.resize(at); break;
+        default: v.insert(at, one_of(strings_)); break;
+      }
+    }
+  }
+
+  std::mt19937 rng_;
+  const std::vector<std::string> keys_ = {R"("ttl_ms")", R"("deliver_at_ms")", R"("ttl\u005fms")",
+                                          R"("deliver_at\u005Fms")", R"("ttl_ms ")", R"("TTL_MS")", R"("a")",
+                                          R"("")", R"("ttl_m\u0073")", R"("\u00e9")", R"("ttl_ms\u0000")",
+                                          R"("x\ud83d\ude00")", R"("body")"};
+  const std::vector<std::string> numbers_ = {"0", "-0", "5", "-1", "7.9", "1e3", "1E+2", "2.5e-3", "1e300",
+                                             "1e400", "-1e400", "9200000000000000", "9200000000000001",
+                                             "18446744073709551615", "18446744073709551616",
+                                             "-9223372036854775808", "-9223372036854775809", "01", "1.", ".5",
+                                             "-", "+1", "1e", "0.0", "-0.0", "123456789012", "1700000000000"};
+  const std::vector<std::string> strings_ = {
+      R"("x")", R"("")", R"("a\"b")", R"("\\")", R"("\/\b\f\n\r\t")", R"("\u0041")", R"("\u00")",
+      R"("\ud83d\ude00")", R"("\ud83d")", R"("\ude00")", R"("\ud83d\u0041")", R"("\x")",
+      "\"\xC3\xA9\"", "\"\xC0\xAF\"", "\"\xE0\x9F\xBF\"", "\"\xED\xA0\x80\"", "\"\xF4\x90\x80\x80\"",
+      "\"\xF0\x9F\x98\x80\"", "\"\xEF\xBF\xBF\"", "\"\x7F\"", "\"\x01\"", "\"\xFF\"", "\"\xC3\""};
+  const std::vector<std::string> literals_ = {"true", "false", "null", "nul", "True", "nulll"};
+  const std::vector<char> bytes_ = {'{', '}', '[', ']', ',', ':', '"', '\\', ' ', '0', '9', '-', 'e', '.', 'n',
+                                    '\0', '\x1f', '\xef', '\xbb', '\xbf', '\x80', 'x', '\t'};
+};
+
+}  // namespace
+
+TEST(overflow_buffer_fields, scanner_agrees_with_nlohmanns_parser_on_random_values) {
+  value_generator gen(20261123);
+  std::size_t taken = 0;
+  for (int i = 0; i < 60000; ++i) {
+    const std::string v = gen.next();
+    const auto expected = reference_outcome(v);
+    ASSERT_EQ(scanner_outcome(v), expected) << "value (" << v.size() << " bytes): " << ::testing::PrintToString(v);
+    taken += expected.starts_with("ok");
+  }
+  // Both kinds are exercised: many values taken, many refused.
+  EXPECT_GT(taken, 10000u);
+  EXPECT_LT(taken, 50000u);
+  // Depth on the heap: a value nested a million deep is read (or refused) without recursion.
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  EXPECT_EQ(scanner_outcome("{\"a\":" + deep + ",\"ttl_ms\":3}"), "ok ttl=3 deliver=-");
+  EXPECT_EQ(scanner_outcome("{\"a\":" + deep.substr(0, 1'500'000) + "}"), reference_outcome("{\"a\":" + deep.substr(0, 1'500'000) + "}"));
+}
+
+namespace {
 double sample(topology_test_driver& d, const std::string& name, const std::string& label_part = "") {
   for (const auto& s : d.metrics().snapshot())
     if (s.name == name && s.labels.find(label_part) != std::string::npos) return s.value;
