@@ -101,6 +101,12 @@ struct local_backlog {
 local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_options& o, std::size_t limit) {
   local_backlog out;
   const std::int32_t partitions = q.partitions(o.buffer_store);
+  if (partitions <= 0) {  // the app is starting: an empty answer would read as "no backlog"
+    out.refusal = http::response::error(http::status::service_unavailable,
+                                        "the partitions of store '" + o.buffer_store + "' are not known yet; retry");
+    out.refusal->headers.emplace_back("Retry-After", "1");
+    return out;
+  }
   for (std::int32_t p = 0; p < partitions; ++p) {
     std::vector<backlog_row> mine;
     std::string failure;
