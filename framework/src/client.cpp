@@ -43,7 +43,9 @@ void topic_admin::create_topic(const std::string& name, int partitions,
   impl_->admin.create_topics({t}, 30s);
 }
 
-std::optional<int> topic_admin::partition_count(const std::string& name) { return impl_->admin.partition_count(name, 30s); }
+std::optional<int> topic_admin::partition_count(const std::string& name) {
+  return impl_->admin.partition_count(name, 30s);
+}
 
 struct topic_writer::impl {
   explicit impl(const kafka::config_map& m)
@@ -54,8 +56,8 @@ struct topic_writer::impl {
   /// Throws the first delivery failure since the last call, with how many records failed.
   void throw_failure() {
     if (!failure) return;
-    sluice::error e(failure->code(), std::to_string(failed) + " record(s) were not delivered; the first: " +
-                                         failure->what());
+    sluice::error e(failure->code(),
+                    std::to_string(failed) + " record(s) were not delivered; the first: " + failure->what());
     failure.reset();
     failed = 0;
     throw e;
@@ -142,7 +144,8 @@ std::vector<raw_message> topic_reader::read_to_end(std::chrono::milliseconds tim
     for (auto& [tp, end] : impl_->at_end) all = all && end;
     if (all || std::chrono::steady_clock::now() >= deadline) break;
     impl_->consumer.poll_batch(impl_->batch, 10000, 50ms);
-    for (auto& m : impl_->batch) out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
+    for (auto& m : impl_->batch)
+      out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
   }
   return out;
 }

@@ -19,28 +19,49 @@ namespace sluice {
 namespace {
 
 constexpr config_key keys[] = {
-    {"application.id", "", "Names the job: the consumer group, the prefix of internal topics and the state folder. Required."},
-    {"bootstrap.servers", "", "Kafka brokers, host:port[,host:port]. Required: there is no default. 'embedded' starts librdkafka's in-process mock cluster (demos and examples; it does not compact)."},
-    {"processing.guarantee", "at_least_once", "at_least_once or exactly_once (transactions; inputs read read_committed)."},
+    {"application.id", "",
+     "Names the job: the consumer group, the prefix of internal topics and the state folder. Required."},
+    {"bootstrap.servers", "",
+     "Kafka brokers, host:port[,host:port]. Required: there is no default. 'embedded' starts librdkafka's in-process "
+     "mock cluster (demos and examples; it does not compact)."},
+    {"processing.guarantee", "at_least_once",
+     "at_least_once or exactly_once (transactions; inputs read read_committed)."},
     {"commit.interval.ms", "", "How often tasks commit. Default 30000, or 100 under exactly_once."},
     {"num.stream.threads", "1", "Stream threads per instance, each with one consumer and one producer."},
     {"state.dir", "/tmp/sluice", "Where local state stores live: <state.dir>/<application.id>/<task>/<store>."},
-    {"state.memory.budget.bytes", "268435456", "One budget for RocksDB's block cache and write buffers, shared by every store of the process; at least 8388608 (8 MiB)."},
-    {"replication.factor", "-1", "Replication factor of the internal topics sluice creates (repartition, changelog, dead letter); -1 = the broker's default.replication.factor."},
-    {"instance.id", "", "This instance's stable identity for static group membership (group.instance.id = <application.id>-<instance.id>-<thread>). Default: host name plus a hash of state.dir."},
-    {"deserialization.error.handler", "fail", "fail, log_and_continue or dead_letter: what to do with a record whose key or value does not decode."},
-    {"processing.error.handler", "fail", "fail, log_and_continue or dead_letter: what to do when a processor throws on a record."},
-    {"production.error.handler", "fail", "fail or log_and_continue: what to do when Kafka rejects an output record for good (e.g. too large)."},
+    {"state.memory.budget.bytes", "268435456",
+     "One budget for RocksDB's block cache and write buffers, shared by every store of the process; at least 8388608 "
+     "(8 MiB)."},
+    {"replication.factor", "-1",
+     "Replication factor of the internal topics sluice creates (repartition, changelog, dead letter); -1 = the "
+     "broker's default.replication.factor."},
+    {"instance.id", "",
+     "This instance's stable identity for static group membership (group.instance.id = "
+     "<application.id>-<instance.id>-<thread>). Default: host name plus a hash of state.dir."},
+    {"deserialization.error.handler", "fail",
+     "fail, log_and_continue or dead_letter: what to do with a record whose key or value does not decode."},
+    {"processing.error.handler", "fail",
+     "fail, log_and_continue or dead_letter: what to do when a processor throws on a record."},
+    {"production.error.handler", "fail",
+     "fail or log_and_continue: what to do when Kafka rejects an output record for good (e.g. too large)."},
     {"dead.letter.topic", "", "Where dead_letter sends records. Default <application.id>-dlq."},
-    {"poll.ms", "100", "How long a stream thread waits for records before running punctuators and commits, 0 to 10000."},
+    {"poll.ms", "100",
+     "How long a stream thread waits for records before running punctuators and commits, 0 to 10000."},
     {"max.poll.records", "1000", "Records a stream thread takes from its consumer per loop."},
     {"restore.log.interval.ms", "5000", "How often restoration logs its progress."},
-    {"application.server", "", "host:port of this instance's HTTP server (metrics, health, queries), as other instances and clients reach it. Empty: no server."},
-    {"http.bind.address", "127.0.0.1", "Address the HTTP server listens on (the port is application.server's). 0.0.0.0 listens on every interface."},
-    {"http.auth.token", "", "When set, every HTTP endpoint but /health and /ready needs 'Authorization: Bearer <token>'."},
+    {"application.server", "",
+     "host:port of this instance's HTTP server (metrics, health, queries), as other instances and clients reach it. "
+     "Empty: no server."},
+    {"http.bind.address", "127.0.0.1",
+     "Address the HTTP server listens on (the port is application.server's). 0.0.0.0 listens on every interface."},
+    {"http.auth.token", "",
+     "When set, every HTTP endpoint but /health and /ready needs 'Authorization: Bearer <token>'."},
     {"http.max.connections", "512", "Open HTTP connections at most; more are closed as soon as they are accepted."},
-    {"http.request.timeout.ms", "10000", "Time for a whole HTTP request to arrive (slow clients and idle keep-alive connections are closed after it)."},
-    {"task.timeout.ms", "300000", "How long a stream thread retries after retriable failures (broker outage, leader move, fenced producer) without a successful commit before the job stops."},
+    {"http.request.timeout.ms", "10000",
+     "Time for a whole HTTP request to arrive (slow clients and idle keep-alive connections are closed after it)."},
+    {"task.timeout.ms", "300000",
+     "How long a stream thread retries after retriable failures (broker outage, leader move, fenced producer) without "
+     "a successful commit before the job stops."},
 };
 
 /// The values the runtime can honour for sluice's numeric keys, and why. get_int and get_ms
@@ -93,8 +114,8 @@ std::string trim(std::string_view s) {
 }
 
 [[noreturn]] void invalid(std::string_view key, std::string_view value, std::string_view allowed) {
-  throw error(errc::invalid_config, "configuration key '" + std::string(key) + "' has value '" +
-                                        std::string(value) + "'; allowed: " + std::string(allowed));
+  throw error(errc::invalid_config, "configuration key '" + std::string(key) + "' has value '" + std::string(value) +
+                                        "'; allowed: " + std::string(allowed));
 }
 
 const config_key* find_key(std::string_view name) {
@@ -108,8 +129,8 @@ const config_key* find_key(std::string_view name) {
 
 void print_reference(std::ostream& out) {
   auto row = [&](const config_key& k) {
-    out << "  " << k.name << " (default: " << (k.default_value.empty() ? "-" : k.default_value)
-        << ")\n      " << k.meaning << "\n";
+    out << "  " << k.name << " (default: " << (k.default_value.empty() ? "-" : k.default_value) << ")\n      "
+        << k.meaning << "\n";
   };
   out << "sluice keys:\n";
   for (const auto& k : keys) row(k);
@@ -144,22 +165,21 @@ config config::from_string(std::string_view text, std::string_view origin) {
     auto sep = logical.find_first_of("=:");
     if (sep == std::string::npos) sep = logical.find_first_of(" \t");
     if (sep == std::string::npos || sep == 0)
-      throw error(errc::invalid_config, std::string(origin) + ":" + std::to_string(start) +
-                                            ": expected 'key=value', got '" + logical + "'");
+      throw error(errc::invalid_config,
+                  std::string(origin) + ":" + std::to_string(start) + ": expected 'key=value', got '" + logical + "'");
     c.set(trim(std::string_view(logical).substr(0, sep)), trim(std::string_view(logical).substr(sep + 1)));
     logical.clear();
   }
   if (!logical.empty())
-    throw error(errc::invalid_config, std::string(origin) + ":" + std::to_string(start) +
-                                          ": the last line ends in '\\' but nothing follows");
+    throw error(errc::invalid_config,
+                std::string(origin) + ":" + std::to_string(start) + ": the last line ends in '\\' but nothing follows");
   return c;
 }
 
 config config::from_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in)
-    throw error(errc::io, "cannot read configuration file '" + path.string() +
-                              "': check the path given to --config");
+    throw error(errc::io, "cannot read configuration file '" + path.string() + "': check the path given to --config");
   std::stringstream buffer;
   buffer << in.rdbuf();
   return from_string(buffer.str(), path.string());
@@ -316,7 +336,7 @@ std::string config::instance_id() const {
   if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
   auto dir = std::filesystem::absolute(state_dir()).lexically_normal().string();
   char hash[17];
-  std::snprintf(hash, sizeof hash, "%08zx", std::hash<std::string>{}(dir) & 0xffffffffu);
+  std::snprintf(hash, sizeof hash, "%08zx", std::hash<std::string>{}(dir)&0xffffffffu);
   return std::string(host) + "-" + hash;
 }
 
@@ -327,8 +347,8 @@ std::map<std::string, std::string> config::client_properties(std::string_view cl
   for (const auto& [k, v] : values_) {
     if (is_sluice_key(k)) continue;
     const std::string_view key = k;  // clang 14 (the fuzz build) cannot capture a binding
-    bool prefixed = std::any_of(std::begin(clients), std::end(clients),
-                                [&](std::string_view p) { return key.starts_with(p); });
+    bool prefixed =
+        std::any_of(std::begin(clients), std::end(clients), [&](std::string_view p) { return key.starts_with(p); });
     if (!prefixed) out[k] = v;
   }
   std::string prefix = std::string(client) + ".";
@@ -342,7 +362,8 @@ std::span<const config_key> config::known_keys() { return keys; }
 void config::declare_keys(std::span<const config_key> more) {
   std::lock_guard lock(declared_mutex);
   for (const auto& k : more) {
-    bool known = std::any_of(declared().begin(), declared().end(), [&](const config_key& d) { return d.name == k.name; });
+    bool known =
+        std::any_of(declared().begin(), declared().end(), [&](const config_key& d) { return d.name == k.name; });
     if (!known) declared().push_back(k);
   }
 }

@@ -62,7 +62,8 @@ std::string interactive_queries::describe(outcome o, std::string_view store, std
   const std::string where = "partition " + std::to_string(partition) + " of store '" + std::string(store) + "'";
   switch (o) {
     case outcome::done: return where + " answered";
-    case outcome::unknown_store: return "no store '" + std::string(store) + "' in this topology (global stores are read with global_store)";
+    case outcome::unknown_store:
+      return "no store '" + std::string(store) + "' in this topology (global stores are read with global_store)";
     case outcome::wrong_kind: return std::string(failure);
     case outcome::not_local:
       return where + " is not hosted by this instance; ask the instance that owns it (/metadata names it)";

@@ -9,8 +9,7 @@
 
 namespace sluice::state {
 
-kv_iterator::kv_iterator(std::unique_ptr<detail::kv_iterator_impl> impl,
-                         std::size_t* open_count) noexcept
+kv_iterator::kv_iterator(std::unique_ptr<detail::kv_iterator_impl> impl, std::size_t* open_count) noexcept
     : impl_(std::move(impl)), open_count_(open_count) {
   if (open_count_ != nullptr) {
     ++*open_count_;
@@ -57,10 +56,9 @@ namespace detail {
 void validate_store_name(const std::string& name) {
   if (name.empty() || name.front() == '.' || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
-    throw sluice::error(errc::invalid_config,
-                        "invalid state store name '" + name +
-                            "': a store name is a directory name (non-empty, no '/', not "
-                            "starting with '.')");
+    throw sluice::error(errc::invalid_config, "invalid state store name '" + name +
+                                                  "': a store name is a directory name (non-empty, no '/', not "
+                                                  "starting with '.')");
   }
 }
 

@@ -36,8 +36,10 @@ struct memory_budget_state {
   std::atomic<std::size_t> reported{0};
 
   void add(std::size_t old_bytes, std::size_t new_bytes) noexcept {
-    if (new_bytes >= old_bytes) used.fetch_add(new_bytes - old_bytes, std::memory_order_relaxed);
-    else used.fetch_sub(old_bytes - new_bytes, std::memory_order_relaxed);
+    if (new_bytes >= old_bytes)
+      used.fetch_add(new_bytes - old_bytes, std::memory_order_relaxed);
+    else
+      used.fetch_sub(old_bytes - new_bytes, std::memory_order_relaxed);
     if (!listener) return;
     if (rounded(used.load(std::memory_order_relaxed)) == reported.load(std::memory_order_relaxed)) return;
     std::lock_guard lock(listener_mutex);
@@ -132,8 +134,10 @@ void memory_budget::account::enforce() noexcept {
       }
     }
     if (oldest == nullptr) return;
-    if (oldest->consumer->release_least_recent() == 0) busy.push_back(oldest);
-    else s.releases.fetch_add(1, std::memory_order_relaxed);
+    if (oldest->consumer->release_least_recent() == 0)
+      busy.push_back(oldest);
+    else
+      s.releases.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

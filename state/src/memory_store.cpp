@@ -104,8 +104,7 @@ class memory_store final : public kv_store {
   std::uint64_t approximate_count() override {
     std::uint64_t n = committed_.size();
     for (const auto& [from, to] : ranges_.ranges()) {
-      n -= static_cast<std::uint64_t>(
-          std::distance(committed_.lower_bound(from), committed_.lower_bound(to)));
+      n -= static_cast<std::uint64_t>(std::distance(committed_.lower_bound(from), committed_.lower_bound(to)));
     }
     for (const auto& [k, v] : pending_) {
       bool in_committed = committed_.find(k) != committed_.end() && !ranges_.covers(k);
@@ -133,8 +132,8 @@ class memory_store final : public kv_store {
 
   void restore(std::span<const restore_record> batch, std::int64_t next_offset) override {
     if (!pending_.empty() || !ranges_.empty()) {
-      throw sluice::error(errc::state, "restore of state store '" + name_ +
-                                           "' with pending writes; commit or abort them first");
+      throw sluice::error(errc::state,
+                          "restore of state store '" + name_ + "' with pending writes; commit or abort them first");
     }
     const std::int64_t now = now_();
     for (const auto& r : batch) {

@@ -149,10 +149,10 @@ class order_list {
   /// Entries whose score is bytewise smaller than `bound`.
   std::uint64_t count_below(std::string_view bound) const {
     // The first block whose last score is >= bound holds the boundary.
-    auto b = static_cast<std::size_t>(
-        std::partition_point(blocks_.begin(), blocks_.end(),
-                             [&](const block& blk) { return blk.back().score() < bound; }) -
-        blocks_.begin());
+    auto b =
+        static_cast<std::size_t>(std::partition_point(blocks_.begin(), blocks_.end(),
+                                                      [&](const block& blk) { return blk.back().score() < bound; }) -
+                                 blocks_.begin());
     if (b == blocks_.size()) return size_;
     const auto& blk = blocks_[b];
     auto i = std::partition_point(blk.begin(), blk.end(), [&](const order_entry& e) { return e.score() < bound; }) -

@@ -90,8 +90,7 @@ std::string queue_entry_key(std::string_view queue, queue_sequence sequence) {
   return out;
 }
 
-queue_store::queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog,
-                         queue_store_options options)
+queue_store::queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog, queue_store_options options)
     : storage_(std::move(storage)), changelog_(changelog), options_(options) {
   if (!storage_) {
     throw sluice::error(errc::invalid_topology, "queue store opened without a kv_store");
@@ -103,9 +102,7 @@ queue_store::~queue_store() { close(); }
 
 const std::string& queue_store::name() const noexcept { return storage_->name(); }
 
-std::optional<std::int64_t> queue_store::committed_offset() const noexcept {
-  return storage_->committed_offset();
-}
+std::optional<std::int64_t> queue_store::committed_offset() const noexcept { return storage_->committed_offset(); }
 
 void queue_store::commit(std::int64_t next_changelog_offset) {
   storage_->commit(next_changelog_offset);
@@ -217,8 +214,8 @@ void queue_store::close() {
   storage_->close();
 }
 
-append_result queue_store::append(std::string_view queue, queue_sequence sequence,
-                                  std::string_view value, std::int64_t timestamp_ms) {
+append_result queue_store::append(std::string_view queue, queue_sequence sequence, std::string_view value,
+                                  std::int64_t timestamp_ms) {
   meta m = read_meta(queue);
   if (sequence < m.head) {
     return append_result::already_consumed;
@@ -263,8 +260,7 @@ std::optional<queue_entry> queue_store::front(std::string_view queue) {
   return std::move(one.front());
 }
 
-std::size_t queue_store::pop(std::string_view queue, std::size_t n,
-                             std::int64_t timestamp_ms) {
+std::size_t queue_store::pop(std::string_view queue, std::size_t n, std::int64_t timestamp_ms) {
   meta m = read_meta(queue);
   if (n == 0 || m.size == 0) {
     return 0;
@@ -274,8 +270,7 @@ std::size_t queue_store::pop(std::string_view queue, std::size_t n,
     entry_key(key_scratch_, queue, m.head);
     std::string to;
     entry_key(to, queue, {UINT64_MAX, UINT64_MAX});
-    for (auto it = storage_->range(key_scratch_, to); it.valid() && popped.size() < n;
-         it.next()) {
+    for (auto it = storage_->range(key_scratch_, to); it.valid() && popped.size() < n; it.next()) {
       popped.emplace_back(it.key());
     }
   }
@@ -333,8 +328,7 @@ void queue_store::write_meta(std::string_view queue, const meta& m, std::int64_t
   track(queue, m);
 }
 
-void queue_store::log(std::string_view key, const std::optional<std::string_view>& value,
-                      std::int64_t timestamp_ms) {
+void queue_store::log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp_ms) {
   if (changelog_ != nullptr) {
     changelog_->log(key, value, timestamp_ms);
   }

@@ -111,7 +111,9 @@ struct ranked_index::index_table final : memory_consumer {
 };
 
 ranked_index::ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog, ranked_index_options options)
-    : storage_(std::move(storage)), changelog_(changelog), options_(std::move(options)),
+    : storage_(std::move(storage)),
+      changelog_(changelog),
+      options_(std::move(options)),
       indexes_(std::make_unique<index_table>()) {
   if (!storage_) throw error(errc::invalid_topology, "ranked_index: no kv_store to hold the index");
   indexes_->now = resolve_clock(options_);

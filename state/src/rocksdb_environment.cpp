@@ -24,9 +24,7 @@ class spdlog_info_logger final : public rocksdb::Logger {
       : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), store_path_(std::move(store_path)) {}
 
   using rocksdb::Logger::Logv;
-  void Logv(const char* format, va_list ap) override {
-    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
-  }
+  void Logv(const char* format, va_list ap) override { Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap); }
 
   void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
     if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL) {
@@ -37,8 +35,7 @@ class spdlog_info_logger final : public rocksdb::Logger {
     if (n < 0) {
       return;
     }
-    const std::string_view text(buffer, std::min<std::size_t>(static_cast<std::size_t>(n),
-                                                               sizeof buffer - 1));
+    const std::string_view text(buffer, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buffer - 1));
     if (level == rocksdb::InfoLogLevel::WARN_LEVEL) {
       spdlog::warn("state: RocksDB at '{}': {}", store_path_, text);
     } else {
@@ -60,14 +57,12 @@ std::shared_ptr<rocksdb::Logger> make_info_logger(std::string store_path) {
 
 rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& options) {
   if (options.memory_budget_bytes < (std::size_t{8} << 20)) {
-    throw sluice::error(errc::invalid_config,
-                        "state.memory.budget.bytes is " +
-                            std::to_string(options.memory_budget_bytes) +
-                            "; RocksDB stores need at least 8388608 (8 MiB)");
+    throw sluice::error(errc::invalid_config, "state.memory.budget.bytes is " +
+                                                  std::to_string(options.memory_budget_bytes) +
+                                                  "; RocksDB stores need at least 8388608 (8 MiB)");
   }
   if (!(options.write_buffer_fraction > 0.0 && options.write_buffer_fraction < 1.0)) {
-    throw sluice::error(errc::invalid_config,
-                        "the write-buffer fraction of the state memory budget must be in (0, 1)");
+    throw sluice::error(errc::invalid_config, "the write-buffer fraction of the state memory budget must be in (0, 1)");
   }
   if (!(options.index_memory_fraction >= 0.0 && options.index_memory_fraction <= 0.9)) {
     throw sluice::error(errc::invalid_config,
@@ -81,15 +76,14 @@ rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& opti
 
   rocksdb::LRUCacheOptions cache_options;
   cache_options.capacity = options.memory_budget_bytes;
-  cache_options.num_shard_bits = -1;  // RocksDB picks from capacity
+  cache_options.num_shard_bits = -1;            // RocksDB picks from capacity
   cache_options.strict_capacity_limit = false;  // a full cache must not fail reads
-  cache_options.high_pri_pool_ratio = 0.1;       // index and filter blocks
+  cache_options.high_pri_pool_ratio = 0.1;      // index and filter blocks
   state->block_cache = rocksdb::NewLRUCache(cache_options);
 
-  const auto memtable_budget = static_cast<std::size_t>(
-      static_cast<double>(options.memory_budget_bytes) * options.write_buffer_fraction);
-  state->write_buffer_manager =
-      std::make_shared<rocksdb::WriteBufferManager>(memtable_budget, state->block_cache);
+  const auto memtable_budget =
+      static_cast<std::size_t>(static_cast<double>(options.memory_budget_bytes) * options.write_buffer_fraction);
+  state->write_buffer_manager = std::make_shared<rocksdb::WriteBufferManager>(memtable_budget, state->block_cache);
 
   auto& table = state->table_options;
   table.block_cache = state->block_cache;
@@ -101,43 +95,37 @@ rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& opti
   table.format_version = 5;
 
   // RocksDB's background pools are process-wide; stores share them.
-  rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(options.background_jobs,
-                                                        rocksdb::Env::LOW);
+  rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(options.background_jobs, rocksdb::Env::LOW);
   rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(1, rocksdb::Env::HIGH);
 
   // Store kinds' in-memory structures take their share off the cache's capacity as they
   // grow, so cache + memtables + structures stay near the one budget.
-  const auto index_limit = static_cast<std::size_t>(static_cast<double>(options.memory_budget_bytes) *
-                                                    options.index_memory_fraction);
+  const auto index_limit =
+      static_cast<std::size_t>(static_cast<double>(options.memory_budget_bytes) * options.index_memory_fraction);
   index_memory_ = std::make_unique<memory_budget>(index_limit);
-  index_memory_->set_usage_listener(
-      std::size_t{1} << 20, [cache = state->block_cache, total = options.memory_budget_bytes,
-                             floor = options.memory_budget_bytes - index_limit](std::size_t used) {
-        cache->SetCapacity(used >= total - floor ? floor : total - used);
-      });
+  index_memory_->set_usage_listener(std::size_t{1} << 20,
+                                    [cache = state->block_cache, total = options.memory_budget_bytes,
+                                     floor = options.memory_budget_bytes - index_limit](std::size_t used) {
+                                      cache->SetCapacity(used >= total - floor ? floor : total - used);
+                                    });
 
   shared_ = std::move(state);
-  spdlog::info("state: RocksDB environment with a {} MiB budget ({} MiB for memtables, up to {} MiB for in-memory "
-               "indexes)",
-               options.memory_budget_bytes >> 20, memtable_budget >> 20, index_limit >> 20);
+  spdlog::info(
+      "state: RocksDB environment with a {} MiB budget ({} MiB for memtables, up to {} MiB for in-memory "
+      "indexes)",
+      options.memory_budget_bytes >> 20, memtable_budget >> 20, index_limit >> 20);
 }
 
 rocksdb_environment::~rocksdb_environment() = default;
 
-const rocksdb_environment_options& rocksdb_environment::options() const noexcept {
-  return shared_->options;
-}
+const rocksdb_environment_options& rocksdb_environment::options() const noexcept { return shared_->options; }
 
-std::size_t rocksdb_environment::cache_usage_bytes() const noexcept {
-  return shared_->block_cache->GetUsage();
-}
+std::size_t rocksdb_environment::cache_usage_bytes() const noexcept { return shared_->block_cache->GetUsage(); }
 
 std::size_t rocksdb_environment::memtable_usage_bytes() const noexcept {
   return shared_->write_buffer_manager->memory_usage();
 }
 
-std::size_t rocksdb_environment::cache_capacity_bytes() const noexcept {
-  return shared_->block_cache->GetCapacity();
-}
+std::size_t rocksdb_environment::cache_capacity_bytes() const noexcept { return shared_->block_cache->GetCapacity(); }
 
 }  // namespace sluice::state

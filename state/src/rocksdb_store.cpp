@@ -64,8 +64,8 @@ class expiry_compaction_filter final : public rocksdb::CompactionFilter {
  public:
   explicit expiry_compaction_filter(detail::clock_fn now) : now_(std::move(now)) {}
 
-  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& existing,
-              std::string* /*new_value*/, bool* /*value_changed*/) const override {
+  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& existing, std::string* /*new_value*/,
+              bool* /*value_changed*/) const override {
     auto d = detail::decode_value(view(existing));
     // Unknown formats are kept: a background thread cannot report, and reads will.
     return d.ok && d.expiry_ms != 0 && !is_live(d.expiry_ms, now_);
@@ -87,10 +87,9 @@ class merge_iterator final : public detail::kv_iterator_impl {
     std::optional<std::string> stored;  ///< nullopt: a pending delete
   };
 
-  merge_iterator(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, key_bounds bounds,
-                 direction dir, std::vector<pending_entry> pending,
-                 std::vector<std::pair<std::string, std::string>> ranges, std::int64_t now,
-                 const std::string& store_name)
+  merge_iterator(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, key_bounds bounds, direction dir,
+                 std::vector<pending_entry> pending, std::vector<std::pair<std::string, std::string>> ranges,
+                 std::int64_t now, const std::string& store_name)
       : bounds_(std::move(bounds)),
         reverse_(dir == direction::reverse),
         pending_(std::move(pending)),
@@ -177,8 +176,8 @@ class merge_iterator final : public detail::kv_iterator_impl {
       if (!b && !p) {
         current_ = source::none;
         if (!base_->status().ok()) {
-          throw sluice::error(errc::state, "iterating state store '" + store_name_ +
-                                               "' failed: " + base_->status().ToString());
+          throw sluice::error(errc::state,
+                              "iterating state store '" + store_name_ + "' failed: " + base_->status().ToString());
         }
         return;
       }
@@ -235,8 +234,7 @@ class merge_iterator final : public detail::kv_iterator_impl {
 
 class rocksdb_store final : public kv_store {
  public:
-  rocksdb_store(const store_options& options,
-                std::shared_ptr<const detail::rocksdb_shared_state> shared)
+  rocksdb_store(const store_options& options, std::shared_ptr<const detail::rocksdb_shared_state> shared)
       : shared_(std::move(shared)),
         name_(options.name),
         path_(options.directory / options.name),
@@ -264,8 +262,7 @@ class rocksdb_store final : public kv_store {
 
   bool get(std::string_view key, std::string& out) override {
     if (const auto* e = cache_.find(key)) {
-      if (e->st == detail::store_cache::state::dirty_delete ||
-          e->st == detail::store_cache::state::dirty_covered ||
+      if (e->st == detail::store_cache::state::dirty_delete || e->st == detail::store_cache::state::dirty_covered ||
           (e->st == detail::store_cache::state::clean && cache_.covered(key))) {
         return false;
       }
@@ -378,8 +375,8 @@ class rocksdb_store final : public kv_store {
 
   void restore(std::span<const restore_record> batch, std::int64_t next_offset) override {
     if (cache_.has_pending()) {
-      throw sluice::error(errc::state, "restore of state store '" + name_ +
-                                           "' with pending writes; commit or abort them first");
+      throw sluice::error(errc::state,
+                          "restore of state store '" + name_ + "' with pending writes; commit or abort them first");
     }
     batch_.Clear();
     const std::int64_t now = now_();
@@ -421,9 +418,10 @@ class rocksdb_store final : public kv_store {
     try {
       flush();
     } catch (const std::exception& e) {
-      spdlog::warn("state: store '{}' could not flush on close ({}); the next start replays "
-                   "more of its changelog",
-                   name_, e.what());
+      spdlog::warn(
+          "state: store '{}' could not flush on close ({}); the next start replays "
+          "more of its changelog",
+          name_, e.what());
     }
     for (auto* h : {data_cf_, meta_cf_}) {
       if (h != nullptr) {
@@ -450,9 +448,9 @@ class rocksdb_store final : public kv_store {
  private:
   void check(const rocksdb::Status& s, const char* what) const {
     if (!s.ok()) {
-      throw sluice::error(errc::state, std::string("cannot ") + what + " state store '" + name_ +
-                                           "' at '" + path_.string() + "': " + s.ToString() +
-                                           out_of_space_hint(s) + corruption_hint(s));
+      throw sluice::error(errc::state, std::string("cannot ") + what + " state store '" + name_ + "' at '" +
+                                           path_.string() + "': " + s.ToString() + out_of_space_hint(s) +
+                                           corruption_hint(s));
     }
   }
 
@@ -485,8 +483,8 @@ class rocksdb_store final : public kv_store {
     std::error_code ec;
     fs::create_directories(path_, ec);
     if (ec) {
-      throw sluice::error(errc::state, "cannot create the directory of state store '" + name_ +
-                                           "' at '" + path_.string() + "': " + ec.message());
+      throw sluice::error(errc::state, "cannot create the directory of state store '" + name_ + "' at '" +
+                                           path_.string() + "': " + ec.message());
     }
     if (std::ifstream marker(path_ / corrupt_marker); marker) {
       std::string reason;
@@ -534,8 +532,7 @@ class rocksdb_store final : public kv_store {
     meta.write_buffer_size = std::size_t{1} << 20;
     meta.periodic_compaction_seconds = 0;
     std::vector<rocksdb::ColumnFamilyDescriptor> families{
-        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(o)},
-        {meta_column_family, meta}};
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(o)}, {meta_column_family, meta}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* raw = nullptr;
     auto s = rocksdb::DB::Open(rocksdb::DBOptions(o), path_.string(), families, &handles, &raw);
@@ -563,8 +560,8 @@ class rocksdb_store final : public kv_store {
     } else if (!s.IsNotFound()) {
       auto message = s.ToString();
       close();
-      throw sluice::error(errc::state, "cannot read the changelog offset of state store '" +
-                                           name_ + "' at '" + path_.string() + "': " + message);
+      throw sluice::error(errc::state, "cannot read the changelog offset of state store '" + name_ + "' at '" +
+                                           path_.string() + "': " + message);
     }
     spdlog::info("state: opened store '{}' at '{}' (changelog offset {})", name_, path_.string(),
                  offset_ ? std::to_string(*offset_) : std::string("none: new store"));
@@ -575,8 +572,8 @@ class rocksdb_store final : public kv_store {
   kv_iterator scan(const key_bounds& b, direction dir) {
     std::vector<merge_iterator::pending_entry> pending;
     if (b.empty()) {
-      return wrap_iterator(std::make_unique<detail::vector_iterator>(
-          std::vector<std::pair<std::string, std::string>>{}));
+      return wrap_iterator(
+          std::make_unique<detail::vector_iterator>(std::vector<std::pair<std::string, std::string>>{}));
     }
     cache_.for_each_dirty_in(b, [&](std::string_view key, const detail::store_cache::entry& e) {
       merge_iterator::pending_entry copy{std::string(key), std::nullopt};
@@ -585,9 +582,8 @@ class rocksdb_store final : public kv_store {
       }
       pending.push_back(std::move(copy));
     });
-    return wrap_iterator(std::make_unique<merge_iterator>(
-        db_.get(), data_cf_, b, dir, std::move(pending), cache_.ranges().intersecting(b), now_(),
-        name_));
+    return wrap_iterator(std::make_unique<merge_iterator>(db_.get(), data_cf_, b, dir, std::move(pending),
+                                                          cache_.ranges().intersecting(b), now_(), name_));
   }
 
   void maybe_write_through() {
@@ -611,17 +607,13 @@ class rocksdb_store final : public kv_store {
         case detail::store_cache::state::dirty_put:
           check(batch_.Put(data_cf_, slice(s->first), slice(s->second.stored)), what);
           break;
-        case detail::store_cache::state::dirty_delete:
-          check(batch_.Delete(data_cf_, slice(s->first)), what);
-          break;
+        case detail::store_cache::state::dirty_delete: check(batch_.Delete(data_cf_, slice(s->first)), what); break;
         case detail::store_cache::state::dirty_covered:
-        case detail::store_cache::state::clean:
-          break;
+        case detail::store_cache::state::clean: break;
       }
     }
     if (next_changelog_offset) {
-      check(batch_.Put(meta_cf_, slice(offset_key), slice(encode_offset(*next_changelog_offset))),
-            what);
+      check(batch_.Put(meta_cf_, slice(offset_key), slice(encode_offset(*next_changelog_offset))), what);
     }
     check(db_->Write(write_options_, &batch_), what);
     batch_.Clear();
@@ -653,13 +645,11 @@ class rocksdb_store final : public kv_store {
 
 }  // namespace
 
-std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options,
-                                             rocksdb_environment& environment) {
+std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options, rocksdb_environment& environment) {
   detail::validate_store_name(options.name);
   if (options.directory.empty()) {
-    throw sluice::error(errc::invalid_config,
-                        "state store '" + options.name +
-                            "' has no directory; pass the task directory in store_options");
+    throw sluice::error(errc::invalid_config, "state store '" + options.name +
+                                                  "' has no directory; pass the task directory in store_options");
   }
   return std::make_unique<rocksdb_store>(options, environment.shared());
 }

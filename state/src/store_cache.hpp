@@ -31,9 +31,7 @@ namespace sluice::state::detail {
 /// Hashes std::string and std::string_view alike, so lookups by view do not allocate.
 struct string_hash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept {
-    return std::hash<std::string_view>{}(s);
-  }
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 
 /// The pending writes and read cache of one rocksdb_store. Owned by the store and used only
@@ -116,9 +114,7 @@ class store_cache {
   /// The pending range deletes.
   const range_set& ranges() const noexcept { return ranges_; }
   /// True if a pending range delete covers `key`. Cheap when none is pending.
-  bool covered(std::string_view key) const noexcept {
-    return !ranges_.empty() && ranges_.covers(key);
-  }
+  bool covered(std::string_view key) const noexcept { return !ranges_.empty() && ranges_.covers(key); }
   /// True if anything is pending (dirty entries or range deletes).
   bool has_pending() const noexcept { return !dirty_.empty() || !ranges_.empty(); }
 

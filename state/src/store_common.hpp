@@ -28,8 +28,7 @@ inline clock_fn resolve_clock(const store_options& options) {
     return options.now_ms;
   }
   return [] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   };
 }
@@ -92,14 +91,10 @@ inline bool is_live(std::int64_t expiry_ms, std::int64_t now_ms) noexcept {
 
 /// Like is_live, reading the clock only for an entry that expires: stores without TTL never
 /// pay for a clock read (and a std::function call) per get.
-inline bool is_live(std::int64_t expiry_ms, const clock_fn& now) {
-  return expiry_ms == 0 || expiry_ms > now();
-}
+inline bool is_live(std::int64_t expiry_ms, const clock_fn& now) { return expiry_ms == 0 || expiry_ms > now(); }
 
 /// Expiry of a write made now under `ttl_ms`; reads the clock only when a TTL is set.
-inline std::int64_t expiry_now(const clock_fn& now, std::int64_t ttl_ms) {
-  return ttl_ms > 0 ? now() + ttl_ms : 0;
-}
+inline std::int64_t expiry_now(const clock_fn& now, std::int64_t ttl_ms) { return ttl_ms > 0 ? now() + ttl_ms : 0; }
 
 /// Decodes or throws errc::state naming the store.
 inline decoded_value decode_or_throw(std::string_view stored, const std::string& store) {
@@ -250,9 +245,8 @@ class range_set {
 /// range covering it, or -1.
 inline std::ptrdiff_t covering_range(const std::vector<std::pair<std::string, std::string>>& r,
                                      std::string_view key) noexcept {
-  auto it = std::upper_bound(r.begin(), r.end(), key, [](std::string_view k, const auto& e) {
-    return k < std::string_view(e.first);
-  });
+  auto it = std::upper_bound(r.begin(), r.end(), key,
+                             [](std::string_view k, const auto& e) { return k < std::string_view(e.first); });
   if (it == r.begin()) {
     return -1;
   }
@@ -263,8 +257,7 @@ inline std::ptrdiff_t covering_range(const std::vector<std::pair<std::string, st
 /// An iterator over entries copied at creation (the in-memory store's snapshot).
 class vector_iterator final : public kv_iterator_impl {
  public:
-  explicit vector_iterator(std::vector<std::pair<std::string, std::string>> entries)
-      : entries_(std::move(entries)) {}
+  explicit vector_iterator(std::vector<std::pair<std::string, std::string>> entries) : entries_(std::move(entries)) {}
   bool valid() const noexcept override { return pos_ < entries_.size(); }
   std::string_view key() const noexcept override { return entries_[pos_].first; }
   std::string_view value() const noexcept override { return entries_[pos_].second; }

@@ -24,8 +24,8 @@ constexpr const char* lock_file_name = ".lock";
 
 void validate_component(std::string_view what, std::string_view id) {
   if (id.empty() || id == "." || id == ".." || id.find('/') != std::string_view::npos) {
-    throw sluice::error(errc::invalid_config, std::string(what) + " '" + std::string(id) +
-                                                  "' cannot be used as a directory name");
+    throw sluice::error(errc::invalid_config,
+                        std::string(what) + " '" + std::string(id) + "' cannot be used as a directory name");
   }
 }
 
@@ -45,8 +45,7 @@ int lock_directory(const fs::path& dir, std::string_view fix) {
   const auto lock_path = dir / lock_file_name;
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    throw sluice::error(errc::io, "cannot create lock file '" + lock_path.string() +
-                                      "': " + std::strerror(errno));
+    throw sluice::error(errc::io, "cannot create lock file '" + lock_path.string() + "': " + std::strerror(errno));
   }
   // flock locks belong to the open file description: a second open() in this process
   // conflicts just like another process does.
@@ -56,33 +55,29 @@ int lock_directory(const fs::path& dir, std::string_view fix) {
     ::close(fd);
     if (err == EWOULDBLOCK) {
       throw sluice::error(errc::state, "state directory '" + dir.string() +
-                                           "' is locked by another sluice instance (pid " + pid +
-                                           "); " + std::string(fix));
+                                           "' is locked by another sluice instance (pid " + pid + "); " +
+                                           std::string(fix));
     }
-    throw sluice::error(errc::io, "cannot lock state directory '" + dir.string() +
-                                      "': " + std::strerror(err));
+    throw sluice::error(errc::io, "cannot lock state directory '" + dir.string() + "': " + std::strerror(err));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    spdlog::warn("state: cannot write the pid into '{}': {}", lock_path.string(),
-                 std::strerror(errno));
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    spdlog::warn("state: cannot write the pid into '{}': {}", lock_path.string(), std::strerror(errno));
   }
   return fd;
 }
 
 }  // namespace
 
-task_directory::task_directory(const fs::path& state_dir, std::string_view application_id,
-                               std::string_view task_id) {
+task_directory::task_directory(const fs::path& state_dir, std::string_view application_id, std::string_view task_id) {
   validate_component("application.id", application_id);
   validate_component("task id", task_id);
   path_ = state_dir / std::string(application_id) / std::string(task_id);
   std::error_code ec;
   fs::create_directories(path_, ec);
   if (ec) {
-    throw sluice::error(errc::io, "cannot create state directory '" + path_.string() +
-                                      "': " + ec.message() + "; check state.dir");
+    throw sluice::error(
+        errc::io, "cannot create state directory '" + path_.string() + "': " + ec.message() + "; check state.dir");
   }
   lock_fd_ = lock_directory(path_, "give each instance its own state.dir");
 }
@@ -107,9 +102,7 @@ task_directory::~task_directory() {
   }
 }
 
-fs::path task_directory::store_path(std::string_view store_name) const {
-  return path_ / std::string(store_name);
-}
+fs::path task_directory::store_path(std::string_view store_name) const { return path_ / std::string(store_name); }
 
 void task_directory::wipe() {
   std::error_code ec;
@@ -123,8 +116,7 @@ void task_directory::wipe() {
     }
   }
   if (ec) {
-    throw sluice::error(errc::io,
-                        "cannot wipe state directory '" + path_.string() + "': " + ec.message());
+    throw sluice::error(errc::io, "cannot wipe state directory '" + path_.string() + "': " + ec.message());
   }
   spdlog::info("state: wiped state directory '{}'", path_.string());
 }
@@ -137,8 +129,8 @@ void task_directory::wipe_store(std::string_view store_name) {
   std::error_code ec;
   fs::remove_all(store_path(store_name), ec);
   if (ec) {
-    throw sluice::error(errc::io, "cannot wipe state store '" + std::string(store_name) +
-                                      "' in '" + path_.string() + "': " + ec.message());
+    throw sluice::error(errc::io, "cannot wipe state store '" + std::string(store_name) + "' in '" + path_.string() +
+                                      "': " + ec.message());
   }
   spdlog::info("state: wiped store '{}' in '{}'", store_name, path_.string());
 }
@@ -147,19 +139,18 @@ void task_directory::wipe_store(std::string_view store_name) {
 
 namespace sluice::state {
 
-application_directory::application_directory(const fs::path& state_dir,
-                                             std::string_view application_id) {
+application_directory::application_directory(const fs::path& state_dir, std::string_view application_id) {
   validate_component("application.id", application_id);
   path_ = state_dir / std::string(application_id);
   std::error_code ec;
   fs::create_directories(path_, ec);
   if (ec) {
-    throw sluice::error(errc::io, "cannot create state directory '" + path_.string() +
-                                      "': " + ec.message() + "; check state.dir");
+    throw sluice::error(
+        errc::io, "cannot create state directory '" + path_.string() + "': " + ec.message() + "; check state.dir");
   }
-  lock_fd_ = lock_directory(
-      path_, "it is already running with this state.dir; stop it first, or give this instance "
-             "its own state.dir (and instance.id)");
+  lock_fd_ = lock_directory(path_,
+                            "it is already running with this state.dir; stop it first, or give this instance "
+                            "its own state.dir (and instance.id)");
 }
 
 application_directory::~application_directory() {

@@ -39,11 +39,11 @@ namespace sluice {
 
 /// How a store is kept: backend, changelog, retention. Fields have defaults; set what you need.
 struct materialized {
-  std::string name;                                             ///< the store's name. Required.
-  store_backend backend = store_backend::rocksdb;                ///< Default: rocksdb
-  bool logged = true;                                           ///< Default: a changelog topic
-  std::chrono::milliseconds ttl{0};                             ///< Default: 0, never expire
-  state::rocksdb_config_setter rocksdb_options{};               ///< Default: none (expert hook)
+  std::string name;                                ///< the store's name. Required.
+  store_backend backend = store_backend::rocksdb;  ///< Default: rocksdb
+  bool logged = true;                              ///< Default: a changelog topic
+  std::chrono::milliseconds ttl{0};                ///< Default: 0, never expire
+  state::rocksdb_config_setter rocksdb_options{};  ///< Default: none (expert hook)
   /// The store's kind, built over its key-value storage (see detail::store_factory); a
   /// topology's own kinds (ranked index, queue) come with a function that fills this in.
   /// Default: empty, a key-value store.
@@ -99,8 +99,8 @@ class kgrouped_stream {
 
   /// Counts records per key into the store `store`; emits each new count.
   ktable<K, std::int64_t> count(materialized store) {
-    return aggregate([] { return std::int64_t{0}; },
-                     [](const K&, const V&, std::int64_t n) { return n + 1; }, std::move(store));
+    return aggregate([] { return std::int64_t{0}; }, [](const K&, const V&, std::int64_t n) { return n + 1; },
+                     std::move(store));
   }
   ktable<K, std::int64_t> count(std::string store) { return count(materialized{.name = std::move(store)}); }
 
@@ -210,8 +210,8 @@ class kstream {
     constexpr bool by_key_value = std::is_invocable_v<F&, const K&, const V&>;
     static_assert(by_value || by_key_value,
                   "map_values: the mapper must be callable as V2(const V& value) or V2(const K& key, const V& value)");
-    using V2 = std::remove_cvref_t<
-        typename std::conditional_t<by_key_value, std::invoke_result<F&, const K&, const V&>, std::invoke_result<F&, const V&>>::type>;
+    using V2 = std::remove_cvref_t<typename std::conditional_t<by_key_value, std::invoke_result<F&, const K&, const V&>,
+                                                               std::invoke_result<F&, const V&>>::type>;
     return then<K, V2>("KSTREAM-MAPVALUES", detail::map_values_node<K, V, V2, F>(std::move(mapper)), repartition_);
   }
 
@@ -242,7 +242,8 @@ class kstream {
     static_assert(std::is_invocable_v<F&, const K&, const V&>,
                   "flat_map: the mapper must be callable as Range<std::pair<K2, V2>>(const K& key, const V& value)");
     using R = std::remove_cvref_t<std::invoke_result_t<F&, const K&, const V&>>;
-    static_assert(std::ranges::range<R>, "flat_map: the mapper must return a range (e.g. std::vector) of std::pair<K2, V2>");
+    static_assert(std::ranges::range<R>,
+                  "flat_map: the mapper must return a range (e.g. std::vector) of std::pair<K2, V2>");
     using P = std::remove_cvref_t<std::ranges::range_value_t<R>>;
     using K2 = std::remove_cvref_t<typename P::first_type>;
     using V2 = std::remove_cvref_t<typename P::second_type>;
@@ -257,11 +258,13 @@ class kstream {
     static_assert(by_value || by_key_value,
                   "flat_map_values: the mapper must be callable as Range<V2>(const V& value) or "
                   "Range<V2>(const K& key, const V& value)");
-    using R = std::remove_cvref_t<
-        typename std::conditional_t<by_key_value, std::invoke_result<F&, const K&, const V&>, std::invoke_result<F&, const V&>>::type>;
-    static_assert(std::ranges::range<R>, "flat_map_values: the mapper must return a range (e.g. std::vector) of values");
+    using R = std::remove_cvref_t<typename std::conditional_t<by_key_value, std::invoke_result<F&, const K&, const V&>,
+                                                              std::invoke_result<F&, const V&>>::type>;
+    static_assert(std::ranges::range<R>,
+                  "flat_map_values: the mapper must return a range (e.g. std::vector) of values");
     using V2 = std::remove_cvref_t<std::ranges::range_value_t<R>>;
-    return then<K, V2>("KSTREAM-FLATMAPVALUES", detail::flat_map_values_node<K, V, V2, F>(std::move(mapper)), repartition_);
+    return then<K, V2>("KSTREAM-FLATMAPVALUES", detail::flat_map_values_node<K, V, V2, F>(std::move(mapper)),
+                       repartition_);
   }
 
   /// Calls action(key, value) for each record and passes it on unchanged.
@@ -296,7 +299,9 @@ class kstream {
     kstream outlet(const std::string& name) {
       auto& g = *parent_.g_;
       std::string node_name = g.nodes[split_].name + "-" + name;
-      auto idx = g.add({.name = node_name, .kind = detail::node_kind::processor, .parents = {split_},
+      auto idx = g.add({.name = node_name,
+                        .kind = detail::node_kind::processor,
+                        .parents = {split_},
                         .factory = detail::factory_of(detail::pass_node<K, V>())});
       return kstream(parent_.g_, idx, parent_.repartition_);
     }
@@ -328,8 +333,10 @@ class kstream {
   /// One stream of the records of both.
   kstream merge(const kstream& other) const {
     auto& g = *g_;
-    auto idx = g.add({.name = g.name("KSTREAM-MERGE"), .kind = detail::node_kind::processor,
-                      .parents = {node_, other.node_}, .factory = detail::factory_of(detail::pass_node<K, V>())});
+    auto idx = g.add({.name = g.name("KSTREAM-MERGE"),
+                      .kind = detail::node_kind::processor,
+                      .parents = {node_, other.node_},
+                      .factory = detail::factory_of(detail::pass_node<K, V>())});
     return kstream(g_, idx, repartition_ || other.repartition_);
   }
 
@@ -348,7 +355,10 @@ class kstream {
   template <class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
   void to(const std::string& topic) const {
     auto& g = *g_;
-    g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
+    g.add({.name = g.name("KSTREAM-SINK"),
+           .kind = detail::node_kind::sink,
+           .topics = {topic},
+           .parents = {node_},
            .factory = detail::factory_of(detail::sink_node<K, V, KS, VS>(topic, false))});
   }
 
@@ -371,8 +381,11 @@ class kstream {
     std::vector<std::string> names;
     (add_store_ref(names, stores), ...);
     auto& g = *g_;
-    auto idx = g.add({.name = g.name("KSTREAM-PROCESSOR"), .kind = detail::node_kind::processor, .stores = names,
-                      .parents = {node_}, .factory = [supplier]() mutable -> std::unique_ptr<detail::node> {
+    auto idx = g.add({.name = g.name("KSTREAM-PROCESSOR"),
+                      .kind = detail::node_kind::processor,
+                      .stores = names,
+                      .parents = {node_},
+                      .factory = [supplier]() mutable -> std::unique_ptr<detail::node> {
                         return std::make_unique<detail::processor_node<P>>(supplier());
                       }});
     return kstream<KOut, VOut>(g_, idx, repartition_);
@@ -385,9 +398,9 @@ class kstream {
                   "join: the joiner must be callable as VR(const V& value, const VT& table_value)");
     using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const VT&>>;
     auto s = repartitioned(table.store_name() + "-join");
-    return s.template then<K, VR>("KSTREAM-JOIN",
-                                  detail::table_join_node<K, V, VT, VR, F, false>(table.store_name(), std::move(joiner)),
-                                  false, {table.store_name()});
+    return s.template then<K, VR>(
+        "KSTREAM-JOIN", detail::table_join_node<K, V, VT, VR, F, false>(table.store_name(), std::move(joiner)), false,
+        {table.store_name()});
   }
 
   /// Left join with a table: joiner(value, std::optional<VT>) -> VR; every record passes.
@@ -411,8 +424,8 @@ class kstream {
                   "join: the joiner must be callable as VR(const V& value, const VG& table_value)");
     using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const VG&>>;
     return then<K, VR>("KSTREAM-GLOBALJOIN",
-                       detail::global_join_node<K, V, KG, VG, VR, KF, F, false>(table.store_name(), std::move(key_selector),
-                                                                                std::move(joiner)),
+                       detail::global_join_node<K, V, KG, VG, VR, KF, F, false>(
+                           table.store_name(), std::move(key_selector), std::move(joiner)),
                        repartition_);
   }
 
@@ -425,8 +438,8 @@ class kstream {
                   "left_join: the joiner must be callable as VR(const V& value, const std::optional<VG>& table_value)");
     using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const std::optional<VG>&>>;
     return then<K, VR>("KSTREAM-GLOBALLEFTJOIN",
-                       detail::global_join_node<K, V, KG, VG, VR, KF, F, true>(table.store_name(), std::move(key_selector),
-                                                                               std::move(joiner)),
+                       detail::global_join_node<K, V, KG, VG, VR, KF, F, true>(
+                           table.store_name(), std::move(key_selector), std::move(joiner)),
                        repartition_);
   }
 
@@ -437,14 +450,19 @@ class kstream {
     auto& g = *g_;
     // The graph keeps the name; detail::topology_access::resolve_topic() makes it the topic.
     const std::string& topic = name;
-    g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
+    g.add({.name = g.name("KSTREAM-SINK"),
+           .kind = detail::node_kind::sink,
+           .topics = {topic},
+           .parents = {node_},
            .factory = detail::factory_of(
                detail::sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>(topic, true)),
            .internal_topic = true});
-    auto src = g.add({.name = g.name("KSTREAM-SOURCE"), .kind = detail::node_kind::source, .topics = {topic},
-                      .factory = detail::factory_of(
-                          detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
-                      .internal_topic = true});
+    auto src = g.add(
+        {.name = g.name("KSTREAM-SOURCE"),
+         .kind = detail::node_kind::source,
+         .topics = {topic},
+         .factory = detail::factory_of(detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
+         .internal_topic = true});
     return kstream(g_, src, false);
   }
 
@@ -464,15 +482,20 @@ class kstream {
     auto& g = *g_;
     // The graph keeps the name; detail::topology_access::resolve_topic() makes it the topic.
     const std::string& topic = name;
-    g.add({.name = g.name("KSTREAM-SINK"), .kind = detail::node_kind::sink, .topics = {topic}, .parents = {node_},
+    g.add({.name = g.name("KSTREAM-SINK"),
+           .kind = detail::node_kind::sink,
+           .topics = {topic},
+           .parents = {node_},
            .factory = detail::factory_of(
                detail::partitioned_sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>, F>(
                    topic, std::move(partition_key))),
            .internal_topic = true});
-    auto src = g.add({.name = g.name("KSTREAM-SOURCE"), .kind = detail::node_kind::source, .topics = {topic},
-                      .factory = detail::factory_of(
-                          detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
-                      .internal_topic = true});
+    auto src = g.add(
+        {.name = g.name("KSTREAM-SOURCE"),
+         .kind = detail::node_kind::source,
+         .topics = {topic},
+         .factory = detail::factory_of(detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
+         .internal_topic = true});
     // Partitioned by the computed key, not by the record key: a later key-based stateful
     // step (an aggregation, repartitioned()) goes through a repartition topic again.
     return kstream(g_, src, true);
@@ -488,16 +511,24 @@ class kstream {
   friend class streams_builder;
 
   template <class K2, class V2, class N>
-  kstream<K2, V2> then(std::string_view kind, N prototype, bool repartition, std::vector<std::string> stores = {}) const {
+  kstream<K2, V2> then(std::string_view kind, N prototype, bool repartition,
+                       std::vector<std::string> stores = {}) const {
     auto& g = *g_;
-    auto idx = g.add({.name = g.name(kind), .kind = detail::node_kind::processor, .stores = std::move(stores),
-                      .parents = {node_}, .factory = detail::factory_of(std::move(prototype))});
+    auto idx = g.add({.name = g.name(kind),
+                      .kind = detail::node_kind::processor,
+                      .stores = std::move(stores),
+                      .parents = {node_},
+                      .factory = detail::factory_of(std::move(prototype))});
     return kstream<K2, V2>(g_, idx, repartition);
   }
 
   void add_store_ref(std::vector<std::string>& names, const materialized& store) const {
-    g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
-                   .rocksdb_options = store.rocksdb_options, .make_store = store.make_store});
+    g_->add_store({.name = store.name,
+                   .backend = store.backend,
+                   .logged = store.logged,
+                   .ttl = store.ttl,
+                   .rocksdb_options = store.rocksdb_options,
+                   .make_store = store.make_store});
     names.push_back(store.name);
   }
   static void add_store_ref(std::vector<std::string>& names, const std::string& n) { names.push_back(n); }
@@ -522,10 +553,17 @@ ktable<K, A> kgrouped_stream<K, V>::stateful(N prototype, materialized store) {
   kstream<K, V> in(g_, node_, repartition_);
   in = in.repartitioned(store.name);
   auto& g = *g_;
-  g.add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
-               .rocksdb_options = store.rocksdb_options, .codec = detail::make_store_codec<K, A>()});
-  auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"), .kind = detail::node_kind::processor, .stores = {store.name},
-                    .parents = {in.node_index()}, .factory = detail::factory_of(std::move(prototype))});
+  g.add_store({.name = store.name,
+               .backend = store.backend,
+               .logged = store.logged,
+               .ttl = store.ttl,
+               .rocksdb_options = store.rocksdb_options,
+               .codec = detail::make_store_codec<K, A>()});
+  auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
+                    .kind = detail::node_kind::processor,
+                    .stores = {store.name},
+                    .parents = {in.node_index()},
+                    .factory = detail::factory_of(std::move(prototype))});
   return ktable<K, A>(g_, idx, store.name);
 }
 
@@ -561,7 +599,9 @@ class streams_builder {
     static_assert(std::is_invocable_r_v<std::int64_t, X&, const K&, const V&, std::int64_t>,
                   "stream: the timestamp extractor must be callable as std::int64_t(const K& key, const V& value, "
                   "std::int64_t record_timestamp)");
-    auto idx = g_->add({.name = g_->name("KSTREAM-SOURCE"), .kind = detail::node_kind::source, .topics = std::move(topics),
+    auto idx = g_->add({.name = g_->name("KSTREAM-SOURCE"),
+                        .kind = detail::node_kind::source,
+                        .topics = std::move(topics),
                         .factory = detail::factory_of(detail::source_node<K, V, KS, VS, X>(std::move(extractor)))});
     return kstream<K, V>(g_, idx, false);
   }
@@ -579,12 +619,20 @@ class streams_builder {
     static_assert(std::is_invocable_r_v<std::int64_t, X&, const K&, const V&, std::int64_t>,
                   "table: the timestamp extractor must be callable as std::int64_t(const K& key, const V& value, "
                   "std::int64_t record_timestamp)");
-    auto src = g_->add({.name = g_->name("KTABLE-SOURCE"), .kind = detail::node_kind::source, .topics = {topic},
+    auto src = g_->add({.name = g_->name("KTABLE-SOURCE"),
+                        .kind = detail::node_kind::source,
+                        .topics = {topic},
                         .factory = detail::factory_of(detail::table_source<K, V, KS, VS>(std::move(extractor)))});
-    g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
-                   .rocksdb_options = store.rocksdb_options, .codec = detail::make_store_codec<K, V>()});
-    auto idx = g_->add({.name = g_->name("KTABLE-MATERIALIZE"), .kind = detail::node_kind::processor,
-                        .stores = {store.name}, .parents = {src},
+    g_->add_store({.name = store.name,
+                   .backend = store.backend,
+                   .logged = store.logged,
+                   .ttl = store.ttl,
+                   .rocksdb_options = store.rocksdb_options,
+                   .codec = detail::make_store_codec<K, V>()});
+    auto idx = g_->add({.name = g_->name("KTABLE-MATERIALIZE"),
+                        .kind = detail::node_kind::processor,
+                        .stores = {store.name},
+                        .parents = {src},
                         .factory = detail::factory_of(detail::table_node<K, V>(store.name))});
     return ktable<K, V>(g_, idx, store.name);
   }
@@ -603,7 +651,10 @@ class streams_builder {
     if (store.empty()) store = topic + "-global";
     // The store keeps the topic's bytes: its codec (for /stores/... queries) decodes them as
     // lookups do, with default_serde.
-    g_->add_store({.name = store, .backend = store_backend::memory, .logged = false, .global = true,
+    g_->add_store({.name = store,
+                   .backend = store_backend::memory,
+                   .logged = false,
+                   .global = true,
                    .source_topic = topic,
                    .codec = detail::make_store_codec<K, V, default_serde<K>, default_serde<V>>(),
                    .check_record = [](std::string_view key, std::string_view value) {
@@ -615,8 +666,12 @@ class streams_builder {
 
   /// Adds a store for processors to use (Processor API); name it in process(..., "name").
   void add_state_store(materialized store) {
-    g_->add_store({.name = store.name, .backend = store.backend, .logged = store.logged, .ttl = store.ttl,
-                   .rocksdb_options = store.rocksdb_options, .make_store = store.make_store});
+    g_->add_store({.name = store.name,
+                   .backend = store.backend,
+                   .logged = store.logged,
+                   .ttl = store.ttl,
+                   .rocksdb_options = store.rocksdb_options,
+                   .make_store = store.make_store});
   }
 
   /// Adds a read-only endpoint to the instance HTTP server (on when application.server is

@@ -84,8 +84,7 @@ class topic_writer {
 /// Reads topics from the beginning, without a consumer group.
 class topic_reader {
  public:
-  topic_reader(const config& c, const std::vector<std::string>& topics,
-               isolation level = isolation::read_committed);
+  topic_reader(const config& c, const std::vector<std::string>& topics, isolation level = isolation::read_committed);
   ~topic_reader();
   /// Records that arrive within `timeout` (stops early once `max` are read).
   std::vector<raw_message> poll(std::chrono::milliseconds timeout, std::size_t max = 100000);

@@ -31,17 +31,15 @@ enum class errc {
 /// The std::error_category of sluice::errc.
 const std::error_category& sluice_category() noexcept;
 
-inline std::error_code make_error_code(errc e) noexcept {
-  return {static_cast<int>(e), sluice_category()};
-}
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), sluice_category()}; }
 
 /// Flags librdkafka attaches to an error; kept so callers can decide to retry, abort a
 /// transaction or recreate the client without parsing messages.
 struct kafka_flags {
-  int code = 0;                         ///< rd_kafka_resp_err_t value; 0 when not from Kafka
-  bool fatal = false;                   ///< the client instance is unusable
-  bool retriable = false;               ///< the same call may succeed later
-  bool txn_requires_abort = false;      ///< abort the current transaction, then go on
+  int code = 0;                     ///< rd_kafka_resp_err_t value; 0 when not from Kafka
+  bool fatal = false;               ///< the client instance is unusable
+  bool retriable = false;           ///< the same call may succeed later
+  bool txn_requires_abort = false;  ///< abort the current transaction, then go on
 };
 
 /// The exception sluice throws. Carries an errc and, for Kafka errors, librdkafka's flags.

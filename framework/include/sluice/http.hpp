@@ -71,7 +71,8 @@ class request;
 ///   auto p = stores.partition_of("scores", segment);
 ///   std::uint64_t n = 0;
 ///   auto outcome = stores.run<sluice::ranked_index_store>("scores", *p, [&](auto& s) { n = s.count(board); });
-///   if (outcome != sluice::http::store_access::outcome::done) return sluice::http::store_access::refusal(outcome, "scores", *p);
+///   if (outcome != sluice::http::store_access::outcome::done) return sluice::http::store_access::refusal(outcome,
+///   "scores", *p);
 ///
 /// Key-value stores also take a raw `sluice::state::kv_store&` function (run without a
 /// handle type). The function must only read, be quick (the stream thread is paused while it
@@ -97,8 +98,12 @@ class request {
 
   request(std::string_view path, params path_params, params query, store_access* stores = nullptr,
           std::string_view target = {}, params headers = {}) noexcept
-      : path_(path), path_params_(std::move(path_params)), query_(std::move(query)), stores_(stores),
-        target_(target), headers_(std::move(headers)) {}
+      : path_(path),
+        path_params_(std::move(path_params)),
+        query_(std::move(query)),
+        stores_(stores),
+        target_(target),
+        headers_(std::move(headers)) {}
 
   /// The decoded path, without the query string ("/stores/counts/keys/alpha").
   std::string_view path() const noexcept { return path_; }

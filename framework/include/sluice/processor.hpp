@@ -184,9 +184,8 @@ struct unique_ptr_element<std::unique_ptr<T>> {
 template <class F>
 concept processor_supplier = requires(F f) {
   typename detail::unique_ptr_element<std::remove_cvref_t<decltype(f())>>::type;
-} && requires {
-  typename detail::unique_ptr_element<std::remove_cvref_t<std::invoke_result_t<F>>>::type::key_in;
-};
+}
+&&requires { typename detail::unique_ptr_element<std::remove_cvref_t<std::invoke_result_t<F>>>::type::key_in; };
 
 template <class F>
 using supplied_processor_t = typename detail::unique_ptr_element<std::remove_cvref_t<std::invoke_result_t<F>>>::type;

@@ -94,8 +94,8 @@ class interactive_queries {
   /// queue_store_handle, key_value_store<K, V>, ...), made as ctx.state_store<H>(store) makes
   /// it. A store of another kind answers wrong_kind with a message naming both.
   template <class H, class F>
-  outcome run(std::string_view store, std::int32_t partition, F&& fn, std::chrono::milliseconds timeout = default_timeout,
-              std::string* failure = nullptr) {
+  outcome run(std::string_view store, std::int32_t partition, F&& fn,
+              std::chrono::milliseconds timeout = default_timeout, std::string* failure = nullptr) {
     static_assert(std::is_invocable_v<F&, H&>, "run<H>: the query function must take the handle as H&");
     std::string kind_error;
     auto o = run_binding(
@@ -136,7 +136,8 @@ class interactive_queries {
       if (o != outcome::done) throw query_error(o, describe(o, store, partition, failure));
     } else {
       std::optional<result_type> result;
-      auto o = run<H>(store, partition, [&](H& h) { result.emplace(fn(h)); }, timeout, &failure);
+      auto o = run<H>(
+          store, partition, [&](H& h) { result.emplace(fn(h)); }, timeout, &failure);
       if (o != outcome::done) throw query_error(o, describe(o, store, partition, failure));
       return std::move(*result);
     }

@@ -58,8 +58,7 @@ class queue_store_handle {
 
 /// Declares a queue store named `name` (RocksDB with a changelog unless `backend` /
 /// `logged` say otherwise) for streams_builder::add_state_store().
-inline materialized queue_store_materialized(std::string name,
-                                             store_backend backend = store_backend::rocksdb) {
+inline materialized queue_store_materialized(std::string name, store_backend backend = store_backend::rocksdb) {
   materialized m;
   m.name = std::move(name);
   m.backend = backend;

@@ -41,9 +41,7 @@ class ranked_index_store {
   /// Throws sluice::error(errc::invalid_topology) naming the store when it is not a ranked
   /// index (declare it with ranked_index_materialized).
   ranked_index_store(detail::store_binding binding, detail::task_context* context)
-      : index_(detail::store_of_kind<state::ranked_index>(
-            binding, "ranked index")),
-        context_(context) {}
+      : index_(detail::store_of_kind<state::ranked_index>(binding, "ranked index")), context_(context) {}
 
   /// For code that already holds the index (tools, a read path outside a processor); writes
   /// take `context`'s stream time, so a read-only user may pass nullptr.
@@ -61,7 +59,9 @@ class ranked_index_store {
   std::optional<std::uint64_t> position(std::string_view index, std::string_view member) {
     return index_->position(index, member);
   }
-  std::uint64_t count_below(std::string_view index, std::string_view bound) { return index_->count_below(index, bound); }
+  std::uint64_t count_below(std::string_view index, std::string_view bound) {
+    return index_->count_below(index, bound);
+  }
   std::vector<state::ranked_member> range(std::string_view index, std::uint64_t offset, std::uint64_t limit) {
     return index_->range(index, offset, limit);
   }

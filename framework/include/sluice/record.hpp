@@ -24,9 +24,7 @@ class headers {
   headers() = default;
   headers(std::initializer_list<header> list) : items_(list) {}
 
-  void add(std::string key, std::optional<std::string> value) {
-    items_.push_back({std::move(key), std::move(value)});
-  }
+  void add(std::string key, std::optional<std::string> value) { items_.push_back({std::move(key), std::move(value)}); }
   /// The value of the last header named `key`, or nullptr when there is none.
   const std::optional<std::string>* last(std::string_view key) const {
     for (auto it = items_.rbegin(); it != items_.rend(); ++it)

@@ -49,8 +49,7 @@ class key_value_store {
     KS::serialize(key, key_buf_);
     VS::serialize(value, value_buf_);
     store_->put(key_buf_, value_buf_);
-    if (changelog_)
-      changelog_->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
+    if (changelog_) changelog_->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
   }
 
   /// Writes only when the key is absent; returns whether it wrote.
@@ -59,8 +58,7 @@ class key_value_store {
     if (store_->get(key_buf_, value_buf_)) return false;
     VS::serialize(value, value_buf_);
     store_->put(key_buf_, value_buf_);
-    if (changelog_)
-      changelog_->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
+    if (changelog_) changelog_->log(key_buf_, std::string_view(value_buf_), context_->stream_time());
     return true;
   }
 
@@ -85,9 +83,7 @@ class key_value_store {
     return range_type(store_->prefix(p, dir));
   }
 
-  range_type all(state::direction dir = state::direction::forward) {
-    return range_type(store_->all(dir));
-  }
+  range_type all(state::direction dir = state::direction::forward) { return range_type(store_->all(dir)); }
 
   std::uint64_t approximate_count() { return store_->approximate_count(); }
 

@@ -173,7 +173,8 @@ class topology_test_driver {
   void check_written_topic(const std::string& topic) const;
 
  private:
-  std::pair<detail::store_binding, detail::task_context*> store_binding(const std::string& name, std::int32_t partition);
+  std::pair<detail::store_binding, detail::task_context*> store_binding(const std::string& name,
+                                                                        std::int32_t partition);
   struct impl;
   std::unique_ptr<impl> impl_;
 };

@@ -4,7 +4,8 @@
 // declares one.
 //
 //   b.add_state_store(sluice::window_store_materialized("clicks-per-minute", {.retention = 1h}));
-//   ... in init():    clicks_.emplace(ctx.state_store<sluice::window_store_handle<std::string, std::int64_t>>("clicks-per-minute"));
+//   ... in init():    clicks_.emplace(ctx.state_store<sluice::window_store_handle<std::string,
+//   std::int64_t>>("clicks-per-minute"));
 //   ... in process(): clicks_->put(r.key, start, n);  auto w = clicks_->fetch(r.key, from, to);
 //
 // Keys and values are stored with state serdes (compact binary for described structs).

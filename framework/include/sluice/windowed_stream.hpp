@@ -97,13 +97,17 @@ class ktime_windowed_stream {
     in = in.repartitioned(store.name);
     auto& g = *g_;
     const state::window_store_options options{.retention = windows_.size() + windows_.grace()};
-    g.add_store({.name = store.name, .backend = store.backend, .logged = store.logged,
+    g.add_store({.name = store.name,
+                 .backend = store.backend,
+                 .logged = store.logged,
                  .rocksdb_options = store.rocksdb_options,
                  .make_store = [options](std::unique_ptr<state::kv_store> storage,
                                          state::changelog_sink* changelog) -> std::unique_ptr<state::state_store> {
                    return std::make_unique<state::window_store>(std::move(storage), changelog, options);
                  }});
-    auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"), .kind = detail::node_kind::processor, .stores = {store.name},
+    auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
+                      .kind = detail::node_kind::processor,
+                      .stores = {store.name},
                       .parents = {in.node_index()},
                       .factory = detail::factory_of(
                           detail::window_aggregate_node<K, V, A, Fold>(store.name, windows_, std::move(fold)))});

@@ -149,7 +149,8 @@ struct value_and_timestamp_serde {
     out.append(payload);
   }
   static value_type deserialize(std::string_view in) {
-    if (in.size() < 8) throw serialization_error("a timestamped value needs at least 8 bytes, got " + std::to_string(in.size()));
+    if (in.size() < 8)
+      throw serialization_error("a timestamped value needs at least 8 bytes, got " + std::to_string(in.size()));
     std::uint64_t ts = 0;
     for (std::size_t i = 0; i < 8; ++i) ts = (ts << 8) | static_cast<unsigned char>(in[i]);
     return {VS::deserialize(in.substr(8)), static_cast<std::int64_t>(ts)};

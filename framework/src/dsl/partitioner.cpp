@@ -26,9 +26,7 @@ std::uint32_t murmur2(std::string_view data) noexcept {
   switch (data.size() % 4) {
     case 3: h ^= static_cast<std::uint32_t>(bytes[tail + 2]) << 16; [[fallthrough]];
     case 2: h ^= static_cast<std::uint32_t>(bytes[tail + 1]) << 8; [[fallthrough]];
-    case 1:
-      h ^= bytes[tail];
-      h *= m;
+    case 1: h ^= bytes[tail]; h *= m;
   }
   h ^= h >> 13;
   h *= m;

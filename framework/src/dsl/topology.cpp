@@ -27,7 +27,9 @@ void throw_context_before_init() {
               "uses it from the processor's constructor into init()");
 }
 
-state::kv_store* kv_store_of(const store_binding& binding) { return store_of_kind<state::kv_store>(binding, "key-value"); }
+state::kv_store* kv_store_of(const store_binding& binding) {
+  return store_of_kind<state::kv_store>(binding, "key-value");
+}
 
 void throw_wrong_store_kind(const state::state_store* store, std::string_view kind) {
   const std::string name = store ? store->name() : std::string("(none)");
@@ -38,7 +40,8 @@ void throw_wrong_store_kind(const state::state_store* store, std::string_view ki
 void graph_builder::add_store(store_spec spec) {
   for (const auto& s : stores)
     if (s.name == spec.name)
-      throw error(errc::invalid_topology, "store '" + spec.name +
+      throw error(errc::invalid_topology,
+                  "store '" + spec.name +
                       "' is declared twice; declare a store once: process(..., materialized{...}) for a store one "
                       "processor uses, or add_state_store() and its name in each process(..., \"name\") sharing it; "
                       "two different stores need two names");
@@ -78,8 +81,7 @@ topology::topology(std::vector<detail::node_spec> nodes, std::vector<detail::sto
     : nodes_(std::move(nodes)), stores_(std::move(stores)), endpoints_(std::move(endpoints)) {
   if (nodes_.empty()) throw error(errc::invalid_topology, "the topology has no nodes: add a stream() and an operation");
   for (const auto& n : nodes_) {
-    if (!n.factory)
-      throw error(errc::invalid_topology, "node '" + n.name + "' has nothing to run (an empty split()?)");
+    if (!n.factory) throw error(errc::invalid_topology, "node '" + n.name + "' has nothing to run (an empty split()?)");
     for (const auto& s : n.stores) {
       if (!find_store(s))
         throw error(errc::invalid_topology, "processor '" + n.name + "' uses store '" + s +
@@ -113,15 +115,16 @@ topology::topology(std::vector<detail::node_spec> nodes, std::vector<detail::sto
   }
   for (const auto& sub : subtopologies_)
     if (sub.source_topics.empty())
-      throw error(errc::invalid_topology,
-                  "sub-topology " + std::to_string(sub.id) + " has no source: every operation must start from a stream()");
+      throw error(errc::invalid_topology, "sub-topology " + std::to_string(sub.id) +
+                                              " has no source: every operation must start from a stream()");
   std::map<std::string, int> topic_owner;
   for (const auto& sub : subtopologies_)
     for (const auto& t : sub.source_topics) {
       auto [it, fresh] = topic_owner.emplace(t, sub.id);
       if (!fresh && it->second != sub.id)
-        throw error(errc::invalid_topology, "topic '" + t + "' is read by two unconnected parts of the topology; "
-                                            "read it once and branch the stream instead");
+        throw error(errc::invalid_topology, "topic '" + t +
+                                                "' is read by two unconnected parts of the topology; "
+                                                "read it once and branch the stream instead");
     }
 }
 
@@ -151,7 +154,8 @@ constexpr std::string_view shown_application_id = "<application.id>";
 
 std::vector<std::string> shown_topics(const detail::node_spec& n) {
   std::vector<std::string> out;
-  for (const auto& t : n.topics) out.push_back(detail::topology_access::resolve_topic(n, t, std::string(shown_application_id)));
+  for (const auto& t : n.topics)
+    out.push_back(detail::topology_access::resolve_topic(n, t, std::string(shown_application_id)));
   return out;
 }
 
@@ -168,9 +172,12 @@ std::string topology::describe() const {
     for (auto i : sub.nodes) {
       const auto& n = nodes_[i];
       out << "    " << kind_word(n.kind) << ": " << n.name;
-      if (n.kind == detail::node_kind::source) out << " (topics: " << list(shown_topics(n)) << ")";
-      else if (n.kind == detail::node_kind::sink) out << " (topic: " << shown_topics(n).at(0) << ")";
-      else out << " (stores: " << list(n.stores) << ")";
+      if (n.kind == detail::node_kind::source)
+        out << " (topics: " << list(shown_topics(n)) << ")";
+      else if (n.kind == detail::node_kind::sink)
+        out << " (topic: " << shown_topics(n).at(0) << ")";
+      else
+        out << " (stores: " << list(n.stores) << ")";
       out << "\n";
       if (!children[i].empty()) {
         std::vector<std::string> names;
@@ -228,8 +235,10 @@ std::string topology::to_dot() const {
       std::string tid = "\"topic:" + t + "\"";
       if (topics.insert(t).second)
         out << "  " << tid << " [label=\"" << t << "\", shape=cds, style=filled, fillcolor=\"#e8f0fe\"];\n";
-      if (n.kind == detail::node_kind::source) out << "  " << tid << " -> " << id(i) << ";\n";
-      else out << "  " << id(i) << " -> " << tid << ";\n";
+      if (n.kind == detail::node_kind::source)
+        out << "  " << tid << " -> " << id(i) << ";\n";
+      else
+        out << "  " << id(i) << " -> " << tid << ";\n";
     }
     for (const auto& s : n.stores) {
       out << "  \"store:" << s << "\" [label=\"" << s << "\", shape=cylinder];\n";

@@ -46,8 +46,9 @@ response forward_get(const std::string& application_server, const std::string& t
   if (!parser.is_done() && !failure) failure = beast::error::timeout;
   if (failure) {
     const bool timed_out = failure == beast::error::timeout;
-    auto r = response::error(timed_out ? status::gateway_timeout : status::bad_gateway,
-                             "forwarding to the owning instance " + application_server + " failed: " + failure.message());
+    auto r =
+        response::error(timed_out ? status::gateway_timeout : status::bad_gateway,
+                        "forwarding to the owning instance " + application_server + " failed: " + failure.message());
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }

@@ -23,16 +23,18 @@ std::optional<std::string_view> request::query(std::string_view name) const noex
 
 std::optional<std::string_view> request::header(std::string_view name) const noexcept {
   for (const auto& [n, v] : headers_)
-    if (n.size() == name.size() &&
-        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b)); }))
+    if (n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        }))
       return std::string_view(v);
   return std::nullopt;
 }
 
 store_access& request::stores() const {
   if (!stores_)
-    throw error(errc::invalid_config, "this request carries no store access: it is only available to handlers run by "
-                                      "an app's HTTP server");
+    throw error(errc::invalid_config,
+                "this request carries no store access: it is only available to handlers run by "
+                "an app's HTTP server");
   return *stores_;
 }
 
@@ -43,11 +45,13 @@ response store_access::refusal(outcome o, std::string_view store, std::int32_t p
     case outcome::unknown_store: return response::error(status::not_found, message);
     case outcome::not_local:
       return response::error(status::not_found, "partition " + std::to_string(partition) + " of store '" +
-                                                    std::string(store) + "' is not hosted by this instance; ask /metadata/stores/" +
+                                                    std::string(store) +
+                                                    "' is not hosted by this instance; ask /metadata/stores/" +
                                                     std::string(store) + "/keys/{key} which instance owns it");
     case outcome::unavailable:
     case outcome::timed_out: {
-      auto r = response::error(o == outcome::unavailable ? status::service_unavailable : status::gateway_timeout, message);
+      auto r =
+          response::error(o == outcome::unavailable ? status::service_unavailable : status::gateway_timeout, message);
       r.headers.emplace_back("Retry-After", "1");
       return r;
     }

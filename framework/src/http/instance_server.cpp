@@ -28,11 +28,15 @@ std::string restore_json(app& a) {
   std::map<std::string, figures> by_thread;
   for (const auto& s : a.metrics().snapshot()) {
     const auto v = static_cast<std::int64_t>(s.value);
-    if (s.name == "sluice_restore_done_records") by_thread[s.labels].done = v;
-    else if (s.name == "sluice_restore_total_records") by_thread[s.labels].total = v;
-    else if (s.name == "sluice_restore_remaining_records") by_thread[s.labels].remaining = v;
+    if (s.name == "sluice_restore_done_records")
+      by_thread[s.labels].done = v;
+    else if (s.name == "sluice_restore_total_records")
+      by_thread[s.labels].total = v;
+    else if (s.name == "sluice_restore_remaining_records")
+      by_thread[s.labels].remaining = v;
   }
-  const bool any_restoring = std::any_of(by_thread.begin(), by_thread.end(), [](auto& t) { return t.second.remaining > 0; });
+  const bool any_restoring =
+      std::any_of(by_thread.begin(), by_thread.end(), [](auto& t) { return t.second.remaining > 0; });
   figures sum;
   for (const auto& [labels, f] : by_thread) {
     if (any_restoring && f.remaining == 0) continue;
@@ -130,14 +134,12 @@ std::unique_ptr<instance_server> instance_server::from_config(const config& cfg,
 
 instance_server::instance_server(server_options options, std::string application_server, app& owner,
                                  runtime::app_queries& stores)
-    : app_(owner),
-      stores_(stores),
-      server_(options, routes_, owner.metrics(), &stores_) {
+    : app_(owner), stores_(stores), server_(options, routes_, owner.metrics(), &stores_) {
   add_builtin_endpoints();
   // One forwarding rule for the built-in store endpoints and the topology's own (through
   // store_access::forward).
-  auto forwarding = std::make_shared<const owner_forwarding>(std::move(application_server), options.auth_token,
-                                                             directory_);
+  auto forwarding =
+      std::make_shared<const owner_forwarding>(std::move(application_server), options.auth_token, directory_);
   stores_.set_forwarding([forwarding](const request& req, std::string_view store, std::int32_t partition) {
     return forwarding->forward(req, store, partition);
   });
@@ -160,11 +162,13 @@ void instance_server::add_builtin_endpoints() {
   routes_.add("/health", [this](const request&) {
     const auto state = app_.state();
     if (state == app_state::error)
-      return response::json(status::service_unavailable, "{\"status\": \"error\", \"state\": \"error\", \"reason\": \"" +
-                                                             json_escape(app_.error_message()) + "\"}");
+      return response::json(
+          status::service_unavailable,
+          "{\"status\": \"error\", \"state\": \"error\", \"reason\": \"" + json_escape(app_.error_message()) + "\"}");
     if (state == app_state::not_running)
-      return response::json(status::service_unavailable,
-                            "{\"status\": \"stopped\", \"state\": \"not_running\", \"reason\": \"the app was closed\"}");
+      return response::json(
+          status::service_unavailable,
+          "{\"status\": \"stopped\", \"state\": \"not_running\", \"reason\": \"the app was closed\"}");
     return response::json(status::ok, std::string("{\"status\": \"ok\", \"state\": \"") + to_string(state) + "\"}");
   });
   routes_.add("/ready", [this](const request&) {

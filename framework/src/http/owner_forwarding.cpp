@@ -10,8 +10,8 @@
 namespace sluice::http {
 
 response owner_forwarding::stamp(response r) const {
-  const bool stamped = std::any_of(r.headers.begin(), r.headers.end(),
-                                   [](const auto& h) { return h.first == served_by_header; });
+  const bool stamped =
+      std::any_of(r.headers.begin(), r.headers.end(), [](const auto& h) { return h.first == served_by_header; });
   if (!stamped) r.headers.emplace_back(served_by_header, self_);
   return r;
 }

@@ -81,7 +81,8 @@ void router::add(std::string pattern, handler fn) {
   for (auto seg : split_path(pattern)) {
     if (seg.empty()) refuse("has an empty segment ('//' or a trailing '/')");
     if (seg.front() == '{') {
-      if (seg.size() < 3 || seg.back() != '}' || seg.substr(1, seg.size() - 2).find_first_of("{}") != std::string_view::npos)
+      if (seg.size() < 3 || seg.back() != '}' ||
+          seg.substr(1, seg.size() - 2).find_first_of("{}") != std::string_view::npos)
         refuse("has a malformed placeholder '" + std::string(seg) + "'; write {name}");
       e.segments.push_back({std::string(seg.substr(1, seg.size() - 2)), true});
     } else {

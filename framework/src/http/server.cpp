@@ -103,8 +103,8 @@ class session : public std::enable_shared_from_this<session> {
       return close();
     }
     if (ec == bhttp::error::header_limit)
-      return reply_and_close(status::header_fields_too_large, "request headers exceed " +
-                                                                  std::to_string(srv_.opts.max_header_bytes) + " bytes");
+      return reply_and_close(status::header_fields_too_large,
+                             "request headers exceed " + std::to_string(srv_.opts.max_header_bytes) + " bytes");
     if (ec == bhttp::error::body_limit || ec == bhttp::error::buffer_overflow)
       return reply_and_close(status::payload_too_large, "request body exceeds " +
                                                             std::to_string(srv_.opts.max_body_bytes) +
@@ -113,7 +113,8 @@ class session : public std::enable_shared_from_this<session> {
         ec == asio::error::operation_aborted)
       return close();
     if (ec) {
-      if (parser_->got_some() || buffer_.size() > 0) return reply_and_close(status::bad_request, "malformed HTTP request: " + ec.message());
+      if (parser_->got_some() || buffer_.size() > 0)
+        return reply_and_close(status::bad_request, "malformed HTTP request: " + ec.message());
       return close();
     }
     handle(parser_->get());
@@ -133,8 +134,9 @@ class session : public std::enable_shared_from_this<session> {
     if (!srv_.opts.auth_token.empty() && !is_unauthenticated_path(raw_path)) {
       auto auth = req[bhttp::field::authorization];
       if (!bearer_matches(std::string_view(auth.data(), auth.size()), srv_.opts.auth_token)) {
-        response r = response::json(status::unauthorized,
-                                    json_error("this endpoint needs the header 'Authorization: Bearer <http.auth.token>'"));
+        response r =
+            response::json(status::unauthorized,
+                           json_error("this endpoint needs the header 'Authorization: Bearer <http.auth.token>'"));
         r.headers.emplace_back("WWW-Authenticate", "Bearer");
         return write(std::move(r));
       }
@@ -147,11 +149,11 @@ class session : public std::enable_shared_from_this<session> {
       return write(response::json(status::not_found, json_error("no endpoint at " + std::string(raw_path))));
     }
     auto query = parse_query(raw_query);
-    if (!query) return write(response::json(status::bad_request, json_error("the query string has a malformed %-escape")));
+    if (!query)
+      return write(response::json(status::bad_request, json_error("the query string has a malformed %-escape")));
     // The handler may wait (a store query waits for its stream thread): run it off the I/O thread.
     request::params headers;
-    for (const auto& f : req)
-      headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    for (const auto& f : req) headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     asio::post(*srv_.pool, [self = shared_from_this(), m = std::move(*match), q = std::move(*query),
                             target = std::string(target), h = std::move(headers)]() mutable {
       response r;

@@ -79,9 +79,9 @@ class store_endpoints {
                                                           (k.global ? "global table '" : "store '") + k.store +
                                                           "' (partition " + std::to_string(k.partition) + ")"));
     auto e = render(k.spec->codec.get(), k.bytes, *value, k.partition);
-    return stamp(response::json(status::ok, "{\"store\": " + bytes_as_json(k.store) + ", \"partition\": " +
-                                                std::to_string(k.partition) + ", \"key\": " + e.key_json +
-                                                ", \"value\": " + e.value_json + "}"));
+    return stamp(response::json(status::ok, "{\"store\": " + bytes_as_json(k.store) +
+                                                ", \"partition\": " + std::to_string(k.partition) +
+                                                ", \"key\": " + e.key_json + ", \"value\": " + e.value_json + "}"));
   }
 
   /// /range (from/to) and /prefix/{prefix}: every partition of the store, merged in key order.
@@ -98,7 +98,8 @@ class store_endpoints {
     if (kind == scan::range) {
       auto f = req.query("from"), t = req.query("to");
       if (f.has_value() != t.has_value())
-        return stamp(response::error(status::bad_request, "give both from= and to= (inclusive), or neither for every key"));
+        return stamp(
+            response::error(status::bad_request, "give both from= and to= (inclusive), or neither for every key"));
       everything = !f;
       if (f) {
         auto fb = key_bytes(spec, store, *f), tb = key_bytes(spec, store, *t);
@@ -243,7 +244,8 @@ class store_endpoints {
     if (auto b = spec->codec->key_from_text(text)) return {std::move(*b), {}};
     if (spec->codec->key_kind == "other")
       return {{}, "store '" + store + "' has keys that cannot be written in a URL (not a string or an integer)"};
-    return {{}, "'" + std::string(text) + "' is not a valid " + spec->codec->key_kind + " key of store '" + store + "'"};
+    return {{},
+            "'" + std::string(text) + "' is not a valid " + spec->codec->key_kind + " key of store '" + store + "'"};
   }
 
   response stamp(response r) const { return forwarding_->stamp(std::move(r)); }
@@ -263,11 +265,13 @@ class store_endpoints {
       auto view = directory->view();
       for (auto p : missing) {
         auto owner = view->owner(store, p);
-        if (!owner || *owner == forwarding_->self()) return store_access::refusal(store_access::outcome::unavailable, store, p);
+        if (!owner || *owner == forwarding_->self())
+          return store_access::refusal(store_access::outcome::unavailable, store, p);
         by_owner[*owner].push_back(p);
       }
     } catch (const std::exception& e) {
-      auto r = response::error(status::service_unavailable, std::string("cannot learn which instances own the store: ") + e.what());
+      auto r = response::error(status::service_unavailable,
+                               std::string("cannot learn which instances own the store: ") + e.what());
       r.headers.emplace_back("Retry-After", "1");
       return r;
     }
@@ -301,7 +305,8 @@ class store_endpoints {
       nlohmann::json inst;
       inst["application_server"] = i.application_server;
       inst["partitions"] = nlohmann::json::array();
-      for (const auto& tp : i.partitions) inst["partitions"].push_back({{"topic", tp.topic}, {"partition", tp.partition}});
+      for (const auto& tp : i.partitions)
+        inst["partitions"].push_back({{"topic", tp.topic}, {"partition", tp.partition}});
       inst["stores"] = nlohmann::json::object();
       for (const auto& [store, parts] : i.stores) inst["stores"][store] = parts;
       j["instances"].push_back(std::move(inst));

@@ -12,15 +12,12 @@
 namespace sluice::kafka {
 namespace {
 
-admin_options_ptr options_for(rd_kafka_t* rk, rd_kafka_admin_op_t op,
-                              std::chrono::milliseconds timeout) {
+admin_options_ptr options_for(rd_kafka_t* rk, rd_kafka_admin_op_t op, std::chrono::milliseconds timeout) {
   admin_options_ptr opts(rd_kafka_AdminOptions_new(rk, op));
   char reason[256];
-  rd_kafka_AdminOptions_set_request_timeout(opts.get(), static_cast<int>(timeout.count()), reason,
-                                            sizeof reason);
+  rd_kafka_AdminOptions_set_request_timeout(opts.get(), static_cast<int>(timeout.count()), reason, sizeof reason);
   if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS || op == RD_KAFKA_ADMIN_OP_DELETETOPICS)
-    rd_kafka_AdminOptions_set_operation_timeout(opts.get(), static_cast<int>(timeout.count()),
-                                                reason, sizeof reason);
+    rd_kafka_AdminOptions_set_operation_timeout(opts.get(), static_cast<int>(timeout.count()), reason, sizeof reason);
   return opts;
 }
 
@@ -32,8 +29,7 @@ admin::admin(const config_map& config) {
   effective["allow.auto.create.topics"] = "false";
   rk_ = new_handle(RD_KAFKA_PRODUCER, make_conf(effective));
   queue_.reset(rd_kafka_queue_new(rk_.get()));
-  if (const auto* bootstrap = find(config, "bootstrap.servers"))
-    mock_ = find_mock_cluster(*bootstrap);
+  if (const auto* bootstrap = find(config, "bootstrap.servers")) mock_ = find_mock_cluster(*bootstrap);
 }
 
 admin::~admin() = default;
@@ -41,8 +37,8 @@ admin::~admin() = default;
 event_ptr admin::wait_for(int type, std::chrono::milliseconds timeout, const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(1);
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
       throw sluice::error(errc::timeout, std::string(what) + ": no answer from the cluster in " +
                                              std::to_string(timeout.count()) +
@@ -58,23 +54,20 @@ event_ptr admin::wait_for(int type, std::chrono::milliseconds timeout, const cha
   }
 }
 
-void admin::create_topics(const std::vector<new_topic>& topics,
-                          std::chrono::milliseconds timeout) {
+void admin::create_topics(const std::vector<new_topic>& topics, std::chrono::milliseconds timeout) {
   if (topics.empty()) return;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   if (mock_) {
     for (const auto& t : topics)
-      mock_->create_topic(t.name, t.partitions, t.replication_factor < 1 ? 1 : t.replication_factor,
-                          t.configs);
+      mock_->create_topic(t.name, t.partitions, t.replication_factor < 1 ? 1 : t.replication_factor, t.configs);
   } else {
     std::vector<new_topic_ptr> owned;
     std::vector<rd_kafka_NewTopic_t*> raw;
     for (const auto& t : topics) {
       char reason[512] = {0};
-      new_topic_ptr nt(rd_kafka_NewTopic_new(t.name.c_str(), t.partitions, t.replication_factor,
-                                             reason, sizeof reason));
-      if (!nt)
-        throw sluice::error(errc::invalid_config, "topic '" + t.name + "': " + reason);
+      new_topic_ptr nt(
+          rd_kafka_NewTopic_new(t.name.c_str(), t.partitions, t.replication_factor, reason, sizeof reason));
+      if (!nt) throw sluice::error(errc::invalid_config, "topic '" + t.name + "': " + reason);
       for (const auto& [key, value] : t.configs)
         throw_if(rd_kafka_NewTopic_set_config(nt.get(), key.c_str(), value.c_str()),
                  "topic '" + t.name + "' config '" + key + "'");
@@ -85,16 +78,13 @@ void admin::create_topics(const std::vector<new_topic>& topics,
     rd_kafka_CreateTopics(rk_.get(), raw.data(), raw.size(), opts.get(), queue_.get());
     auto ev = wait_for(RD_KAFKA_EVENT_CREATETOPICS_RESULT, timeout, "create topics");
     std::size_t n = 0;
-    const auto** results =
-        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
+    const auto** results = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
     for (std::size_t i = 0; i < n; ++i) {
       const auto err = rd_kafka_topic_result_error(results[i]);
-      if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
-        continue;
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) continue;
       const char* reason = rd_kafka_topic_result_error_string(results[i]);
-      throw make_error(err,
-                       std::string("create topic '") + rd_kafka_topic_result_name(results[i]) + "'",
-                       {}, reason ? reason : "");
+      throw make_error(err, std::string("create topic '") + rd_kafka_topic_result_name(results[i]) + "'", {},
+                       reason ? reason : "");
     }
   }
   // The controller answered. Wait until every partition takes writes: metadata can name a
@@ -116,9 +106,9 @@ void admin::create_topics(const std::vector<new_topic>& topics,
     for (int p = 0; p < *count; ++p) {
       for (;;) {
         std::int64_t low = 0, high = 0;
-        const auto err = rd_kafka_query_watermark_offsets(
-            rk_.get(), t.name.c_str(), p, &low, &high,
-            static_cast<int>(std::clamp<std::int64_t>(left().count(), 1000, 5000)));
+        const auto err =
+            rd_kafka_query_watermark_offsets(rk_.get(), t.name.c_str(), p, &low, &high,
+                                             static_cast<int>(std::clamp<std::int64_t>(left().count(), 1000, 5000)));
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
         if (left().count() <= 0)
           throw make_error(err, "topic '" + t.name + "' partition " + std::to_string(p) +
@@ -129,11 +119,9 @@ void admin::create_topics(const std::vector<new_topic>& topics,
   }
 }
 
-void admin::delete_topics(const std::vector<std::string>& topics,
-                          std::chrono::milliseconds timeout) {
+void admin::delete_topics(const std::vector<std::string>& topics, std::chrono::milliseconds timeout) {
   if (topics.empty()) return;
-  if (mock_)
-    throw sluice::error(errc::kafka, "the mock cluster cannot delete topics");
+  if (mock_) throw sluice::error(errc::kafka, "the mock cluster cannot delete topics");
   std::vector<delete_topic_ptr> owned;
   std::vector<rd_kafka_DeleteTopic_t*> raw;
   for (const auto& t : topics) {
@@ -144,20 +132,17 @@ void admin::delete_topics(const std::vector<std::string>& topics,
   rd_kafka_DeleteTopics(rk_.get(), raw.data(), raw.size(), opts.get(), queue_.get());
   auto ev = wait_for(RD_KAFKA_EVENT_DELETETOPICS_RESULT, timeout, "delete topics");
   std::size_t n = 0;
-  const auto** results =
-      rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev.get()), &n);
+  const auto** results = rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev.get()), &n);
   for (std::size_t i = 0; i < n; ++i) {
     const auto err = rd_kafka_topic_result_error(results[i]);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-      continue;
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) continue;
     const char* reason = rd_kafka_topic_result_error_string(results[i]);
-    throw make_error(err, std::string("delete topic '") + rd_kafka_topic_result_name(results[i]) + "'",
-                     {}, reason ? reason : "");
+    throw make_error(err, std::string("delete topic '") + rd_kafka_topic_result_name(results[i]) + "'", {},
+                     reason ? reason : "");
   }
 }
 
-std::optional<int> admin::partition_count(const std::string& topic,
-                                          std::chrono::milliseconds timeout) {
+std::optional<int> admin::partition_count(const std::string& topic, std::chrono::milliseconds timeout) {
   // The mock creates any topic a metadata request names; only ask about ours.
   if (mock_ && !mock_->topic_configs(topic)) return std::nullopt;
   topic_ptr rkt(rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr));
@@ -170,16 +155,14 @@ std::optional<int> admin::partition_count(const std::string& topic,
     if (topic != t.topic) continue;
     if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || t.err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
       return std::nullopt;
-    if (t.err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && t.partition_cnt == 0)
-      return std::nullopt;  // being created
+    if (t.err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && t.partition_cnt == 0) return std::nullopt;  // being created
     throw_if(t.err, "metadata of '" + topic + "'");
     return t.partition_cnt;
   }
   return std::nullopt;
 }
 
-config_map admin::describe_topic_configs(const std::string& topic,
-                                         std::chrono::milliseconds timeout) {
+config_map admin::describe_topic_configs(const std::string& topic, std::chrono::milliseconds timeout) {
   if (mock_) {
     if (auto configs = mock_->topic_configs(topic)) return *configs;
     throw make_error(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "describe configs of '" + topic + "'");
@@ -190,12 +173,11 @@ config_map admin::describe_topic_configs(const std::string& topic,
   rd_kafka_DescribeConfigs(rk_.get(), raw, 1, opts.get(), queue_.get());
   auto ev = wait_for(RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT, timeout, "describe configs");
   std::size_t n = 0;
-  const auto** resources = rd_kafka_DescribeConfigs_result_resources(
-      rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
+  const auto** resources =
+      rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
   config_map out;
   for (std::size_t i = 0; i < n; ++i) {
-    if (const auto err = rd_kafka_ConfigResource_error(resources[i]);
-        err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (const auto err = rd_kafka_ConfigResource_error(resources[i]); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       const char* reason = rd_kafka_ConfigResource_error_string(resources[i]);
       throw make_error(err, "describe configs of '" + topic + "'", {}, reason ? reason : "");
     }
@@ -223,8 +205,8 @@ group_description admin::describe_group(const std::string& group, std::chrono::m
   for (std::size_t i = 0; i < n; ++i) {
     const auto* g = results[i];
     if (const auto* err = rd_kafka_ConsumerGroupDescription_error(g))
-      throw sluice::error(errc::kafka, "describing consumer group '" + group + "' failed: " +
-                                           rd_kafka_error_string(err));
+      throw sluice::error(errc::kafka,
+                          "describing consumer group '" + group + "' failed: " + rd_kafka_error_string(err));
     out.state = rd_kafka_consumer_group_state_name(rd_kafka_ConsumerGroupDescription_state(g));
     const auto members = rd_kafka_ConsumerGroupDescription_member_count(g);
     for (std::size_t m = 0; m < members; ++m) {

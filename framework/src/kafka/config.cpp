@@ -31,16 +31,14 @@ void log_bridge(const rd_kafka_t* rk, int level, const char* facility, const cha
     static const auto logger = rdkafka_logger();
     const auto lvl = from_syslog(level);
     if (!logger->should_log(lvl)) return;
-    logger->log(lvl, "[{}] {}: {}", rk ? rd_kafka_name(rk) : "-", facility ? facility : "",
-                line ? line : "");
+    logger->log(lvl, "[{}] {}: {}", rk ? rd_kafka_name(rk) : "-", facility ? facility : "", line ? line : "");
   } catch (...) {
     // Logging failed; nothing sensible is left to do from inside librdkafka.
   }
 }
 
 bool is_secret(std::string_view key) {
-  return key.find("password") != std::string_view::npos ||
-         key.find("secret") != std::string_view::npos ||
+  return key.find("password") != std::string_view::npos || key.find("secret") != std::string_view::npos ||
          key.find("sasl.oauthbearer.config") != std::string_view::npos;
 }
 
@@ -83,12 +81,10 @@ const std::vector<std::string>& librdkafka_property_names() {
 
 void set_property(rd_kafka_conf_t* conf, const std::string& key, const std::string& value) {
   char reason[512] = {0};
-  if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), reason, sizeof reason) !=
-      RD_KAFKA_CONF_OK) {
-    throw sluice::error(errc::invalid_config,
-                        "librdkafka rejected property '" + key + "'='" +
-                            (is_secret(key) ? std::string("<redacted>") : value) +
-                            "': " + reason);
+  if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), reason, sizeof reason) != RD_KAFKA_CONF_OK) {
+    throw sluice::error(errc::invalid_config, "librdkafka rejected property '" + key + "'='" +
+                                                  (is_secret(key) ? std::string("<redacted>") : value) +
+                                                  "': " + reason);
   }
 }
 
@@ -104,9 +100,9 @@ handle_ptr new_handle(rd_kafka_type_t type, conf_ptr conf) {
   rd_kafka_t* rk = rd_kafka_new(type, conf.get(), reason, sizeof reason);
   if (!rk) {
     // conf is still ours and is destroyed by conf_ptr.
-    throw sluice::error(errc::invalid_config,
-                        std::string("could not create the Kafka ") +
-                            (type == RD_KAFKA_PRODUCER ? "producer" : "consumer") + ": " + reason);
+    throw sluice::error(errc::invalid_config, std::string("could not create the Kafka ") +
+                                                  (type == RD_KAFKA_PRODUCER ? "producer" : "consumer") + ": " +
+                                                  reason);
   }
   (void)conf.release();  // rd_kafka_new took ownership.
   return handle_ptr(rk);

@@ -23,16 +23,14 @@ std::string_view group_refusal_fix(rd_kafka_resp_err_t err) {
     case RD_KAFKA_RESP_ERR_INCONSISTENT_GROUP_PROTOCOL:
       return "members of the consumer group (the application.id) use another partition.assignment.strategy or "
              "are not sluice jobs; give this job its own application.id, or stop the other members";
-    case RD_KAFKA_RESP_ERR_INVALID_GROUP_ID:
-      return "the broker refuses the consumer group id; check application.id";
+    case RD_KAFKA_RESP_ERR_INVALID_GROUP_ID: return "the broker refuses the consumer group id; check application.id";
     case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
       return "the broker does not authorize this principal to use the consumer group (the application.id); grant "
              "it READ on the group, or check the security settings";
     case RD_KAFKA_RESP_ERR_GROUP_MAX_SIZE_REACHED:
       return "the consumer group (the application.id) already has the broker's group.max.size members; run fewer "
              "instances or stream threads, or raise group.max.size on the brokers";
-    default:
-      return {};
+    default: return {};
   }
 }
 
@@ -103,8 +101,8 @@ void consumer::close() {
   }
 }
 
-void consumer::on_rebalance_c(rd_kafka_t*, rd_kafka_resp_err_t err,
-                              rd_kafka_topic_partition_list_t* parts, void* opaque) {
+void consumer::on_rebalance_c(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
+                              void* opaque) {
   static_cast<consumer*>(opaque)->on_rebalance(err, parts);
 }
 
@@ -139,8 +137,7 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
     } else {
       const bool lost = rd_kafka_assignment_lost(rk) != 0;
       if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-        layer_logger()->info("consumer {}: {} {} partition(s)", name_, lost ? "lost" : "revoked",
-                             list.size());
+        layer_logger()->info("consumer {}: {} {} partition(s)", name_, lost ? "lost" : "revoked", list.size());
       } else {
         layer_logger()->error("consumer {}: {}", name_, make_error(err, "rebalance").what());
       }
@@ -157,8 +154,7 @@ int consumer::on_statistics_c(rd_kafka_t*, char* json, size_t json_len, void* op
   auto* self = static_cast<consumer*>(opaque);
   try {
     if (self->on_statistics_) self->on_statistics_(std::string_view(json, json_len));
-  } catch (...) {
-  }
+  } catch (...) {}
   return 0;  // librdkafka frees the text
 }
 
@@ -172,8 +168,7 @@ void consumer::on_error_c(rd_kafka_t*, int err, const char* reason, void* opaque
       layer_logger()->warn("consumer {}: {}", self->name_,
                            make_error(code, "client error", {}, reason ? reason : "").what());
     }
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void consumer::rethrow_pending() {
@@ -186,8 +181,7 @@ void consumer::handle_error_message(const rd_kafka_message_t& m) {
     if (on_eof_) on_eof_(m.rkt ? rd_kafka_topic_name(m.rkt) : "", m.partition, m.offset);
     return;
   }
-  if (m.err == RD_KAFKA_RESP_ERR__FATAL ||
-      rd_kafka_fatal_error(rk_.get(), nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+  if (m.err == RD_KAFKA_RESP_ERR__FATAL || rd_kafka_fatal_error(rk_.get(), nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     fatal_ = true;
     throw make_fatal_error(rk_.get(), "consumer " + name_);
   }
@@ -200,10 +194,8 @@ void consumer::handle_error_message(const rd_kafka_message_t& m) {
   }
   if (throttle_.should_log(static_cast<int>(m.err))) {
     std::string context = "consumer " + name_;
-    if (m.rkt) context += " on " + std::string(rd_kafka_topic_name(m.rkt)) + "[" +
-                          std::to_string(m.partition) + "]";
-    const std::string reason = m.payload ? std::string(static_cast<const char*>(m.payload), m.len)
-                                         : std::string();
+    if (m.rkt) context += " on " + std::string(rd_kafka_topic_name(m.rkt)) + "[" + std::to_string(m.partition) + "]";
+    const std::string reason = m.payload ? std::string(static_cast<const char*>(m.payload), m.len) : std::string();
     layer_logger()->warn("{}", make_error(m.err, context, {}, reason).what());
   }
 }
@@ -217,8 +209,8 @@ std::optional<message> consumer::poll(std::chrono::milliseconds timeout) {
   rethrow_pending();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     message_ptr m(next(static_cast<int>(std::max<std::int64_t>(left.count(), 0))));
     rethrow_pending();
     if (!m) return std::nullopt;
@@ -232,8 +224,7 @@ std::optional<message> consumer::poll(std::chrono::milliseconds timeout) {
   }
 }
 
-bool consumer::poll_batch(std::vector<message>& out, std::size_t max,
-                          std::chrono::milliseconds timeout) {
+bool consumer::poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout) {
   rethrow_pending();
   std::size_t count = 0;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -275,8 +266,7 @@ void consumer::subscribe(const std::vector<std::string>& topics, rebalance_liste
   require_group("subscribe");
   listener_ = listener;
   partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(topics.size())));
-  for (const auto& t : topics)
-    rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
+  for (const auto& t : topics) rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
   throw_if(rd_kafka_subscribe(rk_.get(), list.get()), "subscribe");
 }
 
@@ -322,8 +312,7 @@ void consumer::resume(const std::vector<topic_partition>& parts) {
 
 void consumer::seek(const topic_partition_offset& to, std::chrono::milliseconds timeout) {
   auto list = to_list(std::vector<topic_partition_offset>{to});
-  throw_if(rd_kafka_seek_partitions(rk_.get(), list.get(), static_cast<int>(timeout.count())),
-           "seek");
+  throw_if(rd_kafka_seek_partitions(rk_.get(), list.get(), static_cast<int>(timeout.count())), "seek");
   if (timeout.count() == 0) {
     // Asynchronous seek: librdkafka marks each partition _IN_PROGRESS; only other errors count.
     for (int i = 0; i < list->cnt; ++i) {
@@ -338,8 +327,7 @@ void consumer::seek(const topic_partition_offset& to, std::chrono::milliseconds 
 
 void consumer::require_group(const char* what) const {
   if (!has_group_)
-    throw sluice::error(errc::invalid_config,
-                        "consumer " + name_ + ": " + what + " needs group.id to be set");
+    throw sluice::error(errc::invalid_config, "consumer " + name_ + ": " + what + " needs group.id to be set");
 }
 
 void consumer::commit(const std::vector<topic_partition_offset>& offsets) {
@@ -354,21 +342,18 @@ std::vector<topic_partition_offset> consumer::committed(const std::vector<topic_
                                                         std::chrono::milliseconds timeout) const {
   require_group("committed");
   auto list = to_list(parts);
-  throw_if(rd_kafka_committed(rk_.get(), list.get(), static_cast<int>(timeout.count())),
-           "committed");
+  throw_if(rd_kafka_committed(rk_.get(), list.get(), static_cast<int>(timeout.count())), "committed");
   throw_on_partition_error(list.get(), "committed");
   return offsets_of(list.get());
 }
 
-std::vector<topic_partition_offset> consumer::position(
-    const std::vector<topic_partition>& parts) const {
+std::vector<topic_partition_offset> consumer::position(const std::vector<topic_partition>& parts) const {
   auto list = to_list(parts);
   throw_if(rd_kafka_position(rk_.get(), list.get()), "position");
   return offsets_of(list.get());
 }
 
-std::pair<std::int64_t, std::int64_t> consumer::watermarks(const std::string& topic,
-                                                           std::int32_t partition,
+std::pair<std::int64_t, std::int64_t> consumer::watermarks(const std::string& topic, std::int32_t partition,
                                                            std::chrono::milliseconds timeout) const {
   std::int64_t low = -1;
   std::int64_t high = -1;
@@ -390,9 +375,7 @@ std::optional<std::int64_t> consumer::cached_high_watermark(const std::string& t
 consumer_group_metadata consumer::group_metadata() const {
   require_group("group_metadata");
   auto* md = rd_kafka_consumer_group_metadata(rk_.get());
-  if (!md)
-    throw sluice::error(errc::invalid_config,
-                        "consumer " + name_ + " has no group metadata: set group.id");
+  if (!md) throw sluice::error(errc::invalid_config, "consumer " + name_ + " has no group metadata: set group.id");
   return consumer_group_metadata(md);
 }
 

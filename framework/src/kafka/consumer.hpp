@@ -37,8 +37,7 @@ struct rebalance_listener {
 
 /// Called for each partition that reached its end (needs enable.partition.eof=true).
 /// `offset` is the next offset that will be written to the partition.
-using partition_eof_callback =
-    std::function<void(std::string_view topic, std::int32_t partition, std::int64_t offset)>;
+using partition_eof_callback = std::function<void(std::string_view topic, std::int32_t partition, std::int64_t offset)>;
 
 /// A Kafka consumer.
 ///
@@ -91,8 +90,7 @@ class consumer {
   /// The next offset to be fetched for each of `parts` (offset_invalid if unknown).
   std::vector<topic_partition_offset> position(const std::vector<topic_partition>& parts) const;
   /// Low and high watermark (high = offset the next record will get), asked of the broker.
-  std::pair<std::int64_t, std::int64_t> watermarks(const std::string& topic,
-                                                   std::int32_t partition,
+  std::pair<std::int64_t, std::int64_t> watermarks(const std::string& topic, std::int32_t partition,
                                                    std::chrono::milliseconds timeout) const;
 
   /// The high watermark the last fetch response reported (no broker call), if known.
@@ -124,8 +122,8 @@ class consumer {
   rd_kafka_t* native() const noexcept { return rk_.get(); }
 
  private:
-  static void on_rebalance_c(rd_kafka_t* rk, rd_kafka_resp_err_t err,
-                             rd_kafka_topic_partition_list_t* parts, void* opaque);
+  static void on_rebalance_c(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
+                             void* opaque);
   static void on_error_c(rd_kafka_t* rk, int err, const char* reason, void* opaque);
   static int on_statistics_c(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts);

@@ -11,13 +11,10 @@ std::string_view hint_for(rd_kafka_resp_err_t code) noexcept {
   switch (code) {
     case RD_KAFKA_RESP_ERR__TRANSPORT:
     case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
-    case RD_KAFKA_RESP_ERR__RESOLVE:
-      return "is the broker at bootstrap.servers reachable?";
+    case RD_KAFKA_RESP_ERR__RESOLVE: return "is the broker at bootstrap.servers reachable?";
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-      return "create the topic or check its name";
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-      return "the partition does not exist; check the topic's partition count";
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC: return "create the topic or check its name";
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION: return "the partition does not exist; check the topic's partition count";
     case RD_KAFKA_RESP_ERR__FENCED:
     case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
     case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
@@ -26,8 +23,7 @@ std::string_view hint_for(rd_kafka_resp_err_t code) noexcept {
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-      return "check the ACLs granted to this client's principal";
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED: return "check the ACLs granted to this client's principal";
     case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
       return "the record was not acknowledged within message.timeout.ms; is the broker "
              "reachable and the topic's leader available?";
@@ -37,8 +33,7 @@ std::string_view hint_for(rd_kafka_resp_err_t code) noexcept {
     case RD_KAFKA_RESP_ERR__QUEUE_FULL:
       return "the producer queue is full; raise queue.buffering.max.messages or poll "
              "more often";
-    default:
-      return {};
+    default: return {};
   }
 }
 
@@ -46,10 +41,8 @@ errc classify(rd_kafka_resp_err_t code, const kafka_flags& flags) noexcept {
   switch (code) {
     case RD_KAFKA_RESP_ERR__FENCED:
     case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
-    case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
-      return errc::fenced;
-    default:
-      break;
+    case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH: return errc::fenced;
+    default: break;
   }
   if (flags.fatal) return errc::kafka_fatal;
   if (flags.txn_requires_abort) return errc::transaction_aborted;
@@ -59,8 +52,7 @@ errc classify(rd_kafka_resp_err_t code, const kafka_flags& flags) noexcept {
 
 namespace {
 
-std::string compose(std::string_view context, std::string_view reason, std::string_view name,
-                    std::string_view hint) {
+std::string compose(std::string_view context, std::string_view reason, std::string_view name, std::string_view hint) {
   std::string msg;
   msg.reserve(context.size() + reason.size() + name.size() + hint.size() + 8);
   if (!context.empty()) msg.append(context).append(": ");
@@ -80,23 +72,21 @@ sluice::error make_error(const rd_kafka_error_t* err, std::string_view context) 
   flags.retriable = rd_kafka_error_is_retriable(err) != 0;
   flags.txn_requires_abort = rd_kafka_error_txn_requires_abort(err) != 0;
   const char* reason = rd_kafka_error_string(err);
-  return sluice::error(classify(code, flags),
-                       compose(context, reason ? reason : rd_kafka_err2str(code),
-                               rd_kafka_error_name(err), hint_for(code)),
-                       flags);
+  return sluice::error(
+      classify(code, flags),
+      compose(context, reason ? reason : rd_kafka_err2str(code), rd_kafka_error_name(err), hint_for(code)), flags);
 }
 
 sluice::error make_error(rd_kafka_resp_err_t code, std::string_view context, kafka_flags flags,
                          std::string_view reason) {
   flags.code = static_cast<int>(code);
-  return sluice::error(classify(code, flags),
-                       compose(context, reason.empty() ? rd_kafka_err2str(code) : reason,
-                               rd_kafka_err2name(code), hint_for(code)),
-                       flags);
+  return sluice::error(
+      classify(code, flags),
+      compose(context, reason.empty() ? rd_kafka_err2str(code) : reason, rd_kafka_err2name(code), hint_for(code)),
+      flags);
 }
 
-sluice::error make_fatal_error(rd_kafka_t* rk, std::string_view context,
-                               rd_kafka_resp_err_t fallback) {
+sluice::error make_fatal_error(rd_kafka_t* rk, std::string_view context, rd_kafka_resp_err_t fallback) {
   char reason[512] = {0};
   auto code = rk ? rd_kafka_fatal_error(rk, reason, sizeof reason) : RD_KAFKA_RESP_ERR_NO_ERROR;
   if (code == RD_KAFKA_RESP_ERR_NO_ERROR) code = fallback;

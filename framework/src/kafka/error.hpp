@@ -22,8 +22,8 @@ sluice::error make_error(const rd_kafka_error_t* err, std::string_view context =
 /// A sluice::error from a bare code. `flags.code` is overwritten with `code`; the other
 /// flags are kept as given (bare codes carry none of their own). `reason` replaces
 /// librdkafka's generic string for the code when not empty.
-sluice::error make_error(rd_kafka_resp_err_t code, std::string_view context,
-                         kafka_flags flags = {}, std::string_view reason = {});
+sluice::error make_error(rd_kafka_resp_err_t code, std::string_view context, kafka_flags flags = {},
+                         std::string_view reason = {});
 
 /// The fatal error of `rk` (rd_kafka_fatal_error) as a sluice::error with fatal=true;
 /// `fallback` is used if the handle reports none.

@@ -25,11 +25,9 @@ using handle_ptr = c_ptr<rd_kafka_t, rd_kafka_destroy>;
 using conf_ptr = c_ptr<rd_kafka_conf_t, rd_kafka_conf_destroy>;
 using topic_conf_ptr = c_ptr<rd_kafka_topic_conf_t, rd_kafka_topic_conf_destroy>;
 using topic_ptr = c_ptr<rd_kafka_topic_t, rd_kafka_topic_destroy>;
-using partition_list_ptr =
-    c_ptr<rd_kafka_topic_partition_list_t, rd_kafka_topic_partition_list_destroy>;
+using partition_list_ptr = c_ptr<rd_kafka_topic_partition_list_t, rd_kafka_topic_partition_list_destroy>;
 using error_ptr = c_ptr<rd_kafka_error_t, rd_kafka_error_destroy>;
-using group_metadata_ptr =
-    c_ptr<rd_kafka_consumer_group_metadata_t, rd_kafka_consumer_group_metadata_destroy>;
+using group_metadata_ptr = c_ptr<rd_kafka_consumer_group_metadata_t, rd_kafka_consumer_group_metadata_destroy>;
 using headers_ptr = c_ptr<rd_kafka_headers_t, rd_kafka_headers_destroy>;
 using message_ptr = c_ptr<rd_kafka_message_t, rd_kafka_message_destroy>;
 using queue_ptr = c_ptr<rd_kafka_queue_t, rd_kafka_queue_destroy>;

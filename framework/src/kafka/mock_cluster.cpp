@@ -24,8 +24,7 @@ std::vector<mock_cluster*>& registry() {
 }  // namespace
 
 mock_cluster::mock_cluster(int brokers) {
-  if (brokers < 1)
-    throw sluice::error(errc::invalid_config, "mock_cluster needs at least one broker");
+  if (brokers < 1) throw sluice::error(errc::invalid_config, "mock_cluster needs at least one broker");
   // The mock's own handle must not connect anywhere: it only hosts the cluster threads.
   // Notices are off for it: librdkafka would announce that it has no bootstrap.servers,
   // which is true and intended, and alarms a user who did configure theirs.
@@ -45,8 +44,7 @@ mock_cluster::~mock_cluster() {
   if (cluster_) rd_kafka_mock_cluster_destroy(cluster_);
 }
 
-void mock_cluster::create_topic(const std::string& name, int partitions, int replication,
-                                const config_map& configs) {
+void mock_cluster::create_topic(const std::string& name, int partitions, int replication, const config_map& configs) {
   std::lock_guard lock(mutex_);
   if (topics_.contains(name)) return;
   const auto err = rd_kafka_mock_topic_create(cluster_, name.c_str(), partitions, replication);

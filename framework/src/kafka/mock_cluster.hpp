@@ -35,8 +35,7 @@ class mock_cluster {
 
   /// Creates `name` with `partitions` partitions; creating an existing topic is a no-op.
   /// `configs` are remembered for describe_topic_configs, not enforced.
-  void create_topic(const std::string& name, int partitions, int replication = 1,
-                    const config_map& configs = {});
+  void create_topic(const std::string& name, int partitions, int replication = 1, const config_map& configs = {});
   /// The configs `name` was created with, or nullopt if it was not created here.
   std::optional<config_map> topic_configs(const std::string& name) const;
 

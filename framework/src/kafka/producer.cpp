@@ -20,29 +20,25 @@ sluice::error delivery_report::to_error() const {
   return make_error(static_cast<rd_kafka_resp_err_t>(error.code), context, error);
 }
 
-producer::producer(const config_map& config, producer_options options,
-                   delivery_callback on_delivery)
+producer::producer(const config_map& config, producer_options options, delivery_callback on_delivery)
     : options_(std::move(options)), on_delivery_(std::move(on_delivery)) {
   config_map effective = config;
   if (const auto* idem = find(config, "enable.idempotence"); idem && *idem != "true") {
     throw sluice::error(errc::invalid_config,
-                        "enable.idempotence=" + *idem +
-                            " is not supported: sluice producers are always idempotent");
+                        "enable.idempotence=" + *idem + " is not supported: sluice producers are always idempotent");
   }
   effective["enable.idempotence"] = "true";
   effective.try_emplace("partitioner", "murmur2_random");
   if (options_.mode == producer_mode::transactional) {
-    if (!options_.transactional_id.empty())
-      effective["transactional.id"] = options_.transactional_id;
+    if (!options_.transactional_id.empty()) effective["transactional.id"] = options_.transactional_id;
     if (effective["transactional.id"].empty())
       throw sluice::error(errc::invalid_config,
                           "a transactional producer needs a transactional id "
                           "(producer_options::transactional_id or transactional.id)");
   } else if (const auto* tid = find(config, "transactional.id"); tid && !tid->empty()) {
-    throw sluice::error(errc::invalid_config,
-                        "transactional.id='" + *tid +
-                            "' is set but the producer mode is idempotent; use "
-                            "producer_mode::transactional");
+    throw sluice::error(errc::invalid_config, "transactional.id='" + *tid +
+                                                  "' is set but the producer mode is idempotent; use "
+                                                  "producer_mode::transactional");
   }
 
   auto conf = make_conf(effective);
@@ -61,8 +57,8 @@ producer::~producer() {
       rd_kafka_flush(rk_.get(), static_cast<int>(options_.close_timeout.count()));
     }
     if (const int left = rd_kafka_outq_len(rk_.get()); left > 0) {
-      layer_logger()->warn("producer {} closing with {} record(s) not delivered after {} ms",
-                           name_, left, options_.close_timeout.count());
+      layer_logger()->warn("producer {} closing with {} record(s) not delivered after {} ms", name_, left,
+                           options_.close_timeout.count());
     }
     if (pending_) {
       try {
@@ -102,8 +98,7 @@ int producer::on_statistics_c(rd_kafka_t*, char* json, size_t json_len, void* op
   auto* self = static_cast<producer*>(opaque);
   try {
     self->options_.on_statistics(std::string_view(json, json_len));
-  } catch (...) {
-  }
+  } catch (...) {}
   return 0;  // librdkafka frees the text
 }
 
@@ -112,14 +107,12 @@ void producer::on_error_c(rd_kafka_t* rk, int err, const char* reason, void* opa
   try {
     const auto code = static_cast<rd_kafka_resp_err_t>(err);
     if (code == RD_KAFKA_RESP_ERR__FATAL) {
-      layer_logger()->error("producer {}: {}", self->name_,
-                            make_fatal_error(rk, "fatal error").what());
+      layer_logger()->error("producer {}: {}", self->name_, make_fatal_error(rk, "fatal error").what());
     } else if (self->throttle_.should_log(err)) {
       layer_logger()->warn("producer {}: {}", self->name_,
                            make_error(code, "client error", {}, reason ? reason : "").what());
     }
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void producer::rethrow_pending() {
@@ -132,8 +125,7 @@ void producer::throw_produce_error(rd_kafka_resp_err_t err, std::string_view top
   throw make_error(err, context);
 }
 
-void producer::produce(std::string_view topic, std::int32_t partition,
-                       const std::optional<std::string_view>& key,
+void producer::produce(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
                        const std::optional<std::string_view>& value, std::int64_t timestamp,
                        const sluice::headers& headers, void* opaque) {
   // A present but empty key or value must reach librdkafka as a non-null pointer, or it
@@ -156,11 +148,10 @@ void producer::produce(std::string_view topic, std::int32_t partition,
                             h.value ? static_cast<ssize_t>(h.value->size()) : 0);
       }
     }
-    const auto err = rd_kafka_producev(
-        rk_.get(), RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(partition),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_ptr, key_len),
-        RD_KAFKA_V_VALUE(value_ptr, value_len), RD_KAFKA_V_TIMESTAMP(timestamp),
-        RD_KAFKA_V_HEADERS(hdrs.get()), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    const auto err = rd_kafka_producev(rk_.get(), RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(partition),
+                                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_ptr, key_len),
+                                       RD_KAFKA_V_VALUE(value_ptr, value_len), RD_KAFKA_V_TIMESTAMP(timestamp),
+                                       RD_KAFKA_V_HEADERS(hdrs.get()), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       (void)hdrs.release();  // librdkafka owns the headers now
       return;
@@ -202,8 +193,8 @@ void producer::flush(std::chrono::milliseconds timeout) {
   if (err == RD_KAFKA_RESP_ERR__TIMED_OUT) {
     throw sluice::error(errc::timeout,
                         "producer " + name_ + ": " + std::to_string(outstanding()) +
-                            " record(s) still undelivered after flushing for " +
-                            std::to_string(timeout.count()) + " ms",
+                            " record(s) still undelivered after flushing for " + std::to_string(timeout.count()) +
+                            " ms",
                         kafka_flags{static_cast<int>(err), false, true, false});
   }
   throw_if(err, "flush");
@@ -212,32 +203,25 @@ void producer::flush(std::chrono::milliseconds timeout) {
 int producer::outstanding() const { return rd_kafka_outq_len(rk_.get()); }
 
 void producer::init_transactions(std::chrono::milliseconds timeout) {
-  throw_if(rd_kafka_init_transactions(rk_.get(), static_cast<int>(timeout.count())),
-           "init_transactions");
+  throw_if(rd_kafka_init_transactions(rk_.get(), static_cast<int>(timeout.count())), "init_transactions");
 }
 
-void producer::begin_transaction() {
-  throw_if(rd_kafka_begin_transaction(rk_.get()), "begin_transaction");
-}
+void producer::begin_transaction() { throw_if(rd_kafka_begin_transaction(rk_.get()), "begin_transaction"); }
 
 void producer::send_offsets_to_transaction(const std::vector<topic_partition_offset>& offsets,
-                                           const consumer_group_metadata& group,
-                                           std::chrono::milliseconds timeout) {
+                                           const consumer_group_metadata& group, std::chrono::milliseconds timeout) {
   auto list = to_list(offsets);
-  throw_if(rd_kafka_send_offsets_to_transaction(rk_.get(), list.get(), group.get(),
-                                                static_cast<int>(timeout.count())),
+  throw_if(rd_kafka_send_offsets_to_transaction(rk_.get(), list.get(), group.get(), static_cast<int>(timeout.count())),
            "send_offsets_to_transaction");
 }
 
 void producer::commit_transaction(std::chrono::milliseconds timeout) {
-  throw_if(rd_kafka_commit_transaction(rk_.get(), static_cast<int>(timeout.count())),
-           "commit_transaction");
+  throw_if(rd_kafka_commit_transaction(rk_.get(), static_cast<int>(timeout.count())), "commit_transaction");
   rethrow_pending();
 }
 
 void producer::abort_transaction(std::chrono::milliseconds timeout) {
-  throw_if(rd_kafka_abort_transaction(rk_.get(), static_cast<int>(timeout.count())),
-           "abort_transaction");
+  throw_if(rd_kafka_abort_transaction(rk_.get(), static_cast<int>(timeout.count())), "abort_transaction");
   rethrow_pending();
 }
 

@@ -75,8 +75,7 @@ std::int32_t murmur2_partition(std::string_view key, std::int32_t partitions) no
 /// The object is neither copyable nor movable (librdkafka holds a pointer to it).
 class producer {
  public:
-  producer(const config_map& config, producer_options options = {},
-           delivery_callback on_delivery = {});
+  producer(const config_map& config, producer_options options = {}, delivery_callback on_delivery = {});
   /// Flushes for at most options.close_timeout, logs what was left, never throws.
   ~producer();
   producer(const producer&) = delete;
@@ -86,10 +85,9 @@ class producer {
   /// partitioner; a nullopt value is a tombstone; timestamp 0 means now. Waits (polling)
   /// up to max_block while the local queue is full, then throws errc::timeout. Errors
   /// librdkafka reports immediately throw; delivery errors go to the callback.
-  void produce(std::string_view topic, std::int32_t partition,
-               const std::optional<std::string_view>& key,
-               const std::optional<std::string_view>& value, std::int64_t timestamp,
-               const sluice::headers& headers, void* opaque = nullptr);
+  void produce(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+               const std::optional<std::string_view>& value, std::int64_t timestamp, const sluice::headers& headers,
+               void* opaque = nullptr);
 
   /// Serves delivery reports and errors; returns the number of events served.
   int poll(std::chrono::milliseconds timeout);
@@ -101,8 +99,7 @@ class producer {
   void init_transactions(std::chrono::milliseconds timeout);
   void begin_transaction();
   void send_offsets_to_transaction(const std::vector<topic_partition_offset>& offsets,
-                                   const consumer_group_metadata& group,
-                                   std::chrono::milliseconds timeout);
+                                   const consumer_group_metadata& group, std::chrono::milliseconds timeout);
   void commit_transaction(std::chrono::milliseconds timeout);
   void abort_transaction(std::chrono::milliseconds timeout);
 
@@ -131,7 +128,7 @@ class producer {
   handle_ptr rk_;
   // After rk_: topic handles are destroyed before the client handle.
   std::unordered_map<std::string, topic_ptr, string_hash, std::equal_to<>> topics_;
-  std::string_view last_topic_;             // key in topics_ of the last handle used
+  std::string_view last_topic_;              // key in topics_ of the last handle used
   rd_kafka_topic_t* last_handle_ = nullptr;  // that handle
 };
 

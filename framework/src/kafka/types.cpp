@@ -83,14 +83,12 @@ std::vector<topic_partition_offset> offsets_of(const rd_kafka_topic_partition_li
   return out;
 }
 
-void throw_on_partition_error(const rd_kafka_topic_partition_list_t* list,
-                              std::string_view context) {
+void throw_on_partition_error(const rd_kafka_topic_partition_list_t* list, std::string_view context) {
   if (!list) return;
   for (int i = 0; i < list->cnt; ++i) {
     const auto& e = list->elems[i];
     if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      throw make_error(e.err, std::string(context) + " for " + e.topic + "[" +
-                                  std::to_string(e.partition) + "]");
+      throw make_error(e.err, std::string(context) + " for " + e.topic + "[" + std::to_string(e.partition) + "]");
     }
   }
 }

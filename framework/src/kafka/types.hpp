@@ -91,7 +91,6 @@ partition_list_ptr to_list(const std::vector<topic_partition_offset>& offsets);
 std::vector<topic_partition> partitions_of(const rd_kafka_topic_partition_list_t* list);
 std::vector<topic_partition_offset> offsets_of(const rd_kafka_topic_partition_list_t* list);
 /// Throws make_error for the first element whose err is set.
-void throw_on_partition_error(const rd_kafka_topic_partition_list_t* list,
-                              std::string_view context);
+void throw_on_partition_error(const rd_kafka_topic_partition_list_t* list, std::string_view context);
 
 }  // namespace sluice::kafka

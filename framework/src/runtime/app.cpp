@@ -141,8 +141,7 @@ struct client_configs {
 };
 
 client_configs make_client_configs(const config& cfg) {
-  client_configs c{cfg.client_properties("consumer"), cfg.client_properties("producer"),
-                   cfg.client_properties("admin"),
+  client_configs c{cfg.client_properties("consumer"), cfg.client_properties("producer"), cfg.client_properties("admin"),
                    cfg.embedded() ? cluster_kind::embedded : cluster_kind::kafka};
   for (auto* props : {&c.consumer, &c.producer, &c.admin}) {
     (*props)["bootstrap.servers"] = cfg.bootstrap_servers();
@@ -169,8 +168,10 @@ std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& ad
           count = 4;
         }
         if (!count)
-          throw error(errc::invalid_topology, "source topic '" + t + "' does not exist; create it (with as many "
-                                              "partitions as the topics it is processed with) before starting the job");
+          throw error(errc::invalid_topology,
+                      "source topic '" + t +
+                          "' does not exist; create it (with as many "
+                          "partitions as the topics it is processed with) before starting the job");
         if (first_count < 0) {
           first_topic = t;
           first_count = *count;
@@ -274,7 +275,8 @@ std::map<std::string, int> runtime::infer_repartition_partitions(const topology&
       const auto& n = detail::topology_access::nodes(topo)[i];
       if (n.kind == detail::node_kind::source)
         for (const auto& t : n.topics)
-          topics += (topics.empty() ? "'" : ", '") + detail::topology_access::resolve_topic(n, t, "<application.id>") + "'";
+          topics +=
+              (topics.empty() ? "'" : ", '") + detail::topology_access::resolve_topic(n, t, "<application.id>") + "'";
     }
     throw error(errc::invalid_topology,
                 "sub-topology " + std::to_string(sub.id) + " reads " + (topics.empty() ? "no topic" : topics) +
@@ -293,11 +295,13 @@ void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, 
   std::vector<kafka::new_topic> internal;
   auto add_internal = [&](std::string name, int count, kafka::config_map configs, const char* what) {
     if (auto existing = admin.partition_count(name, 30s); existing && *existing != count)
-      throw sluice::error(errc::invalid_topology, std::string(what) + " topic '" + name + "' has " +
-                                              std::to_string(*existing) + " partitions but its sources have " +
-                                              std::to_string(count) +
-                                              "; the source topics changed: reset the application or restore the count");
-    internal.push_back({.name = std::move(name), .partitions = count, .replication_factor = replication,
+      throw sluice::error(errc::invalid_topology,
+                          std::string(what) + " topic '" + name + "' has " + std::to_string(*existing) +
+                              " partitions but its sources have " + std::to_string(count) +
+                              "; the source topics changed: reset the application or restore the count");
+    internal.push_back({.name = std::move(name),
+                        .partitions = count,
+                        .replication_factor = replication,
                         .configs = std::move(configs)});
   };
   for (const auto& [t, count] : repartition_partitions)
@@ -319,18 +323,17 @@ void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, 
 
 void app::impl::start_global_tables(const kafka::config_map& consumer, kafka::admin& admin) {
   state::rocksdb_environment_options env;
-  env.memory_budget_bytes =
-      static_cast<std::size_t>(runtime::state_memory_budget(cfg));
+  env.memory_budget_bytes = static_cast<std::size_t>(runtime::state_memory_budget(cfg));
   rocksdb = std::make_unique<state::rocksdb_environment>(env);
-  globals = std::make_unique<runtime::global_tables>(
-      topo, consumer, admin, metrics, cfg.get_error_policy("deserialization.error.handler"),
-      [this](const std::string& message) {
-        {
-          std::lock_guard lock(mutex);
-          if (error.empty()) error = message;
-        }
-        set_state(app_state::error);
-      });
+  globals = std::make_unique<runtime::global_tables>(topo, consumer, admin, metrics,
+                                                     cfg.get_error_policy("deserialization.error.handler"),
+                                                     [this](const std::string& message) {
+                                                       {
+                                                         std::lock_guard lock(mutex);
+                                                         if (error.empty()) error = message;
+                                                       }
+                                                       set_state(app_state::error);
+                                                     });
   globals->catch_up();
   globals->start_following();
 }
@@ -413,9 +416,8 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
     // transaction.timeout.ms: librdkafka's 60 s default stalls the new owner of the crashed
     // instance's partitions for a minute. Kafka Streams uses 10 s; so do we, unless set.
     if (guarantee == processing_guarantee::exactly_once)
-      settings.producer.try_emplace(
-          "transaction.timeout.ms",
-          std::to_string(std::max<std::int64_t>(10000, 2 * cfg.commit_interval().count())));
+      settings.producer.try_emplace("transaction.timeout.ms",
+                                    std::to_string(std::max<std::int64_t>(10000, 2 * cfg.commit_interval().count())));
     settings.transactional_id = app_id + "-" + instance + "-" + std::to_string(i);
     threads.push_back(std::make_unique<runtime::stream_thread>(
         std::move(settings), services, [this, i](runtime::thread_state st) { on_thread_state(i, st); }));
@@ -424,7 +426,8 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
   for (auto& t : threads) inboxes.push_back(&t->queries());
   queries->attach(std::move(inboxes), s.subtopology_partitions);
   if (http) {
-    http->set_directory(std::make_unique<http::instance_directory>(admin_props, app_id, topo, base.topic_to_subtopology));
+    http->set_directory(
+        std::make_unique<http::instance_directory>(admin_props, app_id, topo, base.topic_to_subtopology));
   }
   set_state(app_state::rebalancing);
   for (auto& t : threads) t->start();
@@ -440,7 +443,8 @@ void app::start() {
   if (d.http) d.http->start();
   const auto clients = make_client_configs(d.cfg);
   d.bootstrap = clients.admin.at("bootstrap.servers");
-  if (clients.cluster == cluster_kind::embedded) spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
+  if (clients.cluster == cluster_kind::embedded)
+    spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
   kafka::admin admin(clients.admin);
   auto sub_partitions = validate_source_topics(d.topo, admin, clients.cluster);
   const auto repartition_partitions = runtime::infer_repartition_partitions(d.topo, sub_partitions);

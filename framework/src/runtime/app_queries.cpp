@@ -7,8 +7,7 @@
 
 namespace sluice::runtime {
 
-void app_queries::attach(std::vector<query_inbox*> inboxes,
-                              std::map<int, std::int32_t> subtopology_partitions) {
+void app_queries::attach(std::vector<query_inbox*> inboxes, std::map<int, std::int32_t> subtopology_partitions) {
   std::lock_guard lock(mutex_);
   inboxes_ = std::move(inboxes);
   partitions_ = std::move(subtopology_partitions);
@@ -65,7 +64,7 @@ query_outcome app_queries::run_binding(std::string_view store, std::int32_t part
   }
   if (inboxes.empty()) return outcome::unavailable;  // starting or stopping
   auto q = std::make_shared<store_query>(std::string(store), sub, partition, std::move(fn),
-                                                  static_cast<int>(inboxes.size()));
+                                         static_cast<int>(inboxes.size()));
   for (auto* inbox : inboxes) inbox->submit(q);
   switch (q->wait(timeout)) {
     case query_status::done: return outcome::done;

@@ -37,8 +37,7 @@ changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, st
   });
 }
 
-std::pair<std::int64_t, std::int64_t> changelog_reader::end_offsets(const std::string& topic,
-                                                                     std::int32_t partition) {
+std::pair<std::int64_t, std::int64_t> changelog_reader::end_offsets(const std::string& topic, std::int32_t partition) {
   try {
     return end_offsets_->watermarks(topic, partition, 30s);
   } catch (const sluice::error& e) {
@@ -84,9 +83,8 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
   std::size_t i = 0;
   while (i < batch_.size()) {
     const auto& first = batch_[i];
-    auto r = std::find_if(entries_.begin(), entries_.end(), [&](auto& x) {
-      return !x.done && x.topic == first.topic && x.partition == first.partition;
-    });
+    auto r = std::find_if(entries_.begin(), entries_.end(),
+                          [&](auto& x) { return !x.done && x.topic == first.topic && x.partition == first.partition; });
     std::size_t j = i;
     run.clear();
     while (j < batch_.size() && batch_[j].topic == first.topic && batch_[j].partition == first.partition) {
@@ -121,18 +119,19 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
     if (e.eof < e.end) {
       const auto now = clock_type::now();
       if (!e.waiting) {
-        spdlog::info("store '{}' partition {} of task {}: changelog stable to offset {} of {}; waiting for the open "
-                     "transaction there to commit or abort",
-                     e.store->spec->name, e.partition, e.task->id(), e.eof, e.end);
+        spdlog::info(
+            "store '{}' partition {} of task {}: changelog stable to offset {} of {}; waiting for the open "
+            "transaction there to commit or abort",
+            e.store->spec->name, e.partition, e.task->id(), e.eof, e.end);
         e.waiting = true;
         e.waiting_since = now;
       }
       if (now - e.waiting_since < open_transaction_wait_) continue;
-      spdlog::warn("store '{}' partition {} of task {}: the transaction open in changelog {}[{}] at offset {} did not "
-                   "end within {} ms; the store is restored to that stable offset. A transaction the broker never "
-                   "ends is a hanging one: find it with kafka-transactions.sh find-hanging and abort it",
-                   e.store->spec->name, e.partition, e.task->id(), e.topic, e.partition, e.eof,
-                   open_transaction_wait_.count());
+      spdlog::warn(
+          "store '{}' partition {} of task {}: the transaction open in changelog {}[{}] at offset {} did not "
+          "end within {} ms; the store is restored to that stable offset. A transaction the broker never "
+          "ends is a hanging one: find it with kafka-transactions.sh find-hanging and abort it",
+          e.store->spec->name, e.partition, e.task->id(), e.topic, e.partition, e.eof, open_transaction_wait_.count());
     }
     if (e.eof > e.next) e.store->store->restore({}, e.eof);  // past aborted records and markers
     e.next = std::max(e.next, e.eof);
@@ -145,8 +144,8 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
   const auto first_new = restored.size();
   for (auto& e : entries_) {
     bool all = std::all_of(entries_.begin(), entries_.end(), [&](auto& x) { return x.task != e.task || x.done; });
-    if (all && std::find(restored.begin() + static_cast<std::ptrdiff_t>(first_new), restored.end(), e.task) ==
-                   restored.end())
+    if (all &&
+        std::find(restored.begin() + static_cast<std::ptrdiff_t>(first_new), restored.end(), e.task) == restored.end())
       restored.push_back(e.task);
   }
   if (restored.size() == first_new) return;

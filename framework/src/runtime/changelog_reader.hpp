@@ -32,10 +32,10 @@ struct task_store;
 /// A restore begins when a store partition is added while none is restoring and ends when
 /// the last one is current; its figures stay until the next restore begins.
 struct restore_progress {
-  std::int64_t done = 0;   ///< changelog offsets applied since each partition began
-  std::int64_t total = 0;  ///< offsets between where each partition began and its end
+  std::int64_t done = 0;          ///< changelog offsets applied since each partition began
+  std::int64_t total = 0;         ///< offsets between where each partition began and its end
   double records_per_second = 0;  ///< over the current restore; 0 when none is in progress
-  double eta_seconds = 0;  ///< 0 when nothing is left or no rate is known yet
+  double eta_seconds = 0;         ///< 0 when nothing is left or no rate is known yet
   /// Store partitions read to their last stable offset whose end lies past a transaction
   /// still open there: they wait for its commit or abort.
   int waiting_for_transactions = 0;
@@ -44,11 +44,11 @@ struct restore_progress {
 /// The gauges and counter a changelog_reader exports (its thread's labels); owned by the
 /// metrics registry.
 struct restore_metrics {
-  counter* restored_records;   ///< sluice_restored_records_total: every record applied, ever
-  gauge* remaining;            ///< sluice_restore_remaining_records
-  gauge* done;                 ///< sluice_restore_done_records: the current (or last) restore
-  gauge* total;                ///< sluice_restore_total_records: the current (or last) restore
-  gauge* rate;                 ///< sluice_restore_rate_records_per_second: 0 between restores
+  counter* restored_records;  ///< sluice_restored_records_total: every record applied, ever
+  gauge* remaining;           ///< sluice_restore_remaining_records
+  gauge* done;                ///< sluice_restore_done_records: the current (or last) restore
+  gauge* total;               ///< sluice_restore_total_records: the current (or last) restore
+  gauge* rate;                ///< sluice_restore_rate_records_per_second: 0 between restores
 };
 
 class changelog_reader {
@@ -59,8 +59,7 @@ class changelog_reader {
   /// warning: a transaction the broker never ends (a "hanging" one) would otherwise keep the
   /// task restoring for good, while a live producer's is ended by its transaction timeout.
   changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
-                   restore_metrics metrics,
-                   std::chrono::milliseconds open_transaction_wait = std::chrono::minutes(5));
+                   restore_metrics metrics, std::chrono::milliseconds open_transaction_wait = std::chrono::minutes(5));
 
   /// Registers `task`'s logged stores that are behind their changelog's end and starts
   /// reading them. Returns false when every store is current (the task can start now).

@@ -49,8 +49,9 @@ void refuse_consumer_overrides(const config& cfg) {
 int internal_replication_factor_of(const config& cfg) {
   const auto r = cfg.get_int("replication.factor", -1, 32767);
   if (r == 0)
-    throw error(errc::invalid_config, "configuration key 'replication.factor' has value '0'; allowed: -1 (the "
-                                      "broker's default.replication.factor) or 1 to 32767");
+    throw error(errc::invalid_config,
+                "configuration key 'replication.factor' has value '0'; allowed: -1 (the "
+                "broker's default.replication.factor) or 1 to 32767");
   return static_cast<int>(r);
 }
 
@@ -124,8 +125,9 @@ void validate_config(const config& cfg) {
   cfg.get_error_policy("deserialization.error.handler");
   cfg.get_error_policy("processing.error.handler");
   if (cfg.get_error_policy("production.error.handler") == error_policy::dead_letter)
-    throw error(errc::invalid_config,
-                "configuration key 'production.error.handler' has value 'dead_letter'; allowed: fail or log_and_continue");
+    throw error(
+        errc::invalid_config,
+        "configuration key 'production.error.handler' has value 'dead_letter'; allowed: fail or log_and_continue");
   state_memory_budget(cfg);
   internal_replication_factor_of(cfg);
   for (const char* client : {"consumer", "producer", "admin"}) {

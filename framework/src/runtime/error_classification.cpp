@@ -46,10 +46,8 @@ bool transient_code(int code) noexcept {
     case RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER:
     case RD_KAFKA_RESP_ERR_INVALID_TXN_STATE:
     case RD_KAFKA_RESP_ERR_TRANSACTION_COORDINATOR_FENCED:
-    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
-      return true;
-    default:
-      return false;
+    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR: return true;
+    default: return false;
   }
 }
 
@@ -63,10 +61,8 @@ bool hopeless_code(int code) noexcept {
     case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
     case RD_KAFKA_RESP_ERR__AUTHENTICATION:
     case RD_KAFKA_RESP_ERR_INVALID_SESSION_TIMEOUT:
-    case RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION:
-      return true;
-    default:
-      return false;
+    case RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION: return true;
+    default: return false;
   }
 }
 
@@ -100,8 +96,7 @@ failure_kind classify_failure(const std::exception& e) noexcept {
       // A record Kafka rejects for good (too large, invalid) fails the same way on every
       // retry: stop with its message instead of aborting and rewinding forever.
       return failure_kind::fatal;
-    default:
-      return failure_kind::fatal;
+    default: return failure_kind::fatal;
   }
 }
 

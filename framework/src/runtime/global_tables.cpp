@@ -103,8 +103,8 @@ global_tables::global_tables(const topology& topo, kafka::config_map consumer_co
     if (!spec.global) continue;
     auto count = admin.partition_count(spec.source_topic, 30s);
     if (!count)
-      throw error(errc::invalid_topology, "global table topic '" + spec.source_topic +
-                                              "' does not exist; create it before starting the job");
+      throw error(errc::invalid_topology,
+                  "global table topic '" + spec.source_topic + "' does not exist; create it before starting the job");
     auto store = std::make_unique<global_table_store>(*count);
     by_topic_[spec.source_topic] = {store.get(), &spec};
     stores_[spec.name] = std::move(store);
@@ -153,8 +153,9 @@ void global_tables::catch_up() {
       spdlog::info("global tables: caught up {} records so far", total);
     }
   }
-  spdlog::info("global tables: caught up {} records in {} ms", total,
-               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+  spdlog::info(
+      "global tables: caught up {} records in {} ms", total,
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
 }
 
 void global_tables::start_following() {

@@ -66,9 +66,8 @@ class global_tables {
  public:
   /// `on_fatal` is called once, from the following thread, with the message of the error
   /// that stopped it.
-  global_tables(const topology& topo, kafka::config_map consumer_config, kafka::admin& admin,
-                metrics_registry& metrics, error_policy deserialization_policy,
-                std::function<void(const std::string&)> on_fatal);
+  global_tables(const topology& topo, kafka::config_map consumer_config, kafka::admin& admin, metrics_registry& metrics,
+                error_policy deserialization_policy, std::function<void(const std::string&)> on_fatal);
   ~global_tables();
   bool empty() const noexcept { return stores_.empty(); }
   /// Reads every partition up to its current end. Blocks; logs progress.

@@ -43,8 +43,12 @@ enum class query_status {
 /// One query, shared by the handler waiting on it and the threads answering it.
 class store_query {
  public:
-  store_query(std::string store, int subtopology, std::int32_t partition, interactive_queries::binding_reader fn, int threads)
-      : store_(std::move(store)), subtopology_(subtopology), partition_(partition), fn_(std::move(fn)),
+  store_query(std::string store, int subtopology, std::int32_t partition, interactive_queries::binding_reader fn,
+              int threads)
+      : store_(std::move(store)),
+        subtopology_(subtopology),
+        partition_(partition),
+        fn_(std::move(fn)),
         remaining_(threads) {}
 
   /// Handler side: waits for the answer until `timeout`. After a timeout the function

@@ -27,8 +27,8 @@ void record_collector::make_producer() {
     options.transactional_id = transactional_id_;
   }
   options.on_statistics = [this](std::string_view json) { statistics_.on_statistics(json); };
-  producer_ = std::make_unique<kafka::producer>(config_, options,
-                                                [this](const kafka::delivery_report& r) { on_delivery(r); });
+  producer_ =
+      std::make_unique<kafka::producer>(config_, options, [this](const kafka::delivery_report& r) { on_delivery(r); });
   if (guarantee_ == processing_guarantee::exactly_once) producer_->init_transactions(60s);
   in_transaction_ = false;
 }

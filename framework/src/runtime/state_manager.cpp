@@ -22,9 +22,12 @@ state_manager::state_manager(std::string task_id, int subtopology, std::int32_t 
       stream_clock_(std::move(stream_clock)) {
   const auto& topo = *services_.topo;
   const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology));
-  bool persistent = std::any_of(sub.stores.begin(), sub.stores.end(), [&](const std::string& s) {
-    return detail::topology_access::find_store(topo, s)->backend == store_backend::rocksdb;
-  }) && !services_.memory_stores_only;
+  bool persistent =
+      std::any_of(sub.stores.begin(), sub.stores.end(),
+                  [&](const std::string& s) {
+                    return detail::topology_access::find_store(topo, s)->backend == store_backend::rocksdb;
+                  }) &&
+      !services_.memory_stores_only;
   if (persistent) directory_.emplace(services_.state_dir, services_.application_id, task_id_);
   for (const auto& name : sub.stores) {
     auto ts = open_store(*detail::topology_access::find_store(topo, name));
@@ -41,7 +44,7 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
   state::store_options options;
   options.name = spec.name;
   options.mode = services_.guarantee == processing_guarantee::exactly_once ? state::write_mode::hold_until_commit
-                                                                            : state::write_mode::write_through;
+                                                                           : state::write_mode::write_through;
   options.ttl = spec.ttl;
   // TTL runs on the task's stream time, for live writes and restored entries alike (the
   // changelog carries each write's stream time), so a restart changes no expiry: on the
@@ -80,8 +83,10 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
     // process's share of state.memory.budget.bytes for it (state/README.md, "Memory budget").
     if (auto* charged = dynamic_cast<state::memory_charged_store*>(ts.store.get())) {
       if (services_.rocksdb == nullptr)
-        throw error(errc::invalid_topology, "store '" + spec.name + "' keeps memory of its own but the runtime has no "
-                                            "state environment to charge it to (task_services::rocksdb is not set)");
+        throw error(errc::invalid_topology,
+                    "store '" + spec.name +
+                        "' keeps memory of its own but the runtime has no "
+                        "state environment to charge it to (task_services::rocksdb is not set)");
       charged->charge_memory_to(services_.rocksdb->index_memory());
     }
   } else {
@@ -135,7 +140,8 @@ bool state_manager::commit_due(double fraction, std::int64_t min_records) const 
   for (const auto& s : stores_) {
     if (!s.changelog) continue;
     auto position = s.store->committed_offset().value_or(0);
-    if (s.changelog->uncommitted() > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position))))
+    if (s.changelog->uncommitted() >
+        std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position))))
       return true;
   }
   return false;

@@ -58,7 +58,7 @@ class changelog_logger final : public detail::changelog_writer {
 struct task_store {
   const detail::store_spec* spec = nullptr;
   std::unique_ptr<state::state_store> store;  ///< the kind the spec's factory made (key-value by default)
-  std::string changelog_topic;  ///< empty when not logged
+  std::string changelog_topic;                ///< empty when not logged
   std::unique_ptr<changelog_logger> changelog;
 };
 

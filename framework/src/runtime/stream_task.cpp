@@ -68,15 +68,16 @@ detail::store_binding stream_task::store(std::string_view name) {
 const detail::global_view& stream_task::global_store(std::string_view name) {
   auto it = services_.global_views.find(std::string(name));
   if (it == services_.global_views.end())
-    throw error(errc::invalid_topology, "no global store named '" + std::string(name) + "'; create it with global_table()");
+    throw error(errc::invalid_topology,
+                "no global store named '" + std::string(name) + "'; create it with global_table()");
   return *it->second;
 }
 
 cancellable stream_task::schedule(std::chrono::milliseconds interval, punctuation_type type,
                                   std::function<void(std::int64_t)> callback) {
   if (interval.count() <= 0)
-    throw error(errc::invalid_topology, "schedule: the interval must be positive, got " +
-                                            std::to_string(interval.count()) + " ms");
+    throw error(errc::invalid_topology,
+                "schedule: the interval must be positive, got " + std::to_string(interval.count()) + " ms");
   auto cancelled = std::make_shared<bool>(false);
   // As Kafka Streams: wall-clock punctuators first fire one interval from now; stream-time
   // ones are due at 0 (aligned to the epoch), so the first fires with the first record
@@ -142,8 +143,10 @@ void stream_task::process(const kafka::message& m) {
     }
     sources_[input]->forward_decoded();
   } catch (const detail::deserialization_failure& e) {
-    if (decoded) throw_or_handle_processing(m, e);
-    else handle_failure(m, services_.on_deserialization_error, failure_reason::deserialization, e.what());
+    if (decoded)
+      throw_or_handle_processing(m, e);
+    else
+      handle_failure(m, services_.on_deserialization_error, failure_reason::deserialization, e.what());
   } catch (const std::exception& e) {
     throw_or_handle_processing(m, e);
   }
@@ -228,12 +231,12 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, f
         const auto key = prefix(m.key), value = prefix(m.value);
         const bool keep_headers = header_bytes <= budget;
         std::string note = "the whole dead-letter copy exceeds the producer's message.max.bytes; sent: key " +
-                             std::to_string(key ? key->size() : 0) + " of " +
-                             std::to_string(m.key ? m.key->size() : 0) + " bytes, value " +
-                             std::to_string(value ? value->size() : 0) + " of " +
-                             std::to_string(m.value ? m.value->size() : 0) + " bytes, original headers " +
-                             (keep_headers ? "kept" : "dropped (" + std::to_string(m.headers.size()) + " headers, " +
-                                                          std::to_string(header_bytes) + " bytes)");
+                           std::to_string(key ? key->size() : 0) + " of " + std::to_string(m.key ? m.key->size() : 0) +
+                           " bytes, value " + std::to_string(value ? value->size() : 0) + " of " +
+                           std::to_string(m.value ? m.value->size() : 0) + " bytes, original headers " +
+                           (keep_headers ? "kept"
+                                         : "dropped (" + std::to_string(m.headers.size()) + " headers, " +
+                                               std::to_string(header_bytes) + " bytes)");
         sluice::headers cut = keep_headers ? m.headers : sluice::headers{};
         error_headers(cut, std::string_view(what).substr(0, std::max<std::size_t>(budget, 256)));
         cut.add("sluice.truncated", note);
@@ -255,9 +258,10 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, f
       }
       // Not even the error headers fit (message.max.bytes near its minimum of 1000).
       skipped.add();
-      spdlog::error("task {}: record {} could not be dead-lettered even truncated (message.max.bytes is too small "
-                    "for its error headers); skipped and counted in sluice_records_skipped_total ({} error): {}",
-                    id_, where, kind, what);
+      spdlog::error(
+          "task {}: record {} could not be dead-lettered even truncated (message.max.bytes is too small "
+          "for its error headers); skipped and counted in sluice_records_skipped_total ({} error): {}",
+          id_, where, kind, what);
       return;
     }
   }

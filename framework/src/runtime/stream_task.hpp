@@ -57,8 +57,8 @@ struct task_services {
   state::rocksdb_environment* rocksdb = nullptr;
   metrics_registry* metrics = nullptr;
   std::map<std::string, const detail::global_view*> global_views;
-  std::function<std::int64_t()> wall_clock_ms;  ///< real clock, or the test driver's
-  bool memory_stores_only = false;              ///< the test driver's default
+  std::function<std::int64_t()> wall_clock_ms;         ///< real clock, or the test driver's
+  bool memory_stores_only = false;                     ///< the test driver's default
   std::map<int, std::int32_t> subtopology_partitions;  ///< sub-topology id -> partition count
 };
 

@@ -158,7 +158,8 @@ void stream_thread::loop_once() {
     // Interactive queries (query_inbox.hpp): under exactly-once only outside a transaction,
     // under at-least-once here and between the records of the batch.
     const bool serve_between_records = services_.guarantee == processing_guarantee::at_least_once;
-    if (queries_.pending() && !(services_.guarantee == processing_guarantee::exactly_once && collector_->transaction_open()))
+    if (queries_.pending() &&
+        !(services_.guarantee == processing_guarantee::exactly_once && collector_->transaction_open()))
       queries_.serve(tasks_->tasks());
     auto timeout = tasks_->restoring() ? 0ms : settings_.poll_timeout;
     timeout = until_next_release(services_.wall_clock_ms(), timeout);
@@ -383,21 +384,19 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
       if (last_member_fencing_ && now - *last_member_fencing_ < twin_fencing_window) {
         // Fenced again right after rejoining: a twin instance keeps taking the identity back.
         auto* se = dynamic_cast<const sluice::error*>(&e);
-        throw sluice::error(errc::kafka_fatal,
-                            std::string(e.what()) + "; fenced again " +
-                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                                   now - *last_member_fencing_).count()) +
-                                " s after the consumer rejoined",
-                            se ? se->kafka() : kafka_flags{});
+        throw sluice::error(
+            errc::kafka_fatal,
+            std::string(e.what()) + "; fenced again " +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last_member_fencing_).count()) +
+                " s after the consumer rejoined",
+            se ? se->kafka() : kafka_flags{});
       }
       last_member_fencing_ = now;
       consumer_fenced_ = true;
       break;
     }
-    case failure_kind::retriable:
-      break;
-    default:
-      throw;  // rethrows the exception being handled by the caller's catch
+    case failure_kind::retriable: break;
+    default: throw;  // rethrows the exception being handled by the caller's catch
   }
   note_failure(e);
   if (attempt == recovery_attempt::next_loop) {
@@ -405,10 +404,11 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
                  settings_.recovery_backoff.count());
     return;
   }
-  spdlog::warn("stream thread {}: {}; closing its tasks, recreating the {} and resuming from the last committed "
-               "offsets (retrying for up to task.timeout.ms={})",
-               settings_.index, last_failure_, consumer_fenced_ ? "consumer and the producer" : "producer",
-               settings_.task_timeout.count());
+  spdlog::warn(
+      "stream thread {}: {}; closing its tasks, recreating the {} and resuming from the last committed "
+      "offsets (retrying for up to task.timeout.ms={})",
+      settings_.index, last_failure_, consumer_fenced_ ? "consumer and the producer" : "producer",
+      settings_.task_timeout.count());
   if (services_.guarantee == processing_guarantee::exactly_once)
     services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
   collector_->abort_transaction();

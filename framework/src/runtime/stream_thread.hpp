@@ -65,7 +65,7 @@ struct thread_settings {
   std::chrono::milliseconds task_timeout{300000};
   /// The pause between two recovery attempts that failed (the cluster is still away).
   std::chrono::milliseconds recovery_backoff{1000};
-  std::vector<std::string> source_topics;          ///< resolved names, all sub-topologies
+  std::vector<std::string> source_topics;           ///< resolved names, all sub-topologies
   std::map<std::string, int> topic_to_subtopology;  ///< resolved source topic -> sub-topology
 };
 

@@ -96,8 +96,9 @@ struct topology_test_driver::impl final : runtime::record_sender {
   std::int32_t place(const std::optional<std::string_view>& key, std::int32_t partition) const {
     if (partition >= 0) {
       if (partition >= options.partitions)
-        throw error(errc::invalid_config, "partition " + std::to_string(partition) + " does not exist: the driver has " +
-                                              std::to_string(options.partitions) + " partition(s) per topic");
+        throw error(errc::invalid_config, "partition " + std::to_string(partition) +
+                                              " does not exist: the driver has " + std::to_string(options.partitions) +
+                                              " partition(s) per topic");
       return partition;
     }
     if (!key) return 0;
@@ -244,7 +245,8 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
     for (auto i : sub.nodes) {
       const auto& n = detail::topology_access::nodes(d.topo)[i];
       if (n.kind == detail::node_kind::source)
-        for (const auto& topic : n.topics) d.topic_to_sub[detail::topology_access::resolve_topic(n, topic, s.application_id)] = sub.id;
+        for (const auto& topic : n.topics)
+          d.topic_to_sub[detail::topology_access::resolve_topic(n, topic, s.application_id)] = sub.id;
     }
   for (const auto& sub : d.topo.subtopologies())
     for (std::int32_t p = 0; p < options.partitions; ++p) {
@@ -278,13 +280,15 @@ void topology_test_driver::pipe_raw(const std::string& topic, const std::optiona
     if (key) m.key = std::string(*key);
     if (value) m.value = std::string(*value);
     auto& skipped = d.metrics.get_counter("sluice_records_skipped_total", "global=\"true\"");
-    if (!key || !runtime::accept_global_record(*d.global_specs.at(topic), m, d.services.on_deserialization_error, skipped))
+    if (!key ||
+        !runtime::accept_global_record(*d.global_specs.at(topic), m, d.services.on_deserialization_error, skipped))
       return;
     g->second->apply(*m.key, m.value);
     return;
   }
   if (!d.topic_to_sub.contains(topic))
-    throw error(errc::invalid_topology, "the topology does not read topic '" + topic + "'; pipe into one of its sources");
+    throw error(errc::invalid_topology,
+                "the topology does not read topic '" + topic + "'; pipe into one of its sources");
   d.send(topic, partition, key, value, timestamp, headers);
   // send() kept a copy as the topic's record; inputs are not outputs.
   d.topics[topic].pop_back();
@@ -342,7 +346,7 @@ interactive_queries& topology_test_driver::queries() noexcept { return *impl_->q
 std::int64_t topology_test_driver::last_timestamp() const noexcept { return impl_->last_ts; }
 
 std::pair<detail::store_binding, detail::task_context*> topology_test_driver::store_binding(const std::string& name,
-                                                                                         std::int32_t partition) {
+                                                                                            std::int32_t partition) {
   for (auto& [id, task] : impl_->tasks) {
     if (id.second != partition) continue;
     if (task->stores().find(name)) return {task->store(name), task.get()};

@@ -164,9 +164,8 @@ class source_node final : public node {
                                     "; timestamps must be >= 0 (produce records with a timestamp, or give the "
                                     "source a timestamp extractor)");
     else
-      throw deserialization_failure("the timestamp extractor returned " + std::to_string(ts) +
-                                    " (record timestamp " + std::to_string(record_ts) +
-                                    "); timestamps must be >= 0");
+      throw deserialization_failure("the timestamp extractor returned " + std::to_string(ts) + " (record timestamp " +
+                                    std::to_string(record_ts) + "); timestamps must be >= 0");
   }
   X extract_{};
   record<K, V> record_;  // reused: no allocation per record once capacities settle
@@ -437,7 +436,8 @@ class table_join_node final : public emitting_node<K, V, K, VR> {
 template <class K, class V, class KG, class VG, class VR, class KF, class F, bool Left>
 class global_join_node final : public emitting_node<K, V, K, VR> {
  public:
-  global_join_node(std::string store, KF kf, F f) : store_name_(std::move(store)), kf_(std::move(kf)), f_(std::move(f)) {}
+  global_join_node(std::string store, KF kf, F f)
+      : store_name_(std::move(store)), kf_(std::move(kf)), f_(std::move(f)) {}
   void init(task_context& task) override {
     node::init(task);
     view_.emplace(task.global_store(store_name_));

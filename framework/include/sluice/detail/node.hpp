@@ -157,7 +157,7 @@ class node {
   }
   const std::vector<std::string>& child_names() const noexcept { return child_names_; }
 
- /// Passes the record to every child, or to the child named `to`.
+  /// Passes the record to every child, or to the child named `to`.
   void forward_erased(const void* record, std::string_view to = {}) {
     if (to.empty()) {
       for (node* c : children_) c->process(record);
@@ -195,7 +195,7 @@ struct node_spec {
   std::vector<std::string> stores;   ///< stores the node may use
   std::vector<std::size_t> parents;  ///< indices into topology::nodes
   std::function<std::unique_ptr<node>()> factory;
-  bool internal_topic = false;       ///< the topic is a repartition topic this job owns
+  bool internal_topic = false;  ///< the topic is a repartition topic this job owns
 };
 
 using sluice::store_backend;
@@ -206,7 +206,7 @@ using sluice::store_backend;
 /// `storage`'s keys, so commit, abort, restore and tail-only replay work for every kind.
 /// The runtime calls it once per task and store, on the task's thread.
 using store_factory = std::function<std::unique_ptr<state::state_store>(std::unique_ptr<state::kv_store> storage,
-                                                                         state::changelog_sink* changelog)>;
+                                                                        state::changelog_sink* changelog)>;
 
 struct store_codec;  // detail/store_codec.hpp
 
@@ -214,10 +214,10 @@ struct store_codec;  // detail/store_codec.hpp
 struct store_spec {
   std::string name;
   store_backend backend = store_backend::rocksdb;
-  bool logged = true;                          ///< write a changelog topic
-  std::chrono::milliseconds ttl{0};            ///< 0 = entries never expire
-  bool global = false;                         ///< read in full by every instance
-  std::string source_topic;                    ///< global stores: the topic they follow
+  bool logged = true;                            ///< write a changelog topic
+  std::chrono::milliseconds ttl{0};              ///< 0 = entries never expire
+  bool global = false;                           ///< read in full by every instance
+  std::string source_topic;                      ///< global stores: the topic they follow
   state::rocksdb_config_setter rocksdb_options;  ///< expert hook (store_options::configure_rocksdb)
   store_factory make_store;                      ///< empty: the key-value store itself
   std::shared_ptr<const store_codec> codec;      ///< key/value types for queries; null: untyped (Processor API)

@@ -19,8 +19,8 @@ namespace sluice::detail {
 /// The typed handle to a windowed aggregation's store: values with the timestamp of their
 /// latest update (value_and_timestamp), in the state serdes.
 template <class K, class A>
-using window_aggregate_store_handle =
-    window_store_handle<K, value_and_timestamp<A>, default_state_serde<K>, value_and_timestamp_serde<default_state_serde<A>>>;
+using window_aggregate_store_handle = window_store_handle<K, value_and_timestamp<A>, default_state_serde<K>,
+                                                          value_and_timestamp_serde<default_state_serde<A>>>;
 
 /// Folds each record into every window it belongs to and emits each window's new
 /// aggregate, keyed windowed<K>, at the highest timestamp folded into the window.

@@ -63,8 +63,7 @@ inline std::int64_t unzigzag(std::uint64_t u) {
 
 template <class U>
 void put_little_endian(std::string& out, U v) {
-  for (std::size_t i = 0; i < sizeof(U); ++i)
-    out += static_cast<char>(static_cast<unsigned char>(v >> (8 * i)));
+  for (std::size_t i = 0; i < sizeof(U); ++i) out += static_cast<char>(static_cast<unsigned char>(v >> (8 * i)));
 }
 
 /// The fewest bytes any value of X encodes to; bounds element counts read from input.
@@ -123,15 +122,14 @@ void write(std::string& out, const X& value) {
 /// A bounds-checked cursor over the input.
 class reader {
  public:
-  explicit reader(std::string_view in)
-      : p_(reinterpret_cast<const unsigned char*>(in.data())), end_(p_ + in.size()) {}
+  explicit reader(std::string_view in) : p_(reinterpret_cast<const unsigned char*>(in.data())), end_(p_ + in.size()) {}
 
   std::size_t remaining() const { return static_cast<std::size_t>(end_ - p_); }
 
   void need(std::size_t n, const char* what, const field_path& path) const {
     if (remaining() < n)
-      path.fail("truncated input: expected " + std::to_string(n) + " bytes for " + what +
-                ", got " + std::to_string(remaining()));
+      path.fail("truncated input: expected " + std::to_string(n) + " bytes for " + what + ", got " +
+                std::to_string(remaining()));
   }
 
   unsigned char byte(const char* what, const field_path& path) {
@@ -156,9 +154,8 @@ class reader {
   std::size_t count(std::size_t item_size, const char* what, const field_path& path) {
     const std::uint64_t n = varint(path);
     if (item_size != 0 && n > remaining() / item_size)
-      path.fail("truncated input: " + std::string(what) + " of " + std::to_string(n) +
-                " needs at least " + std::to_string(n) + " x " + std::to_string(item_size) +
-                " bytes, got " + std::to_string(remaining()));
+      path.fail("truncated input: " + std::string(what) + " of " + std::to_string(n) + " needs at least " +
+                std::to_string(n) + " x " + std::to_string(item_size) + " bytes, got " + std::to_string(remaining()));
     return static_cast<std::size_t>(n);
   }
 
@@ -192,8 +189,7 @@ void read(reader& in, X& out, const field_path& path) {
     using limits = std::numeric_limits<X>;
     const std::uint64_t raw = in.varint(path);
     if constexpr (std::is_unsigned_v<X>) {
-      if (raw > limits::max())
-        path.fail("integer " + std::to_string(raw) + " out of range for " + integer_name<X>());
+      if (raw > limits::max()) path.fail("integer " + std::to_string(raw) + " out of range for " + integer_name<X>());
       out = static_cast<X>(raw);
     } else {
       const std::int64_t s = unzigzag(raw);
@@ -276,8 +272,7 @@ class binary_serde {
     T value{};
     serde_detail::binary::read(in, value, root);
     if (in.remaining() != 0)
-      throw serialization_error("binary: " + std::to_string(in.remaining()) +
-                                " trailing bytes after the value");
+      throw serialization_error("binary: " + std::to_string(in.remaining()) + " trailing bytes after the value");
     return value;
   }
 };

@@ -60,9 +60,12 @@ inline std::size_t json_nesting_depth(std::string_view bytes, std::size_t limit 
   bool in_string = false, escaped = false;
   for (const char c : bytes) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') {
@@ -125,8 +128,7 @@ inline void write_string(std::string& out, std::string_view s, const field_path&
     if (c >= 0x80) {
       const std::size_t n = utf8_sequence_length(p, end);
       if (n == 0)
-        path.fail("string is not valid UTF-8 (byte " + std::to_string(p - begin) +
-                  "); JSON can only carry UTF-8 text");
+        path.fail("string is not valid UTF-8 (byte " + std::to_string(p - begin) + "); JSON can only carry UTF-8 text");
       p += n;
       continue;
     }
@@ -172,8 +174,10 @@ void write(std::string& out, const X& value, const field_path& path) {
   } else if constexpr (std::is_same_v<X, std::string>) {
     write_string(out, value, path);
   } else if constexpr (is_optional<X>) {
-    if (value) write(out, *value, path);
-    else out += "null";
+    if (value)
+      write(out, *value, path);
+    else
+      out += "null";
   } else if constexpr (is_vector<X>) {
     out += '[';
     std::size_t i = 0;
@@ -217,8 +221,7 @@ void write(std::string& out, const X& value, const field_path& path) {
   }
 }
 
-[[noreturn]] inline void fail_type(const nlohmann::json& j, const char* expected,
-                                   const field_path& path) {
+[[noreturn]] inline void fail_type(const nlohmann::json& j, const char* expected, const field_path& path) {
   path.fail(std::string("expected ") + expected + ", got " + j.type_name());
 }
 
@@ -259,10 +262,8 @@ void read(nlohmann::json& j, X& out, const field_path& path) {
   } else if constexpr (is_json_float<X>) {
     if (!j.is_number()) fail_type(j, "number", path);
     const double d = j.get<double>();
-    if (!std::isfinite(d) ||
-        (std::is_same_v<X, float> && std::fabs(d) > std::numeric_limits<float>::max()))
-      path.fail("number " + j.dump() + " out of range for " +
-                (std::is_same_v<X, float> ? "float" : "double"));
+    if (!std::isfinite(d) || (std::is_same_v<X, float> && std::fabs(d) > std::numeric_limits<float>::max()))
+      path.fail("number " + j.dump() + " out of range for " + (std::is_same_v<X, float> ? "float" : "double"));
     out = static_cast<X>(d);
   } else if constexpr (std::is_same_v<X, std::string>) {
     if (!j.is_string()) fail_type(j, "string", path);

@@ -34,8 +34,7 @@ namespace sluice {
 /// the record to the configured deserialization / production handler.
 class serialization_error : public error {
  public:
-  explicit serialization_error(const std::string& message)
-      : error(errc::serialization, message) {}
+  explicit serialization_error(const std::string& message) : error(errc::serialization, message) {}
 };
 
 /// Raw bytes. An alias, not a new type: a std::string owns bytes as well as text.
@@ -56,7 +55,10 @@ concept serde_for = requires(const T& value, std::string& out, std::string_view 
 
 /// A type that is a serde for its own value_type.
 template <class S>
-concept serde = requires { typename S::value_type; } && serde_for<S, typename S::value_type>;
+concept serde = requires {
+  typename S::value_type;
+}
+&&serde_for<S, typename S::value_type>;
 
 /// A struct described with BOOST_HANA_DEFINE_STRUCT: json_serde and binary_serde can
 /// encode it with no code written for it.
@@ -84,11 +86,10 @@ void put_big_endian(U value, std::string& out) {
 template <class U>
 U get_big_endian(std::string_view in, const char* type_name) {
   if (in.size() != sizeof(U))
-    throw serialization_error("expected " + std::to_string(sizeof(U)) + " bytes for " +
-                              type_name + ", got " + std::to_string(in.size()));
+    throw serialization_error("expected " + std::to_string(sizeof(U)) + " bytes for " + type_name + ", got " +
+                              std::to_string(in.size()));
   U value = 0;
-  for (std::size_t i = 0; i < sizeof(U); ++i)
-    value = static_cast<U>((value << 8) | static_cast<unsigned char>(in[i]));
+  for (std::size_t i = 0; i < sizeof(U); ++i) value = static_cast<U>((value << 8) | static_cast<unsigned char>(in[i]));
   return value;
 }
 
@@ -114,15 +115,14 @@ struct bytes_serde {
 /// byte for byte Kafka's ShortSerializer, IntegerSerializer and LongSerializer
 /// (258 as int32 is 00 00 01 02). Deserialize requires exactly sizeof(I) bytes.
 template <std::integral I>
-  requires(!std::same_as<I, bool>)
-struct fixed_int_serde {
+requires(!std::same_as<I, bool>) struct fixed_int_serde {
   using value_type = I;
   static void serialize(const I& value, std::string& out) {
     serde_detail::put_big_endian(static_cast<std::make_unsigned_t<I>>(value), out);
   }
   static I deserialize(std::string_view in) {
-    return static_cast<I>(serde_detail::get_big_endian<std::make_unsigned_t<I>>(
-        in, serde_detail::integer_name<I>().c_str()));
+    return static_cast<I>(
+        serde_detail::get_big_endian<std::make_unsigned_t<I>>(in, serde_detail::integer_name<I>().c_str()));
   }
 };
 
@@ -158,8 +158,7 @@ struct bool_serde {
   using value_type = bool;
   static void serialize(const bool& value, std::string& out) { out.assign(1, value ? '\x01' : '\x00'); }
   static bool deserialize(std::string_view in) {
-    if (in.size() != 1)
-      throw serialization_error("expected 1 byte for bool, got " + std::to_string(in.size()));
+    if (in.size() != 1) throw serialization_error("expected 1 byte for bool, got " + std::to_string(in.size()));
     return in[0] != 0;
   }
 };
@@ -171,8 +170,7 @@ struct void_serde {
   using value_type = std::monostate;
   static void serialize(const std::monostate&, std::string& out) { out.clear(); }
   static std::monostate deserialize(std::string_view in) {
-    if (!in.empty())
-      throw serialization_error("expected no bytes for void, got " + std::to_string(in.size()));
+    if (!in.empty()) throw serialization_error("expected no bytes for void, got " + std::to_string(in.size()));
     return {};
   }
 };
@@ -197,21 +195,41 @@ struct default_serde_for {
                 "or pass a serde explicitly");
   using type = void;
 };
-template <> struct default_serde_for<std::string> { using type = string_serde; };
-template <> struct default_serde_for<bool> { using type = bool_serde; };
-template <> struct default_serde_for<float> { using type = float_serde; };
-template <> struct default_serde_for<double> { using type = double_serde; };
-template <> struct default_serde_for<std::monostate> { using type = void_serde; };
+template <>
+struct default_serde_for<std::string> {
+  using type = string_serde;
+};
+template <>
+struct default_serde_for<bool> {
+  using type = bool_serde;
+};
+template <>
+struct default_serde_for<float> {
+  using type = float_serde;
+};
+template <>
+struct default_serde_for<double> {
+  using type = double_serde;
+};
+template <>
+struct default_serde_for<std::monostate> {
+  using type = void_serde;
+};
 template <std::integral I>
-  requires(!std::same_as<I, bool>)
-struct default_serde_for<I> { using type = fixed_int_serde<I>; };
+requires(!std::same_as<I, bool>) struct default_serde_for<I> {
+  using type = fixed_int_serde<I>;
+};
 template <described_struct T>
-struct default_serde_for<T> { using type = json_serde<T>; };
+struct default_serde_for<T> {
+  using type = json_serde<T>;
+};
 
 template <class T>
 struct default_state_serde_for : default_serde_for<T> {};
 template <described_struct T>
-struct default_state_serde_for<T> { using type = binary_serde<T>; };
+struct default_state_serde_for<T> {
+  using type = binary_serde<T>;
+};
 
 }  // namespace serde_detail
 

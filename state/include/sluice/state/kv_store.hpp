@@ -201,8 +201,7 @@ class kv_store : public state_store {
   }
 
   /// Entries with from <= key <= to (both inclusive, as in Kafka Streams). Empty if from > to.
-  kv_iterator range(std::string_view from, std::string_view to,
-                    direction dir = direction::forward) {
+  kv_iterator range(std::string_view from, std::string_view to, direction dir = direction::forward) {
     return make_range(from, to, dir);
   }
   /// Entries whose key starts with `key_prefix` (all entries if it is empty).

@@ -102,8 +102,7 @@ class queue_store final : public state_store {
  public:
   /// Takes ownership of `storage`; logs to `changelog` unless it is nullptr. Reads the meta
   /// records once to learn which queues are non-empty (O(queues ever used)).
-  queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog,
-              queue_store_options options = {});
+  queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog, queue_store_options options = {});
   ~queue_store() override;
 
   const std::string& name() const noexcept override;
@@ -137,9 +136,7 @@ class queue_store final : public state_store {
 
   /// The keys of the queues that hold entries, in bytewise order. Kept in memory, so asking
   /// never scans empty queues. Valid until the next write, abort or restore.
-  const std::set<std::string, std::less<>>& non_empty_queues() const noexcept {
-    return non_empty_;
-  }
+  const std::set<std::string, std::less<>>& non_empty_queues() const noexcept { return non_empty_; }
 
   /// The kv_store underneath (tests, diagnostics).
   kv_store& storage() noexcept { return *storage_; }
@@ -153,8 +150,7 @@ class queue_store final : public state_store {
 
   meta read_meta(std::string_view queue);
   void write_meta(std::string_view queue, const meta& m, std::int64_t timestamp_ms);
-  void log(std::string_view key, const std::optional<std::string_view>& value,
-           std::int64_t timestamp_ms);
+  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp_ms);
   void track(std::string_view queue, const meta& m);
   void load_non_empty();
 
@@ -163,7 +159,7 @@ class queue_store final : public state_store {
   std::set<std::string, std::less<>> non_empty_;
   std::set<std::string, std::less<>> touched_;  ///< queues written since the last commit
   queue_store_options options_;
-  std::uint64_t consumed_pending_ = 0;     ///< entries popped since the last commit
+  std::uint64_t consumed_pending_ = 0;      ///< entries popped since the last commit
   std::uint64_t consumed_uncompacted_ = 0;  ///< committed pops since the last compaction
   std::string key_scratch_;
   std::string value_scratch_;

@@ -90,9 +90,7 @@ class rocksdb_environment {
   memory_budget& index_memory() noexcept { return *index_memory_; }
 
   /// For the implementation.
-  const std::shared_ptr<const detail::rocksdb_shared_state>& shared() const noexcept {
-    return shared_;
-  }
+  const std::shared_ptr<const detail::rocksdb_shared_state>& shared() const noexcept { return shared_; }
 
  private:
   std::shared_ptr<const detail::rocksdb_shared_state> shared_;
@@ -119,7 +117,6 @@ class out_of_space_error : public sluice::error {
 /// error too) when its filesystem is full. A corrupt store is only a cache of its
 /// changelog: the runtime wipes it (task_directory::wipe_store) and opens it again empty,
 /// which restores it from the start of the changelog; a full filesystem stops the job.
-std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options,
-                                             rocksdb_environment& environment);
+std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options, rocksdb_environment& environment);
 
 }  // namespace sluice::state

@@ -22,8 +22,7 @@ class task_directory {
   /// Creates the directory if needed and takes the lock. Throws sluice::error(errc::state)
   /// if the lock is held, sluice::error(errc::io) if the directory or lock file cannot be
   /// created, sluice::error(errc::invalid_config) for empty or path-like ids.
-  task_directory(const std::filesystem::path& state_dir, std::string_view application_id,
-                 std::string_view task_id);
+  task_directory(const std::filesystem::path& state_dir, std::string_view application_id, std::string_view task_id);
   task_directory(task_directory&& other) noexcept;
   task_directory& operator=(task_directory&& other) noexcept;
   task_directory(const task_directory&) = delete;

@@ -37,24 +37,30 @@ void for_each_field(S& obj, F&& f) {
 template <class T, class F>
 constexpr decltype(auto) unpack_member_types(F&& f) {
   return boost::hana::unpack(boost::hana::accessors<T>(), [&](auto... pairs) {
-    return f(std::type_identity<std::remove_cvref_t<
-                 decltype(boost::hana::second(pairs)(std::declval<T&>()))>>{}...);
+    return f(std::type_identity<std::remove_cvref_t<decltype(boost::hana::second(pairs)(std::declval<T&>()))>>{}...);
   });
 }
 
-template <class T> inline constexpr bool is_optional = false;
-template <class X> inline constexpr bool is_optional<std::optional<X>> = true;
+template <class T>
+inline constexpr bool is_optional = false;
+template <class X>
+inline constexpr bool is_optional<std::optional<X>> = true;
 
-template <class T> inline constexpr bool is_vector = false;
-template <class X> inline constexpr bool is_vector<std::vector<X>> = true;
+template <class T>
+inline constexpr bool is_vector = false;
+template <class X>
+inline constexpr bool is_vector<std::vector<X>> = true;
 
-template <class T> inline constexpr bool is_string_map = false;
-template <class X> inline constexpr bool is_string_map<std::map<std::string, X>> = true;
+template <class T>
+inline constexpr bool is_string_map = false;
+template <class X>
+inline constexpr bool is_string_map<std::map<std::string, X>> = true;
 
 /// Integer member types: every integer type but bool, which is its own kind.
 template <class T>
 inline constexpr bool is_integer = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
-template <class T> inline constexpr bool always_false = false;
+template <class T>
+inline constexpr bool always_false = false;
 
 }  // namespace sluice::serde_detail
