@@ -190,6 +190,113 @@ TEST(error_handlers, dead_letter_keeps_original_bytes_and_names_the_error) {
   EXPECT_EQ(d.metrics().total("sluice_records_dead_lettered_total"), 1);
 }
 
+// Issue 12, finding 5: a value the broker took (just under its 1,048,588-byte default) whose
+// dead-letter copy is over the producer's message.max.bytes, set lower here. The copy is cut
+// to a budget derived from that limit, less its headers and framing, in one send, and the
+// records after it are processed.
+TEST(error_handlers, dead_letter_copy_over_the_producers_message_max_bytes_is_cut_to_fit_it_with_the_reason) {
+  sluice::config c;
+  c.set("deserialization.error.handler", "dead_letter");
+  c.set("producer.message.max.bytes", "20000");
+  sluice::streams_builder b;
+  b.stream<std::string, event>("events").to("out");
+  topology_test_driver d(b.build(), c);
+  const std::string poison = "{broken" + std::string(1'040'000, 'x');
+  d.pipe_raw("events", std::string_view("k"), std::string_view(poison), 5, {{"trace", std::string("t-1")}});
+  d.input_topic<std::string, event>("events").pipe("k", event{"u", 1});
+  EXPECT_EQ((d.output_topic<std::string, event>("out").size()), 1u) << "the records after it are processed";
+  auto& dlq = d.records("test-driver-dlq");
+  ASSERT_EQ(dlq.size(), 1u);
+  const auto& dead = dlq.front();
+  ASSERT_TRUE(dead.value.has_value());
+  EXPECT_EQ(*dead.value, poison.substr(0, dead.value->size())) << "a prefix of the original value";
+  EXPECT_EQ(dead.key, "k");
+  // Key, value, headers and framing within the producer's limit, and no byte budget wasted:
+  // the value takes what the headers leave.
+  std::size_t bytes = 64 + dead.key->size() + dead.value->size();
+  for (const auto& h : dead.headers) bytes += 10 + h.key.size() + (h.value ? h.value->size() : 0);
+  EXPECT_LE(bytes, 20000u);
+  EXPECT_GT(dead.value->size(), 18000u);
+  EXPECT_EQ(**dead.headers.last("sluice.original.value.bytes"), std::to_string(poison.size()));
+  EXPECT_EQ(**dead.headers.last("sluice.original.key.bytes"), "1");
+  const std::string note = **dead.headers.last("sluice.truncated");
+  EXPECT_NE(note.find("exceeds the producer's message.max.bytes (20000)"), std::string::npos) << note;
+  EXPECT_NE(note.find("value " + std::to_string(dead.value->size()) + " of " + std::to_string(poison.size())),
+            std::string::npos)
+      << note;
+  EXPECT_EQ(**dead.headers.last("sluice.error.kind"), "deserialization");
+  EXPECT_EQ(**dead.headers.last("trace"), "t-1") << "small original headers are kept";
+  EXPECT_EQ(d.metrics().total("sluice_records_dead_lettered_total"), 1);
+  EXPECT_EQ(d.metrics().total("sluice_records_dead_lettered_truncated_total"), 1);
+}
+
+namespace {
+/// "in" -> a value of `n` bytes per record n -> "out": one input makes an output of any size.
+sluice::topology inflating_topology() {
+  sluice::streams_builder b;
+  b.stream<std::string, std::int64_t>("in")
+      .map_values([](std::int64_t n) { return std::string(static_cast<std::size_t>(n), 'v'); })
+      .to("out");
+  return b.build();
+}
+}  // namespace
+
+// Issue 12: an output record over its topic's limit failed the transaction under exactly-once
+// and stopped the job on every restart. It is caught before it is produced: a processing
+// error of the input record, under the processing handler.
+TEST(error_handlers, an_output_record_over_message_max_bytes_is_a_processing_error_dead_lettered_whole) {
+  sluice::config c;
+  c.set("processing.error.handler", "dead_letter");
+  c.set("producer.message.max.bytes", "20000");
+  topology_test_driver d(inflating_topology(), c);
+  auto in = d.input_topic<std::string, std::int64_t>("in");
+  in.pipe("a", 100);
+  in.pipe("big", 30000);
+  in.pipe("b", 19000);
+  auto out = d.output_topic<std::string, std::string>("out");
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out.read_key(), "a");
+  EXPECT_EQ(out.read_key(), "b") << "a record just under the limit passes";
+  auto& dlq = d.records("test-driver-dlq");
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(dlq.front().key, "big") << "the input record, whole";
+  EXPECT_EQ(**dlq.front().headers.last("sluice.error.kind"), "processing");
+  const std::string message = **dlq.front().headers.last("sluice.error.message");
+  EXPECT_NE(message.find("for topic 'out' exceeds the limit of 20000 bytes set by the producer's message.max.bytes"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("a record of 300"), std::string::npos) << "its size: " << message;
+  EXPECT_EQ(d.metrics().total("sluice_records_dead_lettered_total"), 1);
+}
+
+TEST(error_handlers, an_output_record_over_message_max_bytes_under_fail_stops_naming_topic_size_limit_and_setting) {
+  sluice::config c;
+  c.set("producer.message.max.bytes", "20000");
+  topology_test_driver d(inflating_topology(), c);
+  auto in = d.input_topic<std::string, std::int64_t>("in");
+  const auto message = sluice::test::error_of([&] { in.pipe("big", 30000); }, sluice::errc::processing);
+  EXPECT_NE(message.find("in[0]@0"), std::string::npos) << message;
+  EXPECT_NE(message.find("topic 'out'"), std::string::npos) << message;
+  EXPECT_NE(message.find("a record of 300"), std::string::npos) << message;
+  EXPECT_NE(message.find("limit of 20000 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("raise producer.message.max.bytes"), std::string::npos) << message;
+  EXPECT_TRUE((d.output_topic<std::string, std::string>("out").empty())) << "nothing was produced";
+}
+
+TEST(error_handlers, an_output_record_over_message_max_bytes_under_log_and_continue_is_skipped_and_counted) {
+  sluice::config c;
+  c.set("processing.error.handler", "log_and_continue");
+  c.set("producer.message.max.bytes", "20000");
+  topology_test_driver d(inflating_topology(), c);
+  auto in = d.input_topic<std::string, std::int64_t>("in");
+  in.pipe("big", 30000);
+  in.pipe("a", 10);
+  auto out = d.output_topic<std::string, std::string>("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out.read_key(), "a");
+  EXPECT_EQ(d.metrics().total("sluice_records_skipped_total"), 1);
+}
+
 TEST(error_handlers, log_and_continue_skips_and_counts_processing_failures) {
   sluice::config c;
   c.set("processing.error.handler", "log_and_continue");

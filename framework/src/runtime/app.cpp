@@ -198,17 +198,23 @@ void validate_output_topics(const topology& topo, kafka::admin& admin, cluster_k
     }
 }
 
-/// A broker refuses a whole record batch larger than the topic's max.message.bytes, and
-/// librdkafka fills a batch up to batch.size whatever its topic: every record of such a batch
-/// fails, the small ones too (401 records of 1 KB to a topic limited to 20,000 bytes all
-/// failed, skipped under log_and_continue). Batches are capped below the smallest limit of
-/// the topics the app writes that sluice does not create (outputs, the dead-letter topic); a
-/// record larger than its topic's limit still fails alone, under the production handler.
-void cap_batches_to_topic_limits(const topology& topo, const config& cfg, kafka::admin& admin,
-                                 kafka::config_map& producer) {
+/// The record size limits of every topic the app's tasks write records to (sinks, the
+/// repartition topics among them, and the dead-letter topic): the producer's
+/// message.max.bytes as the runtime's producer will use it, and each topic's
+/// max.message.bytes as the broker describes it.
+///
+/// Batches are also capped below the smallest of those topic limits: a broker refuses a whole
+/// record batch larger than the topic's max.message.bytes, and librdkafka fills a batch up to
+/// batch.size whatever its topic, so every record of such a batch failed, the small ones too
+/// (401 records of 1 KB to a topic limited to 20,000 bytes all failed). A record larger than
+/// its topic's limit is caught before it is produced (stream_task::send).
+runtime::record_size_limits learn_record_limits(const topology& topo, const config& cfg, kafka::admin& admin,
+                                                kafka::config_map& producer) {
+  runtime::record_size_limits limits(runtime::producer_max_message_bytes(producer));
   std::set<std::string> topics;
   for (const auto& n : detail::topology_access::nodes(topo))
-    if (n.kind == detail::node_kind::sink && !n.internal_topic) topics.insert(n.topics[0]);
+    if (n.kind == detail::node_kind::sink)
+      topics.insert(detail::topology_access::resolve_topic(n, n.topics[0], cfg.application_id()));
   if (cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
       cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter)
     topics.insert(cfg.dead_letter_topic());
@@ -220,16 +226,18 @@ void cap_batches_to_topic_limits(const topology& topo, const config& cfg, kafka:
     const auto limit = configs.find("max.message.bytes");
     if (limit == configs.end()) continue;
     const auto bytes = std::stoll(limit->second);
+    limits.set_topic_max_message_bytes(topic, bytes);
     if (bytes - framing < cap) {
       cap = bytes - framing;
       smallest = topic;
     }
   }
   const auto current = producer.contains("batch.size") ? std::stoll(producer.at("batch.size")) : 1000000;
-  if (cap >= current) return;
+  if (cap >= current) return limits;
   producer["batch.size"] = std::to_string(std::max<std::int64_t>(cap, 1));
   spdlog::info("sluice: producer batch.size {} (topic '{}' has max.message.bytes {})", producer["batch.size"], smallest,
                cap + framing);
+  return limits;
 }
 
 /// On the embedded cluster the topics global tables read are created too, like sources: a
@@ -454,7 +462,7 @@ void app::start() {
   d.start_global_tables(clients.consumer, admin);
   if (d.http) d.http->set_global_stores(d.globals->stores());
   auto producer = clients.producer;
-  cap_batches_to_topic_limits(d.topo, d.cfg, admin, producer);
+  d.services.record_limits = learn_record_limits(d.topo, d.cfg, admin, producer);
   d.start_threads(clients.consumer, producer, clients.admin, sub_partitions);
 }
 

@@ -90,6 +90,12 @@ cancellable stream_task::schedule(std::chrono::milliseconds interval, punctuatio
 void stream_task::send(std::string_view topic, const std::optional<std::string_view>& key,
                        const std::optional<std::string_view>& value, std::int64_t timestamp,
                        const sluice::headers& headers, std::int32_t partition) {
+  // Checked here, not left to the producer: under exactly-once the broker's refusal of a
+  // record over the topic's max.message.bytes fails the whole transaction, and the same
+  // record fails it again after every rewind. Here it is the processing error of its input.
+  if (const auto bytes = record_wire_bytes(key, value, headers); !services_.record_limits.fits_everywhere(bytes))
+    if (bytes > services_.record_limits.limit(topic).bytes)
+      throw error(errc::processing, services_.record_limits.oversized_message(topic, bytes));
   sender_.send(topic, partition, key, value, timestamp, headers);
 }
 
@@ -198,73 +204,111 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, f
       return;
     }
     case error_policy::dead_letter: {
-      auto error_headers = [&](sluice::headers& h, std::string_view message) {
-        h.add("sluice.error.kind", std::string(kind));
-        h.add("sluice.error.message", std::string(message));
-        h.add("sluice.source.topic", m.topic);
-        h.add("sluice.source.partition", std::to_string(m.partition));
-        h.add("sluice.source.offset", std::to_string(m.offset));
-      };
-      sluice::headers h = m.headers;
-      error_headers(h, what);
-      std::optional<std::string_view> k, v;
-      if (m.key) k = *m.key;
-      if (m.value) v = *m.value;
-      try {
-        sender_.send(services_.dead_letter_topic, -1, k, v, dead_letter_timestamp(m), h);
-        skipped.add();
-        dead_lettered.add();
-        return;
-      } catch (const sluice::error& e) {
-        if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
-      }
-      // The copy with its error headers is larger than the producer's message.max.bytes
-      // (a record near 1 MB that the broker took). Send a truncated copy that says so,
-      // smaller at each refusal; a record is never left unaccounted and never stops the job.
-      std::size_t header_bytes = 0;
-      for (const auto& hd : m.headers) header_bytes += hd.key.size() + (hd.value ? hd.value->size() : 0);
-      for (const std::size_t budget : {std::size_t{65536}, std::size_t{1024}, std::size_t{0}}) {
-        auto prefix = [&](const std::optional<std::string>& bytes) -> std::optional<std::string_view> {
-          if (!bytes) return std::nullopt;
-          return std::string_view(*bytes).substr(0, budget);
-        };
-        const auto key = prefix(m.key), value = prefix(m.value);
-        const bool keep_headers = header_bytes <= budget;
-        std::string note = "the whole dead-letter copy exceeds the producer's message.max.bytes; sent: key " +
-                           std::to_string(key ? key->size() : 0) + " of " + std::to_string(m.key ? m.key->size() : 0) +
-                           " bytes, value " + std::to_string(value ? value->size() : 0) + " of " +
-                           std::to_string(m.value ? m.value->size() : 0) + " bytes, original headers " +
-                           (keep_headers ? "kept"
-                                         : "dropped (" + std::to_string(m.headers.size()) + " headers, " +
-                                               std::to_string(header_bytes) + " bytes)");
-        sluice::headers cut = keep_headers ? m.headers : sluice::headers{};
-        error_headers(cut, std::string_view(what).substr(0, std::max<std::size_t>(budget, 256)));
-        cut.add("sluice.truncated", note);
-        if (m.key) cut.add("sluice.original.key.bytes", std::to_string(m.key->size()));
-        if (m.value) cut.add("sluice.original.value.bytes", std::to_string(m.value->size()));
-        try {
-          sender_.send(services_.dead_letter_topic, -1, key, value, dead_letter_timestamp(m), cut);
-        } catch (const sluice::error& e) {
-          if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
-          continue;
-        }
-        skipped.add();
-        dead_lettered.add();
-        auto& truncated = services_.metrics->get_counter("sluice_records_dead_lettered_truncated_total", label_);
-        truncated.add();
-        if (truncated.value() <= 10 || truncated.value() % 1000 == 0)
-          spdlog::warn("task {}: dead-lettered record {} truncated ({} error): {}", id_, where, kind, note);
-        return;
-      }
-      // Not even the error headers fit (message.max.bytes near its minimum of 1000).
       skipped.add();
-      spdlog::error(
-          "task {}: record {} could not be dead-lettered even truncated (message.max.bytes is too small "
-          "for its error headers); skipped and counted in sluice_records_skipped_total ({} error): {}",
-          id_, where, kind, what);
+      if (send_dead_letter(m, reason, what)) dead_lettered.add();
       return;
     }
   }
+}
+
+bool stream_task::send_dead_letter(const kafka::message& m, failure_reason reason, const std::string& what) {
+  const std::string_view kind = to_string(reason);
+  const auto& topic = services_.dead_letter_topic;
+  auto error_headers = [&](sluice::headers& h, std::string_view message) {
+    h.add("sluice.error.kind", std::string(kind));
+    h.add("sluice.error.message", std::string(message));
+    h.add("sluice.source.topic", m.topic);
+    h.add("sluice.source.partition", std::to_string(m.partition));
+    h.add("sluice.source.offset", std::to_string(m.offset));
+  };
+  std::optional<std::string_view> key, value;
+  if (m.key) key = *m.key;
+  if (m.value) value = *m.value;
+  const auto limit = services_.record_limits.limit(topic);
+  {
+    sluice::headers h = m.headers;
+    error_headers(h, what);
+    const auto whole = record_wire_bytes(key, value, h);
+    if (whole <= limit.bytes) {
+      try {
+        sender_.send(topic, -1, key, value, dead_letter_timestamp(m), h);
+        return true;
+      } catch (const sluice::error& e) {
+        // The limits were not known after all (the producer refused it at once).
+        if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
+      }
+    }
+  }
+  // The copy with its error headers is larger than the dead-letter topic takes (a record near
+  // 1 MB that its source topic took, or a producer or topic limit set lower). Send a copy cut
+  // to fit, which says so: a record is never left unaccounted and never stops the job. The
+  // budget for key and value is the limit less every header and the framing; original
+  // headers are kept when the key and value still get room, the error message is shortened
+  // only when nothing else fits.
+  const std::size_t key_size = m.key ? m.key->size() : 0, value_size = m.value ? m.value->size() : 0;
+  std::size_t original_header_bytes = 0;
+  for (const auto& h : m.headers) original_header_bytes += h.key.size() + (h.value ? h.value->size() : 0);
+  const auto note = [&](std::size_t key_kept, std::size_t value_kept, bool headers_kept) {
+    return "the whole dead-letter copy exceeds " + limit.setting + "; sent: key " + std::to_string(key_kept) + " of " +
+           std::to_string(key_size) + " bytes, value " + std::to_string(value_kept) + " of " +
+           std::to_string(value_size) + " bytes, original headers " +
+           (headers_kept ? "kept"
+                         : "dropped (" + std::to_string(m.headers.size()) + " headers, " +
+                               std::to_string(original_header_bytes) + " bytes)");
+  };
+  const auto cut_headers = [&](bool keep_original, std::size_t message_bytes, std::string truncation) {
+    sluice::headers h = keep_original ? m.headers : sluice::headers{};
+    error_headers(h, std::string_view(what).substr(0, message_bytes));
+    h.add("sluice.truncated", std::move(truncation));
+    if (m.key) h.add("sluice.original.key.bytes", std::to_string(key_size));
+    if (m.value) h.add("sluice.original.value.bytes", std::to_string(value_size));
+    return h;
+  };
+  struct attempt {
+    bool keep_original;
+    std::size_t message_bytes;
+  };
+  // Original headers and the whole error message; then without the original headers; then
+  // the message cut to 256 bytes. Original headers stay only when they leave the key and
+  // value whole or at least 1 KiB of them.
+  for (const attempt a : {attempt{true, what.size()}, attempt{false, what.size()}, attempt{false, 256}}) {
+    if (a.keep_original && m.headers.size() == 0) continue;
+    // Sized with the note's largest numbers (kept sizes equal the originals), so the note
+    // written with the real ones is never longer.
+    const auto header_only =
+        record_wire_bytes(std::nullopt, std::nullopt,
+                          cut_headers(a.keep_original, a.message_bytes, note(key_size, value_size, a.keep_original)));
+    const std::int64_t room = limit.bytes - header_only;
+    const bool last = a.message_bytes == 256;
+    if (room <= 0 || (!last && room < 1024 && key_size + value_size > static_cast<std::size_t>(room))) continue;
+    auto budget = static_cast<std::size_t>(room);
+    // The key first when it is the smaller part (an id), else half each.
+    const std::size_t key_kept = std::min(key_size, std::max(budget / 2, budget - std::min(budget, value_size)));
+    const std::size_t value_kept = std::min(value_size, budget - key_kept);
+    std::optional<std::string_view> k, v;
+    if (key) k = key->substr(0, key_kept);
+    if (value) v = value->substr(0, value_kept);
+    auto sent = note(key_kept, value_kept, a.keep_original);
+    auto h = cut_headers(a.keep_original, a.message_bytes, sent);
+    try {
+      sender_.send(topic, -1, k, v, dead_letter_timestamp(m), h);
+    } catch (const sluice::error& e) {
+      if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
+      break;
+    }
+    auto& truncated = services_.metrics->get_counter("sluice_records_dead_lettered_truncated_total", label_);
+    truncated.add();
+    if (truncated.value() <= 10 || truncated.value() % 1000 == 0)
+      spdlog::warn("task {}: dead-lettered record {}[{}]@{} truncated ({} error): {}", id_, m.topic, m.partition,
+                   m.offset, kind, sent);
+    return true;
+  }
+  // Not even the error headers fit (a limit near message.max.bytes' minimum of 1000).
+  spdlog::error(
+      "task {}: record {}[{}]@{} could not be dead-lettered even truncated ({} is too small for its error headers); "
+      "skipped and counted in sluice_records_skipped_total ({} error): {}",
+      id_, m.topic, m.partition, m.offset, limit.setting, kind, what);
+  return false;
 }
 
 std::int32_t stream_task::partition_count() const {

@@ -26,6 +26,7 @@
 #include "kafka/types.hpp"
 #include "runtime/partition_group.hpp"
 #include "runtime/record_collector.hpp"
+#include "runtime/record_size.hpp"
 #include "runtime/state_manager.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/node.hpp"
@@ -60,6 +61,9 @@ struct task_services {
   std::function<std::int64_t()> wall_clock_ms;         ///< real clock, or the test driver's
   bool memory_stores_only = false;                     ///< the test driver's default
   std::map<int, std::int32_t> subtopology_partitions;  ///< sub-topology id -> partition count
+  /// The largest record each written topic takes: checked before every send, so an oversized
+  /// record is a processing error of its input, and a dead letter is cut to fit.
+  record_size_limits record_limits;
 };
 
 class stream_task final : public detail::task_context {
@@ -138,6 +142,10 @@ class stream_task final : public detail::task_context {
   /// (classify_failure), else to the processing handler. Call inside a catch block.
   void throw_or_handle_processing(const kafka::message& m, const std::exception& e);
   void handle_failure(const kafka::message& m, error_policy policy, failure_reason reason, const std::string& what);
+  /// dead_letter's part of handle_failure: the record whole when it fits the dead-letter
+  /// topic, else a truncated copy that says so, else skipped and logged. False when not even
+  /// the error headers fit.
+  bool send_dead_letter(const kafka::message& m, failure_reason reason, const std::string& what);
   /// Index in inputs_ of `topic`, or inputs_.size() when the task does not read it.
   std::size_t input_index(std::string_view topic);
 
