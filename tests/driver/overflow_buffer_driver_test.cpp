@@ -352,6 +352,30 @@ TEST(overflow_buffer, malformed_values_are_processing_errors_sent_to_the_dead_le
   EXPECT_EQ(h.driver->records(h.driver->application_id() + "-dlq").size(), 4u);
 }
 
+// Issue 12: the one-pass scanner took an 80,000-level value and passed it on to the output
+// topic (and to whoever reads it next). It is refused past sluice's JSON nesting limit, the
+// one json_serde uses: a processing error, dead-lettered and counted; 1,000 levels still pass.
+TEST(overflow_buffer, a_value_nested_deeper_than_the_json_limit_is_dead_lettered_and_the_limit_itself_passes) {
+  harness h;
+  const auto nested = [](std::size_t levels) {  // an object holding levels - 1 arrays
+    return R"({"n":1,"deep":)" + std::string(levels - 1, '[') + std::string(levels - 1, ']') + "}";
+  };
+  h.pipe("c", nested(80'000));
+  h.pipe("c", nested(sluice::max_json_nesting + 1));
+  h.pipe("c", nested(sluice::max_json_nesting));
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].value->size(), nested(sluice::max_json_nesting).size());
+  const auto& dlq = h.driver->records(h.driver->application_id() + "-dlq");
+  ASSERT_EQ(dlq.size(), 2u);
+  for (const auto& m : dlq) {
+    EXPECT_EQ(header(m, "sluice.error.kind"), "processing");
+    EXPECT_NE(header(m, "sluice.error.message").find("deeper than 1000 levels"), std::string::npos)
+        << header(m, "sluice.error.message");
+  }
+  EXPECT_EQ(h.driver->metrics().total("sluice_records_dead_lettered_total"), 2);
+}
+
 TEST(overflow_buffer, output_keeps_key_value_and_headers) {
   harness h(rate_opts(1));
   const std::string v = R"({"n":0,"body":"héllo","nested":{"a":[1,2]}})";
@@ -732,10 +756,12 @@ TEST(overflow_buffer_fields, scanner_agrees_with_nlohmanns_parser_on_random_valu
   // Both kinds are exercised: many values taken, many refused.
   EXPECT_GT(taken, 10000u);
   EXPECT_LT(taken, 50000u);
-  // Depth on the heap: a value nested a million deep is read (or refused) without recursion.
+  // The one difference, on purpose: nlohmann takes any depth, the scanner refuses values
+  // nested deeper than sluice's JSON limit (issue 12), well formed or not, without recursion.
   const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
-  EXPECT_EQ(scanner_outcome("{\"a\":" + deep + ",\"ttl_ms\":3}"), "ok ttl=3 deliver=-");
-  EXPECT_EQ(scanner_outcome("{\"a\":" + deep.substr(0, 1'500'000) + "}"), reference_outcome("{\"a\":" + deep.substr(0, 1'500'000) + "}"));
+  EXPECT_EQ(reference_outcome("{\"a\":" + deep + ",\"ttl_ms\":3}"), "ok ttl=3 deliver=-");
+  for (const auto& v : {"{\"a\":" + deep + ",\"ttl_ms\":3}", "{\"a\":" + deep.substr(0, 1'500'000) + "}"})
+    EXPECT_NE(scanner_outcome(v).find("deeper than 1000 levels"), std::string::npos) << scanner_outcome(v);
 }
 
 namespace {

@@ -97,6 +97,15 @@ TEST_P(overflow_buffer_hostile, every_record_of_the_corpus_is_emitted_dead_lette
     std::cout << corpus[i].name << ": " << (emitted[i] ? "emitted" : dead[i] ? "dead-lettered" : lapsed[i] ? "expired" : "skipped")
               << "\n";
   }
+  // Issue 12: the 80,000-level value was taken and emitted; it is refused past sluice's JSON
+  // nesting limit like any JSON path's.
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    if (corpus[i].name.find("levels of nesting") == std::string::npos) continue;
+    EXPECT_EQ(emitted[i], 0) << corpus[i].name << " was emitted";
+    if (dead_letters) {
+      EXPECT_EQ(dead[i], 1) << corpus[i].name;
+    }
+  }
   if (!dead_letters) {
     // Each skip is counted: the log's running count reaches the number of refused records.
     const auto log = sluice::test::last_lines(job.log(), 100000);

@@ -9,7 +9,9 @@
 // surrogates, nothing above U+10FFFF), escapes checked (\u surrogate pairs complete); a UTF-8
 // BOM skipped at the start; a number whose value overflows a double refused as malformed
 // wherever it is; keys compared after unescaping. Nesting is kept on a heap stack, never
-// the C++ stack, so any depth is safe. tests/driver/overflow_buffer_driver_test.cpp checks it
+// the C++ stack, so any depth would be safe here; but the value goes on to the output topic
+// and to whoever reads it next, so it is refused past sluice's JSON nesting limit
+// (max_json_nesting, as json_serde), unlike nlohmann, which takes any depth. tests/driver/overflow_buffer_driver_test.cpp checks it
 // against nlohmann's SAX parser on randomized values.
 #include <cmath>
 #include <cerrno>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "sluice/error.hpp"
+#include "sluice/serde/json.hpp"
 #include "sluice/topologies/overflow_buffer.hpp"
 
 namespace sluice::topologies::overflow_detail {
@@ -26,7 +29,7 @@ namespace {
 
 class field_scanner {
  public:
-  explicit field_scanner(std::string_view in) : p_(in.data()), end_(in.data() + in.size()) {}
+  explicit field_scanner(std::string_view in) : begin_(in.data()), p_(in.data()), end_(in.data() + in.size()) {}
 
   parsed_fields scan() {
     if (p_ < end_ && static_cast<unsigned char>(*p_) == 0xEF) {  // a UTF-8 byte order mark
@@ -70,6 +73,7 @@ class field_scanner {
         case '{':
         case '[':
           if (pending != field::none) wrong_type(pending, *p_ == '{' ? "object" : "array");
+          if (nest_.size() == max_json_nesting) too_deep();
           nest_.push_back(*p_);
           ++p_;
           first = true;
@@ -104,6 +108,12 @@ class field_scanner {
 
   [[noreturn]] static void malformed() {
     throw error(errc::processing, "overflow buffer: the record value is not a JSON object");
+  }
+  [[noreturn]] void too_deep() const {
+    throw error(errc::processing, "overflow buffer: the record value nests arrays and objects deeper than " +
+                                      std::to_string(max_json_nesting) + " levels (" +
+                                      std::to_string(end_ - begin_) +
+                                      " bytes); sluice refuses such JSON, as no producer of real data nests that deep");
   }
   static const char* name(field f) noexcept { return f == field::ttl_ms ? "ttl_ms" : "deliver_at_ms"; }
   [[noreturn]] static void wrong_type(field f, const char* type) {
@@ -334,6 +344,7 @@ class field_scanner {
   }
   void store(field f, std::int64_t v) { (f == field::ttl_ms ? fields_.ttl_ms : fields_.deliver_at_ms) = v; }
 
+  const char* begin_;
   const char* p_;
   const char* end_;
   std::string nest_;  ///< open containers, '{' or '[' (the heap, whatever the depth)
