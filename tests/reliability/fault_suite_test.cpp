@@ -21,7 +21,9 @@
 // directory deleted, a leader and a controller kill, a zombie, a cut, a churn) over fewer
 // records (each job's records()), to keep CI short (docs/reliability.md). `--soak SECONDS`
 // (or SLUICE_SOAK_SECONDS) has each job draw faults at random until SECONDS have passed and
-// at least 1,000,000 records were fed. Both profiles run every job unless SLUICE_FAULT_JOBS
+// at least 1,000,000 records were fed (SLUICE_SOAK_RECORDS sets another floor: a soak feeds a
+// chunk of 1/200 of it, at least 1,000 records, after each fault, so its floor also sets the
+// least number of faults). Both profiles run every job unless SLUICE_FAULT_JOBS
 // ("all", or names separated by commas) chooses. SLUICE_TEST_SEED reproduces a run;
 // SLUICE_FAULT_KAFKA_PORT (default 39200) places the cluster (nodes on PORT, PORT+2, PORT+4;
 // controllers one above each).
@@ -63,6 +65,12 @@ using sluice::test::faults::profile;
 long soak_seconds() {
   const char* s = std::getenv("SLUICE_SOAK_SECONDS");
   return s && *s ? std::stol(s) : 0;
+}
+
+/// The least number of input records a soak feeds: SLUICE_SOAK_RECORDS, else the job's own.
+long soak_records(const fault_job& job) {
+  const char* s = std::getenv("SLUICE_SOAK_RECORDS");
+  return s && *s ? std::stol(s) : job.records(profile::soak);
 }
 
 /// The run's seed: SLUICE_TEST_SEED or drawn once, the same for every job of the run.
@@ -207,7 +215,7 @@ class job_under_faults {
   /// schedule), then waits for the output to catch up, stops the instances and verifies.
   void run(long soak) {
     const profile p = soak > 0 ? profile::soak : profile::short_ci;
-    total_ = job_->records(p);
+    total_ = soak > 0 ? soak_records(*job_) : job_->records(p);
     const long total = total_;
     job_->prepare(cfg_, rng_, total);
     std::vector<fault> schedule;
