@@ -1,12 +1,10 @@
 // The edge clients: thin typed-free wrappers over the librdkafka layer.
 #include "sluice/client.hpp"
 
-#include <map>
-
 #include "kafka/admin.hpp"
-#include "kafka/consumer.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "kafka/producer.hpp"
+#include "kafka/topic_scan.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {
@@ -82,33 +80,22 @@ void topic_writer::flush(std::chrono::milliseconds timeout) {
 }
 
 struct topic_reader::impl {
-  explicit impl(const kafka::config_map& m) : consumer(m) {}
-  kafka::consumer consumer;
+  impl(const kafka::config_map& m, const std::vector<kafka::topic_partition>& partitions) : scan(m, partitions) {}
+  kafka::topic_scan scan;
   std::vector<kafka::message> batch;
-  std::map<std::pair<std::string, std::int32_t>, bool> at_end;
 };
 
 topic_reader::topic_reader(const config& c, const std::vector<std::string>& topics, isolation level) {
   auto props = client_map(c, "consumer");
-  props.erase("group.id");
-  props.erase("group.instance.id");
-  props["enable.partition.eof"] = "true";
   props["isolation.level"] = level == isolation::read_committed ? "read_committed" : "read_uncommitted";
-  impl_ = std::make_unique<impl>(props);
   kafka::admin admin(client_map(c, "admin"));
-  std::vector<kafka::topic_partition_offset> assign;
+  std::vector<std::pair<std::string, int>> counts;
   for (const auto& t : topics) {
     auto count = admin.partition_count(t, 30s);
     if (!count) throw error(errc::invalid_config, "topic '" + t + "' does not exist");
-    for (int p = 0; p < *count; ++p) {
-      assign.push_back({t, p, kafka::offset_beginning});
-      impl_->at_end[{t, p}] = false;
-    }
+    counts.emplace_back(t, *count);
   }
-  impl_->consumer.on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t) {
-    impl_->at_end[{std::string(topic), partition}] = true;
-  });
-  impl_->consumer.assign(assign);
+  impl_ = std::make_unique<impl>(props, kafka::all_partitions(counts));
 }
 
 topic_reader::~topic_reader() = default;
@@ -117,11 +104,8 @@ std::vector<raw_message> topic_reader::poll(std::chrono::milliseconds timeout, s
   std::vector<raw_message> out;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (out.size() < max && std::chrono::steady_clock::now() < deadline) {
-    impl_->consumer.poll_batch(impl_->batch, std::min<std::size_t>(10000, max - out.size()), 50ms);
-    for (auto& m : impl_->batch) {
-      impl_->at_end[{m.topic, m.partition}] = false;
-      out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
-    }
+    impl_->scan.poll_batch(impl_->batch, std::min<std::size_t>(10000, max - out.size()), 50ms);
+    for (auto& m : impl_->batch) out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
   }
   return out;
 }
@@ -139,11 +123,8 @@ std::vector<raw_message> topic_reader::read_at_least(std::size_t count, std::chr
 std::vector<raw_message> topic_reader::read_to_end(std::chrono::milliseconds timeout) {
   std::vector<raw_message> out;
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    bool all = true;
-    for (auto& [tp, end] : impl_->at_end) all = all && end;
-    if (all || std::chrono::steady_clock::now() >= deadline) break;
-    impl_->consumer.poll_batch(impl_->batch, 10000, 50ms);
+  while (!impl_->scan.at_end() && std::chrono::steady_clock::now() < deadline) {
+    impl_->scan.poll_batch(impl_->batch, 10000, 50ms);
     for (auto& m : impl_->batch)
       out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
   }

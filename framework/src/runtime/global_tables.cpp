@@ -98,7 +98,7 @@ global_tables::global_tables(const topology& topo, kafka::config_map consumer_co
       failed_(metrics.get_gauge("sluice_global_table_failed")),
       policy_(deserialization_policy),
       on_fatal_(std::move(on_fatal)) {
-  std::vector<kafka::topic_partition_offset> assign;
+  std::vector<std::pair<std::string, int>> counts;
   for (const auto& spec : detail::topology_access::stores(topo)) {
     if (!spec.global) continue;
     auto count = admin.partition_count(spec.source_topic, 30s);
@@ -108,20 +108,10 @@ global_tables::global_tables(const topology& topo, kafka::config_map consumer_co
     auto store = std::make_unique<global_table_store>(*count);
     by_topic_[spec.source_topic] = {store.get(), &spec};
     stores_[spec.name] = std::move(store);
-    for (int p = 0; p < *count; ++p) {
-      assign.push_back({spec.source_topic, p, kafka::offset_beginning});
-      at_end_[{spec.source_topic, p}] = false;
-    }
+    counts.emplace_back(spec.source_topic, *count);
   }
   if (stores_.empty()) return;
-  consumer_config.erase("group.id");
-  consumer_config.erase("group.instance.id");
-  consumer_config["enable.partition.eof"] = "true";
-  consumer_ = std::make_unique<kafka::consumer>(consumer_config);
-  consumer_->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t) {
-    at_end_[{std::string(topic), partition}] = true;
-  });
-  consumer_->assign(assign);
+  scan_ = std::make_unique<kafka::topic_scan>(std::move(consumer_config), kafka::all_partitions(counts));
 }
 
 global_tables::~global_tables() { stop(); }
@@ -137,15 +127,12 @@ void global_tables::apply_batch() {
 }
 
 void global_tables::catch_up() {
-  if (!consumer_) return;
+  if (!scan_) return;
   auto started = std::chrono::steady_clock::now();
   auto last_log = started;
   std::uint64_t total = 0;
-  for (;;) {
-    bool all = true;
-    for (auto& [tp, end] : at_end_) all = all && end;
-    if (all) break;
-    consumer_->poll_batch(batch_, 10000, 100ms);
+  while (!scan_->at_end()) {
+    scan_->poll_batch(batch_, 10000, 100ms);
     apply_batch();
     total += batch_.size();
     if (std::chrono::steady_clock::now() - last_log > 5s) {
@@ -159,14 +146,14 @@ void global_tables::catch_up() {
 }
 
 void global_tables::start_following() {
-  if (!consumer_) return;
+  if (!scan_) return;
   thread_ = std::thread([this] {
     constexpr std::chrono::milliseconds first_backoff = 100ms, max_backoff = 5s;
     auto backoff = first_backoff;
     bool retrying = false;
     while (!stop_.load()) {
       try {
-        consumer_->poll_batch(batch_, 10000, 100ms);
+        scan_->poll_batch(batch_, 10000, 100ms);
         apply_batch();
         if (retrying) spdlog::info("global tables: following again after retriable errors");
         retrying = false;
@@ -194,7 +181,7 @@ void global_tables::start_following() {
 void global_tables::stop() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
-  if (consumer_) consumer_->close();
+  if (scan_) scan_->close();
 }
 
 std::map<std::string, const global_table_store*, std::less<>> global_tables::stores() const {

@@ -24,7 +24,7 @@
 
 #include "kafka/admin.hpp"
 #include "sluice/config.hpp"
-#include "kafka/consumer.hpp"
+#include "kafka/topic_scan.hpp"
 #include "sluice/detail/node.hpp"
 #include "sluice/metrics.hpp"
 #include "sluice/topology.hpp"
@@ -89,9 +89,8 @@ class global_tables {
 
   std::map<std::string, std::unique_ptr<global_table_store>> stores_;  // by store name
   std::map<std::string, table> by_topic_;
-  std::unique_ptr<kafka::consumer> consumer_;
+  std::unique_ptr<kafka::topic_scan> scan_;
   std::vector<kafka::message> batch_;
-  std::map<std::pair<std::string, std::int32_t>, bool> at_end_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   counter& applied_;

@@ -1,0 +1,51 @@
+#include "kafka/topic_scan.hpp"
+
+#include <algorithm>
+
+namespace sluice::kafka {
+
+namespace {
+config_map scan_config(config_map config) {
+  config.erase("group.id");
+  config.erase("group.instance.id");
+  config["enable.partition.eof"] = "true";
+  return config;
+}
+}  // namespace
+
+topic_scan::topic_scan(config_map config, const std::vector<topic_partition>& partitions)
+    : consumer_(scan_config(std::move(config))) {
+  std::vector<topic_partition_offset> assign;
+  assign.reserve(partitions.size());
+  for (const auto& tp : partitions) {
+    if (end_.emplace(std::pair{tp.topic, tp.partition}, -1).second) ++not_at_end_;
+    assign.push_back({tp.topic, tp.partition, offset_beginning});
+  }
+  consumer_.on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
+    auto it = end_.find(std::pair{std::string(topic), partition});
+    if (it == end_.end()) return;
+    if (it->second < 0) --not_at_end_;
+    it->second = std::max(it->second, offset);
+  });
+  consumer_.assign(assign);
+}
+
+bool topic_scan::poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout) {
+  const bool any = consumer_.poll_batch(out, max, timeout);
+  for (const auto& m : out) {
+    auto it = end_.find(std::pair{m.topic, m.partition});
+    if (it == end_.end() || it->second < 0 || m.offset < it->second) continue;
+    it->second = -1;  // a record past the reported end: more may follow
+    ++not_at_end_;
+  }
+  return any;
+}
+
+std::vector<topic_partition> all_partitions(const std::vector<std::pair<std::string, int>>& counts) {
+  std::vector<topic_partition> out;
+  for (const auto& [topic, count] : counts)
+    for (int p = 0; p < count; ++p) out.push_back({topic, p});
+  return out;
+}
+
+}  // namespace sluice::kafka

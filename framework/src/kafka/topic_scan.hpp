@@ -1,0 +1,57 @@
+// sluice::kafka::topic_scan: a consumer without a group that reads whole topics from their
+// beginning and knows when it has read every partition to its end.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kafka/config.hpp"
+#include "kafka/consumer.hpp"
+#include "kafka/types.hpp"
+
+namespace sluice::kafka {
+
+/// Reads every partition of a set of topics from offset 0 (the log start) on, tracking per
+/// partition whether the last poll left it at its end. The reading behind
+/// `topic_reader::read_to_end` (clients and tests) and the global tables' catch-up.
+///
+/// "At the end" means: the consumer reported the partition's end (enable.partition.eof) at
+/// some offset and no record at or past that offset has been returned since. A record
+/// written later makes the partition not at the end again as soon as a poll returns it.
+/// Offsets, not the order of events within a poll, decide, so a batch holding a partition's
+/// last records and its end report in either order is read right.
+///
+/// Lifecycle: assigned in the constructor, polled until destroyed. Threading: one thread
+/// at a time, like the consumer it owns.
+class topic_scan {
+ public:
+  /// `config` is a consumer's configuration: group.id and group.instance.id are dropped
+  /// and enable.partition.eof is set. `partitions` are the partitions to read (each topic's
+  /// partitions, 0 to its count - 1).
+  topic_scan(config_map config, const std::vector<topic_partition>& partitions);
+
+  /// Up to `max` records into `out` (as consumer::poll_batch), updating the end tracking.
+  /// Returns true when at least one record was read.
+  bool poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout);
+
+  /// True when every partition is at its end (see the class comment); true with none.
+  bool at_end() const noexcept { return not_at_end_ == 0; }
+
+  /// Stops fetching (consumer::close). Idempotent; the destructor does it too.
+  void close() { consumer_.close(); }
+
+ private:
+  /// Per partition: the offset at which its end was reported, -1 while not at the end.
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t, std::less<>> end_;
+  std::size_t not_at_end_ = 0;
+  consumer consumer_;  // last: its end callback uses the members above
+};
+
+/// Every partition of `topics` (0 to its partition count - 1) as `counts` gives them.
+std::vector<topic_partition> all_partitions(const std::vector<std::pair<std::string, int>>& counts);
+
+}  // namespace sluice::kafka
