@@ -105,7 +105,8 @@ std::vector<raw_message> topic_reader::poll(std::chrono::milliseconds timeout, s
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (out.size() < max && std::chrono::steady_clock::now() < deadline) {
     impl_->scan.poll_batch(impl_->batch, std::min<std::size_t>(10000, max - out.size()), 50ms);
-    for (auto& m : impl_->batch) out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
+    for (auto& m : impl_->batch)
+      out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
   }
   return out;
 }
