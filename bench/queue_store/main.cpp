@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   queue_store fresh(open("fresh"), nullptr);
   fresh.append("c", {0, 0}, value, 0);
   fresh.append("c", {0, 1}, value, 0);
-  fresh.commit(1);
+  fresh.commit(changelog_offset(1));
   fresh.flush();
 
   // Used: `consumed` entries through the queue (range deletes behind the head cursor).
@@ -79,13 +79,13 @@ int main(int argc, char** argv) {
   while (next < consumed) {
     const std::uint64_t n = std::min(round, consumed - next);
     for (std::uint64_t i = 0; i < n; ++i) used.append("c", {0, next++}, value, 0);
-    used.commit(++offset);
+    used.commit(changelog_offset(++offset));
     used.pop("c", n, 0);
-    used.commit(++offset);
+    used.commit(changelog_offset(++offset));
   }
   used.append("c", {0, next}, value, 0);
   used.append("c", {0, next + 1}, value, 0);
-  used.commit(++offset);
+  used.commit(changelog_offset(++offset));
   used.flush();
 
   // Per-entry deletes: the same entries in a plain kv_store, each consumed entry deleted on
@@ -96,14 +96,14 @@ int main(int argc, char** argv) {
   while (next < consumed) {
     const std::uint64_t n = std::min(round, consumed - next);
     for (std::uint64_t i = 0; i < n; ++i) naive->put("c" + be64(next + i), value);
-    naive->commit(++offset);
+    naive->commit(changelog_offset(++offset));
     for (std::uint64_t i = 0; i < n; ++i) naive->remove("c" + be64(next + i));
-    naive->commit(++offset);
+    naive->commit(changelog_offset(++offset));
     next += n;
   }
   naive->put("c" + be64(next), value);
   naive->put("c" + be64(next + 1), value);
-  naive->commit(++offset);
+  naive->commit(changelog_offset(++offset));
   naive->flush();
 
   std::size_t sink = 0;

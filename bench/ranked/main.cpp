@@ -121,9 +121,9 @@ row run_sluice(const std::string& name, std::unique_ptr<sluice::state::kv_store>
   std::int64_t offset = 0;
   for (std::size_t i = 0; i < ms.size(); ++i) {
     idx.upsert(index, ms[i].user, ms[i].score, 0);
-    if ((i + 1) % 10'000 == 0) idx.commit(++offset);
+    if ((i + 1) % 10'000 == 0) idx.commit(sluice::state::changelog_offset(++offset));
   }
-  idx.commit(++offset);
+  idx.commit(sluice::state::changelog_offset(++offset));
   (void)idx.count(index);  // the one load of the in-memory list (part of the write cost)
   r.upserts_per_s = static_cast<double>(ms.size()) / std::chrono::duration<double>(steady::now() - start).count();
 

@@ -117,9 +117,9 @@ class memory_store final : public kv_store {
     return n;
   }
 
-  std::optional<std::int64_t> committed_offset() const noexcept override { return offset_; }
+  std::optional<changelog_offset> committed_offset() const noexcept override { return offset_; }
 
-  void commit(std::int64_t next_changelog_offset) override {
+  void commit(changelog_offset next_changelog_offset) override {
     apply_pending();
     offset_ = next_changelog_offset;
   }
@@ -130,7 +130,7 @@ class memory_store final : public kv_store {
     pending_bytes_ = 0;
   }
 
-  void restore(std::span<const restore_record> batch, std::int64_t next_offset) override {
+  void restore(std::span<const restore_record> batch, changelog_offset next_offset) override {
     if (!pending_.empty() || !ranges_.empty()) {
       throw sluice::error(errc::state,
                           "restore of state store '" + name_ + "' with pending writes; commit or abort them first");
@@ -257,7 +257,7 @@ class memory_store final : public kv_store {
   pending_map pending_;
   detail::range_set ranges_;
   std::size_t pending_bytes_ = 0;
-  std::optional<std::int64_t> offset_;
+  std::optional<changelog_offset> offset_;
   std::string scratch_;
   std::string scratch_get_;
   bool closed_ = false;

@@ -102,9 +102,9 @@ queue_store::~queue_store() { close(); }
 
 const std::string& queue_store::name() const noexcept { return storage_->name(); }
 
-std::optional<std::int64_t> queue_store::committed_offset() const noexcept { return storage_->committed_offset(); }
+std::optional<changelog_offset> queue_store::committed_offset() const noexcept { return storage_->committed_offset(); }
 
-void queue_store::commit(std::int64_t next_changelog_offset) {
+void queue_store::commit(changelog_offset next_changelog_offset) {
   storage_->commit(next_changelog_offset);
   touched_.clear();
   consumed_uncompacted_ += consumed_pending_;
@@ -133,7 +133,7 @@ void queue_store::abort() {
   touched_.clear();
 }
 
-void queue_store::restore(std::span<const restore_record> batch, std::int64_t next_offset) {
+void queue_store::restore(std::span<const restore_record> batch, changelog_offset next_offset) {
   // The latest head of every queue the batch names: the later of the stored one and the
   // last meta record in the batch (heads only move forward).
   std::map<std::string, queue_sequence, std::less<>> stored_heads;

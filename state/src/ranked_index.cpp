@@ -330,9 +330,9 @@ std::uint64_t ranked_index::count(std::string_view index) {
 
 const std::string& ranked_index::name() const noexcept { return storage_->name(); }
 
-std::optional<std::int64_t> ranked_index::committed_offset() const noexcept { return storage_->committed_offset(); }
+std::optional<changelog_offset> ranked_index::committed_offset() const noexcept { return storage_->committed_offset(); }
 
-void ranked_index::commit(std::int64_t next_changelog_offset) {
+void ranked_index::commit(changelog_offset next_changelog_offset) {
   std::lock_guard lock(indexes_->mutex);
   storage_->commit(next_changelog_offset);
   indexes_->written.clear();
@@ -347,7 +347,7 @@ void ranked_index::abort() {
   indexes_->written.clear();
 }
 
-void ranked_index::restore(std::span<const restore_record> batch, std::int64_t next_offset) {
+void ranked_index::restore(std::span<const restore_record> batch, changelog_offset next_offset) {
   std::lock_guard lock(indexes_->mutex);
   storage_->restore(batch, next_offset);
   for (const auto& r : batch)

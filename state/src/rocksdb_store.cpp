@@ -38,16 +38,16 @@ constexpr std::string_view offset_key = "changelog_offset";
 std::string_view view(const rocksdb::Slice& s) noexcept { return {s.data(), s.size()}; }
 rocksdb::Slice slice(std::string_view s) noexcept { return {s.data(), s.size()}; }
 
-std::string encode_offset(std::int64_t offset) {
+std::string encode_offset(changelog_offset next) {
   std::string out;
-  auto v = static_cast<std::uint64_t>(offset);
+  auto v = static_cast<std::uint64_t>(next.value());
   for (int shift = 56; shift >= 0; shift -= 8) {
     out.push_back(static_cast<char>((v >> shift) & 0xFF));
   }
   return out;
 }
 
-std::optional<std::int64_t> decode_offset(std::string_view s) noexcept {
+std::optional<changelog_offset> decode_offset(std::string_view s) noexcept {
   if (s.size() != 8) {
     return std::nullopt;
   }
@@ -55,7 +55,7 @@ std::optional<std::int64_t> decode_offset(std::string_view s) noexcept {
   for (char c : s) {
     v = (v << 8) | static_cast<unsigned char>(c);
   }
-  return static_cast<std::int64_t>(v);
+  return changelog_offset(static_cast<std::int64_t>(v));
 }
 
 /// Drops expired entries when compaction rewrites them: TTL without a job of its own.
@@ -363,9 +363,9 @@ class rocksdb_store final : public kv_store {
     return static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
   }
 
-  std::optional<std::int64_t> committed_offset() const noexcept override { return offset_; }
+  std::optional<changelog_offset> committed_offset() const noexcept override { return offset_; }
 
-  void commit(std::int64_t next_changelog_offset) override {
+  void commit(changelog_offset next_changelog_offset) override {
     // Data and offset in one WriteBatch: one atomic write, one memtable generation.
     write_pending(next_changelog_offset, "commit");
     offset_ = next_changelog_offset;
@@ -373,7 +373,7 @@ class rocksdb_store final : public kv_store {
 
   void abort() override { cache_.drop_dirty(); }
 
-  void restore(std::span<const restore_record> batch, std::int64_t next_offset) override {
+  void restore(std::span<const restore_record> batch, changelog_offset next_offset) override {
     if (cache_.has_pending()) {
       throw sluice::error(errc::state,
                           "restore of state store '" + name_ + "' with pending writes; commit or abort them first");
@@ -564,7 +564,7 @@ class rocksdb_store final : public kv_store {
                                            path_.string() + "': " + message);
     }
     spdlog::info("state: opened store '{}' at '{}' (changelog offset {})", name_, path_.string(),
-                 offset_ ? std::to_string(*offset_) : std::string("none: new store"));
+                 offset_ ? std::to_string(offset_->value()) : std::string("none: new store"));
   }
 
   // Pending entries in bounds are copied so the iterator is a snapshot; the base iterator
@@ -597,7 +597,7 @@ class rocksdb_store final : public kv_store {
   // given, the offset; then the entries are clean. Ranges go first: every dirty entry inside
   // a range was written after it (earlier ones became dirty_covered and write nothing), so
   // it must survive. On a failed write nothing changes and the error propagates.
-  void write_pending(std::optional<std::int64_t> next_changelog_offset, const char* what) {
+  void write_pending(std::optional<changelog_offset> next_changelog_offset, const char* what) {
     batch_.Clear();
     for (const auto& [from, to] : cache_.ranges().ranges()) {
       check(batch_.DeleteRange(data_cf_, slice(from), slice(to)), what);
@@ -638,7 +638,7 @@ class rocksdb_store final : public kv_store {
   rocksdb::WriteOptions write_options_;
   rocksdb::ReadOptions read_options_;
   rocksdb::PinnableSlice pin_;
-  std::optional<std::int64_t> offset_;
+  std::optional<changelog_offset> offset_;
   std::string scratch_;
   std::string scratch_get_;
 };

@@ -86,7 +86,7 @@ window_store::~window_store() { close(); }
 
 const std::string& window_store::name() const noexcept { return storage_->name(); }
 
-std::optional<std::int64_t> window_store::committed_offset() const noexcept { return storage_->committed_offset(); }
+std::optional<changelog_offset> window_store::committed_offset() const noexcept { return storage_->committed_offset(); }
 
 std::int64_t window_store::read_observed_from_storage() {
   // The newest segment is the last key's; the highest start is somewhere in that segment.
@@ -115,7 +115,7 @@ void window_store::drop_expired_segments() {
   dropped_below_ = first_live_segment;
 }
 
-void window_store::commit(std::int64_t next_changelog_offset) {
+void window_store::commit(changelog_offset next_changelog_offset) {
   storage_->commit(next_changelog_offset);
   committed_observed_ = observed_;
 }
@@ -127,7 +127,7 @@ void window_store::abort() {
   dropped_below_ = 0;
 }
 
-void window_store::restore(std::span<const restore_record> batch, std::int64_t next_offset) {
+void window_store::restore(std::span<const restore_record> batch, changelog_offset next_offset) {
   // Observed time first, over the whole batch: a record is skipped when it is expired by
   // the end of what is restored, as the original store would have dropped it by then.
   for (const auto& r : batch)

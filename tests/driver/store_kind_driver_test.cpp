@@ -33,13 +33,13 @@ class tally_store final : public sluice::state::state_store {
   bool logged() const noexcept { return changelog_ != nullptr; }
 
   const std::string& name() const noexcept override { return storage_->name(); }
-  std::optional<std::int64_t> committed_offset() const noexcept override { return storage_->committed_offset(); }
-  void commit(std::int64_t next) override {
+  std::optional<sluice::state::changelog_offset> committed_offset() const noexcept override { return storage_->committed_offset(); }
+  void commit(sluice::state::changelog_offset next) override {
     ++commits;
     storage_->commit(next);
   }
   void abort() override { storage_->abort(); }
-  void restore(std::span<const sluice::state::restore_record> batch, std::int64_t next) override {
+  void restore(std::span<const sluice::state::restore_record> batch, sluice::state::changelog_offset next) override {
     storage_->restore(batch, next);
   }
   void flush() override { storage_->flush(); }

@@ -40,7 +40,7 @@ std::string value_of(int batch, int k) {
 // committed with offset i + 1) and none at or above it: data and offset agree.
 void expect_exactly_batches_below_offset(kv_store& s, int batches_written) {
   ASSERT_TRUE(s.committed_offset().has_value());
-  const auto offset = static_cast<int>(*s.committed_offset());
+  const auto offset = static_cast<int>(s.committed_offset()->value());
   for (int b = 0; b < batches_written; ++b) {
     for (int k = 0; k < keys_per_batch; k += 7) {
       auto got = s.get(key_of(b, k));
@@ -89,7 +89,7 @@ TEST_F(store_storage_fault, full_disk_is_a_state_error_naming_the_directory_and_
   for (; batches < 1000 && message.empty(); ++batches) {
     try {
       for (int k = 0; k < keys_per_batch; ++k) store->put(key_of(batches, k), value_of(batches, k));
-      store->commit(batches + 1);
+      store->commit(sluice::state::changelog_offset(batches + 1));
       store->flush();
       durable = batches + 1;
     } catch (const sluice::error& e) {
@@ -112,18 +112,18 @@ TEST_F(store_storage_fault, full_disk_is_a_state_error_naming_the_directory_and_
 
   store = open();
   ASSERT_TRUE(store->committed_offset().has_value());
-  EXPECT_GE(*store->committed_offset(), durable);
-  EXPECT_LE(*store->committed_offset(), batches);
+  EXPECT_GE(store->committed_offset()->value(), durable);
+  EXPECT_LE(store->committed_offset()->value(), batches);
   expect_exactly_batches_below_offset(*store, batches);
 
   // It takes writes again, and they survive a reopen.
-  const int next = static_cast<int>(*store->committed_offset());
+  const int next = static_cast<int>(store->committed_offset()->value());
   for (int k = 0; k < keys_per_batch; ++k) store->put(key_of(next, k), value_of(next, k));
-  store->commit(next + 1);
+  store->commit(sluice::state::changelog_offset(next + 1));
   store->flush();
   store.reset();
   store = open();
-  EXPECT_EQ(store->committed_offset(), next + 1);
+  EXPECT_EQ(store->committed_offset(), sluice::state::changelog_offset(next + 1));
   expect_exactly_batches_below_offset(*store, batches + 1);
 }
 
@@ -131,7 +131,7 @@ TEST_F(store_storage_fault, a_new_store_needs_well_under_a_mebibyte_of_disk) {
   const auto before = volume_->free_bytes();
   auto store = open();
   store->put("a", "1");
-  store->commit(1);
+  store->commit(sluice::state::changelog_offset(1));
   store->flush();
   const auto used = before - volume_->free_bytes();
   // RocksDB's default preallocates 4 MiB for the MANIFEST alone.

@@ -56,7 +56,7 @@ bool changelog_reader::add(stream_task& task) {
   for (auto& s : task.stores().all()) {
     if (s.changelog_topic.empty()) continue;
     auto [low, high] = end_offsets(s.changelog_topic, task.partition());
-    auto from = s.store->committed_offset().value_or(low);
+    auto from = s.store->committed_offset().value_or(state::changelog_offset(low)).value();
     if (from < low) from = low;  // compaction or retention removed the head: start at what exists
     if (from >= high) continue;
     begin_restore_if_idle();
@@ -100,7 +100,7 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
     }
     if (r != entries_.end()) {
       auto next = batch_[j - 1].offset + 1;
-      r->store->store->restore(run, next);
+      r->store->store->restore(run, state::changelog_offset(next));
       r->restored += j - i;
       r->next = next;
       restore_records_ += j - i;
@@ -133,7 +133,8 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
           "ends is a hanging one: find it with kafka-transactions.sh find-hanging and abort it",
           e.store->spec->name, e.partition, e.task->id(), e.topic, e.partition, e.eof, open_transaction_wait_.count());
     }
-    if (e.eof > e.next) e.store->store->restore({}, e.eof);  // past aborted records and markers
+    if (e.eof > e.next)
+      e.store->store->restore({}, state::changelog_offset(e.eof));  // past aborted records and markers
     e.next = std::max(e.next, e.eof);
     e.done = true;
   }

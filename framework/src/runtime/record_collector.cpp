@@ -102,13 +102,13 @@ void record_collector::abort_transaction() {
   }
 }
 
-std::optional<std::int64_t> record_collector::next_changelog_offset(const std::string& topic,
-                                                                    std::int32_t partition) const {
+std::optional<state::changelog_offset> record_collector::next_changelog_offset(const std::string& topic,
+                                                                               std::int32_t partition) const {
   auto it = delivered_.find(topic);
   if (it == delivered_.end() || partition < 0) return std::nullopt;
   const auto p = static_cast<std::size_t>(partition);
   if (p >= it->second.size() || it->second[p] < 0) return std::nullopt;
-  return it->second[p];
+  return state::changelog_offset(it->second[p]);
 }
 
 }  // namespace sluice::runtime

@@ -17,6 +17,7 @@
 #include "runtime/client_statistics.hpp"
 #include "sluice/config.hpp"
 #include "sluice/metrics.hpp"
+#include "sluice/state/changelog_offset.hpp"
 
 namespace sluice::runtime {
 
@@ -56,7 +57,7 @@ class record_collector final : public record_sender {
 
   /// The next offset after the last delivered record of a changelog partition, if any was
   /// delivered since the last reset_changelog_offsets().
-  std::optional<std::int64_t> next_changelog_offset(const std::string& topic, std::int32_t partition) const;
+  std::optional<state::changelog_offset> next_changelog_offset(const std::string& topic, std::int32_t partition) const;
   void reset_changelog_offsets() { delivered_.clear(); }
   /// Serves delivery reports without blocking.
   void poll() { producer_->poll(std::chrono::milliseconds(0)); }

@@ -12,6 +12,14 @@
 
 namespace sluice::runtime {
 
+namespace {
+/// How far a store's changelog has been applied, in records (0 for a new store): the
+/// yardstick of the checkpoint and early-commit policies.
+std::int64_t changelog_position(const state::state_store& store) {
+  return store.committed_offset().value_or(state::changelog_offset(0)).value();
+}
+}  // namespace
+
 state_manager::state_manager(std::string task_id, int subtopology, std::int32_t partition,
                              const task_services& services, record_sender& sender,
                              std::shared_ptr<std::atomic<std::int64_t>> stream_clock)
@@ -31,7 +39,7 @@ state_manager::state_manager(std::string task_id, int subtopology, std::int32_t 
   if (persistent) directory_.emplace(services_.state_dir, services_.application_id, task_id_);
   for (const auto& name : sub.stores) {
     auto ts = open_store(*detail::topology_access::find_store(topo, name));
-    checkpointed_.push_back(ts.store->committed_offset().value_or(0));
+    checkpointed_.push_back(changelog_position(*ts.store));
     stores_.push_back(std::move(ts));
   }
 }
@@ -103,12 +111,12 @@ task_store* state_manager::find(std::string_view name) noexcept {
 
 void state_manager::commit(const changelog_offsets& next_offset) {
   for (auto& s : stores_) {
-    std::optional<std::int64_t> offset;
+    std::optional<state::changelog_offset> offset;
     if (!s.changelog_topic.empty()) offset = next_offset(s.changelog_topic, partition_);
     if (!offset) offset = s.store->committed_offset();
     if (s.changelog) s.changelog->reset();
     if (!offset && s.store->pending_bytes() == 0) continue;
-    s.store->commit(offset.value_or(0));
+    s.store->commit(offset.value_or(state::changelog_offset(0)));
   }
 }
 
@@ -122,14 +130,14 @@ void state_manager::abort() {
 void state_manager::checkpoint() {
   for (std::size_t i = 0; i < stores_.size(); ++i) {
     stores_[i].store->flush();
-    checkpointed_[i] = stores_[i].store->committed_offset().value_or(0);
+    checkpointed_[i] = changelog_position(*stores_[i].store);
   }
 }
 
 bool state_manager::checkpoint_due(double fraction, std::int64_t min_records) const {
   for (std::size_t i = 0; i < stores_.size(); ++i) {
     if (stores_[i].changelog_topic.empty()) continue;
-    auto position = stores_[i].store->committed_offset().value_or(0);
+    auto position = changelog_position(*stores_[i].store);
     auto tail = position - checkpointed_[i];
     if (tail > std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position)))) return true;
   }
@@ -139,7 +147,7 @@ bool state_manager::checkpoint_due(double fraction, std::int64_t min_records) co
 bool state_manager::commit_due(double fraction, std::int64_t min_records) const {
   for (const auto& s : stores_) {
     if (!s.changelog) continue;
-    auto position = s.store->committed_offset().value_or(0);
+    auto position = changelog_position(*s.store);
     if (s.changelog->uncommitted() >
         std::max(min_records, static_cast<std::int64_t>(fraction * static_cast<double>(position))))
       return true;

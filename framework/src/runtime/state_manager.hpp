@@ -66,7 +66,7 @@ class state_manager {
  public:
   /// The next changelog offset the producer confirmed for (topic, partition) since the last
   /// commit, if any.
-  using changelog_offsets = std::function<std::optional<std::int64_t>(const std::string&, std::int32_t)>;
+  using changelog_offsets = std::function<std::optional<state::changelog_offset>(const std::string&, std::int32_t)>;
 
   /// Opens the task directory (when a store is persistent) and every store of the
   /// sub-topology; their changelog writes go to `sender`; `stream_clock` (the task's stream

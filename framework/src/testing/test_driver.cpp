@@ -187,10 +187,10 @@ struct topology_test_driver::impl final : runtime::record_sender {
   }
 
   void commit() {
-    auto offsets = [this](const std::string& topic, std::int32_t partition) -> std::optional<std::int64_t> {
+    auto offsets = [this](const std::string& topic, std::int32_t partition) -> std::optional<state::changelog_offset> {
       auto it = next_offset.find({topic, partition});
       if (it == next_offset.end()) return std::nullopt;
-      return it->second;
+      return state::changelog_offset(it->second);
     };
     for (auto& [id, task] : tasks) {
       task->stores().commit(offsets);

@@ -109,7 +109,7 @@ TEST(changelog_reader, restores_a_store_to_the_changelog_end_with_the_last_value
   EXPECT_FALSE(reader.restoring());
   auto* store = task.stores().find("s");
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->store->committed_offset(), 100);
+  EXPECT_EQ(store->store->committed_offset(), sluice::state::changelog_offset(100));
   for (int k = 0; k < 10; ++k)
     EXPECT_EQ(value_in(task, "k" + std::to_string(k)), "v" + std::to_string(90 + k)) << "key k" << k;
   EXPECT_EQ(f.metrics.get_counter("restored").value(), 100u);
@@ -257,7 +257,7 @@ TEST(task_manager, closing_while_a_task_restores_forgets_every_task_and_the_rest
   ASSERT_TRUE(f.tasks.restoring());
   step_until([&] { f.tasks.restore(); }, [&] { return !f.tasks.restoring(); });
   ASSERT_FALSE(f.tasks.restoring());
-  EXPECT_EQ(f.tasks.find({"in", 0})->task->stores().find("s")->store->committed_offset(), 50);
+  EXPECT_EQ(f.tasks.find({"in", 0})->task->stores().find("s")->store->committed_offset(), sluice::state::changelog_offset(50));
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ TEST_P(kv_store_conformance, put_if_absent_writes_only_absent_keys) {
   EXPECT_TRUE(s->put_if_absent("a", "1"));
   EXPECT_FALSE(s->put_if_absent("a", "2"));
   EXPECT_EQ(s->get("a"), "1");
-  s->commit(1);
+  s->commit(changelog_offset(1));
   EXPECT_FALSE(s->put_if_absent("a", "3"));
   s->remove("a");
   EXPECT_TRUE(s->put_if_absent("a", "4"));
@@ -102,7 +102,7 @@ TEST_P(kv_store_conformance, put_if_absent_writes_only_absent_keys) {
 TEST_P(kv_store_conformance, range_includes_both_bounds_forward_and_reverse) {
   auto s = open();
   put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}, {"e", "5"}});
-  s->commit(5);
+  s->commit(changelog_offset(5));
   EXPECT_EQ(drain(s->range("b", "d")), (entries{{"b", "2"}, {"c", "3"}, {"d", "4"}}));
   EXPECT_EQ(drain(s->range("b", "d", direction::reverse)),
             (entries{{"d", "4"}, {"c", "3"}, {"b", "2"}}));
@@ -132,7 +132,7 @@ TEST_P(kv_store_conformance, prefix_scan_handles_0xff_bytes) {
                {"a\xff", "6"},
                {"a\xff\x01", "7"},
                {"b", "8"}});
-  s->commit(1);
+  s->commit(changelog_offset(1));
   s->put("\xff\xfe", "9");  // pending, inside the prefix
   EXPECT_EQ(drain(s->prefix("\xff")),
             (entries{{"\xff", "2"},
@@ -152,7 +152,7 @@ TEST_P(kv_store_conformance, prefix_scan_handles_0xff_bytes) {
 TEST_P(kv_store_conformance, iteration_merges_pending_writes_over_committed_data) {
   auto s = open();
   put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}});
-  s->commit(3);
+  s->commit(changelog_offset(3));
   s->put("b", "22");
   s->remove("c");
   s->put("d", "4");
@@ -166,7 +166,7 @@ TEST_P(kv_store_conformance, iteration_merges_pending_writes_over_committed_data
 TEST_P(kv_store_conformance, iterator_is_a_snapshot_unaffected_by_later_writes) {
   auto s = open();
   put_all(*s, {{"a", "1"}, {"b", "2"}});
-  s->commit(2);
+  s->commit(changelog_offset(2));
   s->put("c", "3");
   auto it = s->all();
   // Deleting what we visit, adding and committing must not disturb the open iterator.
@@ -176,7 +176,7 @@ TEST_P(kv_store_conformance, iterator_is_a_snapshot_unaffected_by_later_writes) 
     s->remove(it.key());
     s->put("b", "changed");
     s->put("z", "new");
-    s->commit(10);
+    s->commit(changelog_offset(10));
   }
   EXPECT_EQ(seen, (entries{{"a", "1"}, {"b", "2"}, {"c", "3"}}));
   EXPECT_EQ(s->open_iterators(), 1u);
@@ -194,7 +194,7 @@ TEST_P(kv_store_conformance, scans_see_pending_writes_made_after_an_earlier_scan
   s->remove("b");
   EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"c", "3"}}));
   EXPECT_EQ(drain(s->range("b", "c", direction::reverse)), (entries{{"c", "3"}}));
-  s->commit(1);
+  s->commit(changelog_offset(1));
   s->put("d", "4");
   EXPECT_EQ(drain(s->prefix("d")), (entries{{"d", "4"}}));
   s->abort();
@@ -206,7 +206,7 @@ TEST_P(kv_store_conformance, approximate_count_counts_committed_and_pending_entr
   auto s = open();
   EXPECT_EQ(s->approximate_count(), 0u);
   put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}});
-  s->commit(3);
+  s->commit(changelog_offset(3));
   EXPECT_EQ(s->approximate_count(), 3u);
   s->put("d", "4");
   EXPECT_EQ(s->approximate_count(), 4u);
@@ -215,7 +215,7 @@ TEST_P(kv_store_conformance, approximate_count_counts_committed_and_pending_entr
 TEST_P(kv_store_conformance, abort_drops_every_pending_write) {
   auto s = open();
   s->put("a", "1");
-  s->commit(7);
+  s->commit(changelog_offset(7));
   s->put("b", "2");
   s->put("a", "changed");
   s->remove("a");
@@ -225,43 +225,43 @@ TEST_P(kv_store_conformance, abort_drops_every_pending_write) {
   EXPECT_EQ(s->get("a"), "1");
   EXPECT_EQ(s->get("b"), std::nullopt);
   EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}}));
-  EXPECT_EQ(s->committed_offset(), 7);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(7));
 }
 
 TEST_P(kv_store_conformance, commit_applies_pending_writes_and_records_the_offset) {
   auto s = open();
   EXPECT_EQ(s->committed_offset(), std::nullopt);
   s->put("a", "1");
-  s->commit(42);
-  EXPECT_EQ(s->committed_offset(), 42);
+  s->commit(changelog_offset(42));
+  EXPECT_EQ(s->committed_offset(), changelog_offset(42));
   EXPECT_EQ(s->pending_bytes(), 0u);
   s->abort();  // nothing pending: the committed write stays
   EXPECT_EQ(s->get("a"), "1");
-  s->commit(43);  // an empty commit still moves the offset
-  EXPECT_EQ(s->committed_offset(), 43);
+  s->commit(changelog_offset(43));  // an empty commit still moves the offset
+  EXPECT_EQ(s->committed_offset(), changelog_offset(43));
 }
 
 TEST_P(kv_store_conformance, restore_applies_values_tombstones_and_offset) {
   auto s = open();
   std::vector<restore_record> first{{"a", "1"}, {"b", "2"}, {"c", "3"}};
-  s->restore(first, 3);
-  EXPECT_EQ(s->committed_offset(), 3);
+  s->restore(first, changelog_offset(3));
+  EXPECT_EQ(s->committed_offset(), changelog_offset(3));
   std::vector<restore_record> second{{"a", std::nullopt}, {"c", "33"}, {"d", "4"}};
-  s->restore(second, 6);
-  EXPECT_EQ(s->committed_offset(), 6);
+  s->restore(second, changelog_offset(6));
+  EXPECT_EQ(s->committed_offset(), changelog_offset(6));
   EXPECT_EQ(drain(s->all()), (entries{{"b", "2"}, {"c", "33"}, {"d", "4"}}));
-  s->restore({}, 9);
-  EXPECT_EQ(s->committed_offset(), 9);
+  s->restore({}, changelog_offset(9));
+  EXPECT_EQ(s->committed_offset(), changelog_offset(9));
 }
 
 TEST_P(kv_store_conformance, restore_replaces_values_read_before_it) {
   auto s = open();
   put_all(*s, {{"a", "1"}, {"b", "2"}});
-  s->commit(2);
+  s->commit(changelog_offset(2));
   EXPECT_EQ(s->get("a"), "1");
   EXPECT_EQ(s->get("b"), "2");
   std::vector<restore_record> batch{{"a", "11"}, {"b", std::nullopt}};
-  s->restore(batch, 4);
+  s->restore(batch, changelog_offset(4));
   EXPECT_EQ(s->get("a"), "11");
   EXPECT_EQ(s->get("b"), std::nullopt);
   EXPECT_EQ(drain(s->all()), (entries{{"a", "11"}}));
@@ -270,10 +270,10 @@ TEST_P(kv_store_conformance, restore_replaces_values_read_before_it) {
 TEST_P(kv_store_conformance, committed_deletes_stay_deleted) {
   auto s = open();
   s->put("a", "1");
-  s->commit(1);
+  s->commit(changelog_offset(1));
   EXPECT_EQ(s->get("a"), "1");
   s->remove("a");
-  s->commit(2);
+  s->commit(changelog_offset(2));
   EXPECT_EQ(s->get("a"), std::nullopt);
   EXPECT_TRUE(drain(s->all()).empty());
   s->put("a", "again");
@@ -286,7 +286,7 @@ TEST_P(kv_store_conformance, restore_with_pending_writes_is_rejected) {
   auto s = open();
   s->put("a", "1");
   std::vector<restore_record> batch{{"b", "2"}};
-  auto e = test::thrown_error([&] { s->restore(batch, 1); });
+  auto e = test::thrown_error([&] { s->restore(batch, changelog_offset(1)); });
   EXPECT_EQ(e.code(), errc::state);
   EXPECT_NE(std::string(e.what()).find("pending writes"), std::string::npos);
 }
@@ -294,7 +294,7 @@ TEST_P(kv_store_conformance, restore_with_pending_writes_is_rejected) {
 TEST_P(kv_store_conformance, ttl_hides_entries_once_expired) {
   auto s = open({.ttl = std::chrono::milliseconds(1000)});
   s->put("a", "1");
-  s->commit(1);
+  s->commit(changelog_offset(1));
   clock_.advance(500);
   s->put("b", "2");  // pending, expires 500 ms after a
   clock_.advance(499);
@@ -305,7 +305,7 @@ TEST_P(kv_store_conformance, ttl_hides_entries_once_expired) {
   EXPECT_EQ(drain(s->all()), (entries{{"b", "2"}}));
   EXPECT_EQ(drain(s->all(direction::reverse)), (entries{{"b", "2"}}));
   EXPECT_TRUE(s->put_if_absent("a", "new"));  // an expired key counts as absent
-  s->commit(2);
+  s->commit(changelog_offset(2));
   clock_.advance(500);
   EXPECT_EQ(s->get("b"), std::nullopt);
   EXPECT_EQ(drain(s->prefix("")), (entries{{"a", "new"}}));
@@ -317,7 +317,7 @@ TEST_P(kv_store_conformance, restore_expires_records_by_their_timestamp) {
   std::vector<restore_record> batch{{"old", "1", now - 1000},
                                     {"recent", "2", now - 400},
                                     {"untimed", "3"}};
-  s->restore(batch, 3);
+  s->restore(batch, changelog_offset(3));
   EXPECT_EQ(drain(s->all()), (entries{{"recent", "2"}, {"untimed", "3"}}));
   clock_.advance(600);
   EXPECT_EQ(drain(s->all()), (entries{{"untimed", "3"}}));
@@ -343,7 +343,7 @@ TEST_P(kv_store_conformance, write_through_applies_writes_early_beyond_the_thres
 TEST_P(kv_store_conformance, remove_range_deletes_the_half_open_range_for_every_read) {
   auto s = open();
   put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}, {"e", "5"}});
-  s->commit(5);
+  s->commit(changelog_offset(5));
   s->remove_range("b", "d");  // b and c; d is the exclusive end
   EXPECT_EQ(s->get("b"), std::nullopt);
   EXPECT_EQ(s->get("c"), std::nullopt);
@@ -354,19 +354,19 @@ TEST_P(kv_store_conformance, remove_range_deletes_the_half_open_range_for_every_
   EXPECT_EQ(drain(s->range("b", "c")), entries{});
   EXPECT_EQ(drain(s->range("b", "d", direction::reverse)), (entries{{"d", "4"}}));
   EXPECT_EQ(drain(s->prefix("c")), entries{});
-  s->commit(6);
-  EXPECT_EQ(s->committed_offset(), 6);
+  s->commit(changelog_offset(6));
+  EXPECT_EQ(s->committed_offset(), changelog_offset(6));
   EXPECT_EQ(s->get("b"), std::nullopt);
   EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"d", "4"}, {"e", "5"}}));
   EXPECT_TRUE(s->put_if_absent("c", "33"));
-  s->commit(7);
+  s->commit(changelog_offset(7));
   EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"c", "33"}, {"d", "4"}, {"e", "5"}}));
 }
 
 TEST_P(kv_store_conformance, remove_range_with_empty_or_inverted_bounds_does_nothing) {
   auto s = open();
   put_all(*s, {{"a", "1"}, {"b", "2"}});
-  s->commit(2);
+  s->commit(changelog_offset(2));
   s->remove_range("b", "b");
   s->remove_range("b", "a");
   EXPECT_EQ(s->pending_bytes(), 0u);
@@ -376,7 +376,7 @@ TEST_P(kv_store_conformance, remove_range_with_empty_or_inverted_bounds_does_not
 TEST_P(kv_store_conformance, a_put_after_a_range_delete_survives_and_one_before_does_not) {
   auto s = open();
   put_all(*s, {{"k1", "old"}, {"k2", "old"}, {"k3", "old"}});
-  s->commit(3);
+  s->commit(changelog_offset(3));
   s->put("k2", "before");  // pending, then deleted by the range
   s->put("k4", "before");
   s->remove_range("k0", "k5");
@@ -385,7 +385,7 @@ TEST_P(kv_store_conformance, a_put_after_a_range_delete_survives_and_one_before_
   EXPECT_EQ(drain(s->all()), (entries{{"k3", "after"}}));
   EXPECT_EQ(s->get("k2"), std::nullopt);
   EXPECT_EQ(s->get("k3"), "after");
-  s->commit(4);
+  s->commit(changelog_offset(4));
   EXPECT_EQ(drain(s->all()), (entries{{"k3", "after"}}));
   EXPECT_EQ(s->get("k4"), std::nullopt);
   EXPECT_EQ(s->get("k3"), "after");
@@ -394,7 +394,7 @@ TEST_P(kv_store_conformance, a_put_after_a_range_delete_survives_and_one_before_
 TEST_P(kv_store_conformance, remove_range_hides_entries_read_recently) {
   auto s = open();
   put_all(*s, {{"q1", "1"}, {"q2", "2"}, {"r1", "3"}});
-  s->commit(3);
+  s->commit(changelog_offset(3));
   // Read them, so the RocksDB store holds them in its read cache.
   EXPECT_EQ(s->get("q1"), "1");
   EXPECT_EQ(s->get("q2"), "2");
@@ -402,7 +402,7 @@ TEST_P(kv_store_conformance, remove_range_hides_entries_read_recently) {
   EXPECT_EQ(s->get("q1"), std::nullopt);
   EXPECT_EQ(s->get("q2"), std::nullopt);
   EXPECT_EQ(s->get("r1"), "3");
-  s->commit(4);
+  s->commit(changelog_offset(4));
   EXPECT_EQ(s->get("q1"), std::nullopt);
   EXPECT_EQ(s->get("q2"), std::nullopt);
   EXPECT_EQ(s->get("r1"), "3");
@@ -411,7 +411,7 @@ TEST_P(kv_store_conformance, remove_range_hides_entries_read_recently) {
 TEST_P(kv_store_conformance, abort_drops_a_pending_range_delete) {
   auto s = open();
   put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}});
-  s->commit(3);
+  s->commit(changelog_offset(3));
   EXPECT_EQ(s->get("b"), "2");
   s->remove_range("a", "c");
   s->put("b", "new");
@@ -421,17 +421,17 @@ TEST_P(kv_store_conformance, abort_drops_a_pending_range_delete) {
   EXPECT_EQ(s->get("a"), "1");
   EXPECT_EQ(s->get("b"), "2");
   EXPECT_EQ(drain(s->all()), (entries{{"a", "1"}, {"b", "2"}, {"c", "3"}}));
-  EXPECT_EQ(s->committed_offset(), 3);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(3));
 }
 
 TEST_P(kv_store_conformance, an_iterator_created_before_a_range_delete_still_shows_the_range) {
   auto s = open();
   put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}});
-  s->commit(3);
+  s->commit(changelog_offset(3));
   auto before = s->all();
   s->remove_range("a", "z");
   auto after = s->all();
-  s->commit(4);
+  s->commit(changelog_offset(4));
   EXPECT_EQ(drain(std::move(before)), (entries{{"a", "1"}, {"b", "2"}, {"c", "3"}}));
   EXPECT_EQ(drain(std::move(after)), entries{});
 }
@@ -439,13 +439,13 @@ TEST_P(kv_store_conformance, an_iterator_created_before_a_range_delete_still_sho
 TEST_P(kv_store_conformance, overlapping_range_deletes_in_one_batch_combine) {
   auto s = open();
   for (int i = 0; i < 10; ++i) s->put("k" + std::to_string(i), std::to_string(i));
-  s->commit(10);
+  s->commit(changelog_offset(10));
   s->remove_range("k0", "k3");
   s->remove_range("k2", "k5");
   s->remove_range("k7", "k8");
   s->remove_range("k5", "k6");  // touches k2..k5: one range k0..k6
   EXPECT_EQ(drain(s->all()), (entries{{"k6", "6"}, {"k8", "8"}, {"k9", "9"}}));
-  s->commit(11);
+  s->commit(changelog_offset(11));
   EXPECT_EQ(drain(s->all(direction::reverse)), (entries{{"k9", "9"}, {"k8", "8"}, {"k6", "6"}}));
 }
 
@@ -453,14 +453,14 @@ TEST_P(kv_store_conformance, restore_with_a_pending_range_delete_is_rejected) {
   auto s = open();
   s->remove_range("a", "b");
   std::vector<restore_record> batch{{"c", "2"}};
-  auto e = test::thrown_error([&] { s->restore(batch, 1); });
+  auto e = test::thrown_error([&] { s->restore(batch, changelog_offset(1)); });
   EXPECT_EQ(e.code(), errc::state);
 }
 
 TEST_P(kv_store_conformance, write_through_applies_a_range_delete_with_the_early_writes) {
   auto s = open({.mode = write_mode::write_through, .write_through_threshold_bytes = 256});
   for (int i = 0; i < 10; ++i) s->put("a" + std::to_string(i), std::string(8, 'x'));
-  s->commit(1);
+  s->commit(changelog_offset(1));
   s->remove_range("a", "b");
   for (int i = 0; i < 20; ++i) s->put("k" + std::to_string(i), std::string(32, 'x'));
   s->abort();  // the range went out with the early writes
@@ -508,14 +508,14 @@ TEST_P(kv_store_conformance, randomized_range_deletes_agree_with_a_model) {
       ASSERT_EQ(drain(s->range(a, b, reverse ? direction::reverse : direction::forward)), want)
           << "step " << step;
     } else if (op < 95) {
-      s->commit(++offset);
+      s->commit(changelog_offset(++offset));
       committed = view;
     } else {
       s->abort();
       view = committed;
     }
   }
-  s->commit(++offset);
+  s->commit(changelog_offset(++offset));
   ASSERT_EQ(drain(s->all()), entries(view.begin(), view.end()));
 }
 

@@ -54,15 +54,15 @@ TEST(queue_store_scale, head_read_after_ten_million_pops_uses_bounded_operations
     for (std::uint64_t i = 0; i < round; ++i, ++next) {
       q->append("c-42", {0, next}, value, 1);
     }
-    q->commit(++offset);
+    q->commit(changelog_offset(++offset));
     ASSERT_EQ(q->pop("c-42", round, 2), round);
-    q->commit(++offset);
+    q->commit(changelog_offset(++offset));
     if (next % (20 * round) == 0) q->flush();
   }
   q->flush();
   q->append("c-42", {0, next}, "head", 3);
   q->append("c-42", {0, next + 1}, "second", 3);
-  q->commit(++offset);
+  q->commit(changelog_offset(++offset));
   EXPECT_EQ(q->size("c-42"), 2u);
   std::optional<queue_entry> head;
   const auto s = count_skipped([&] { head = q->front("c-42"); });

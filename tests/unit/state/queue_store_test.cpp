@@ -73,7 +73,7 @@ class recording_changelog final : public changelog_sink {
                          r.timestamp});
       }
       offset += static_cast<std::int64_t>(batch.size());
-      store.restore(batch, offset);
+      store.restore(batch, changelog_offset(offset));
     }
   }
 
@@ -104,7 +104,7 @@ class queue_store_conformance : public ::testing::TestWithParam<backend> {
   }
 
   void commit(queue_store& q, recording_changelog& log) {
-    q.commit(++offset_);
+    q.commit(changelog_offset(++offset_));
     log.commit();
   }
 
@@ -130,8 +130,8 @@ TEST_P(queue_store_conformance, entries_come_out_in_sequence_order) {
   EXPECT_EQ(q->size("c-1"), 0u);
   EXPECT_EQ(q->front("c-1"), std::nullopt);
   EXPECT_EQ(q->pop("c-1", 1, 3), 0u);
-  q->commit(1);
-  EXPECT_EQ(q->committed_offset(), 1);
+  q->commit(changelog_offset(1));
+  EXPECT_EQ(q->committed_offset(), changelog_offset(1));
   EXPECT_TRUE(peek_values(*q, "c-1").empty());
 }
 
@@ -141,14 +141,14 @@ TEST_P(queue_store_conformance, appending_an_entry_again_changes_nothing) {
   EXPECT_EQ(q->append("c", {0, 2}, "b", 1), append_result::appended);
   EXPECT_EQ(q->append("c", {0, 2}, "b", 1), append_result::already_queued);
   EXPECT_EQ(q->size("c"), 2u);
-  q->commit(1);
+  q->commit(changelog_offset(1));
   EXPECT_EQ(q->append("c", {0, 1}, "a", 2), append_result::already_queued);
   q->pop("c", 1, 2);
   EXPECT_EQ(q->append("c", {0, 1}, "a", 2), append_result::already_consumed);
   EXPECT_EQ(q->append("c", {0, 0}, "older", 2), append_result::already_consumed);
   EXPECT_EQ(peek_values(*q, "c"), (std::vector<std::string>{"b"}));
   q->pop("c", 1, 3);
-  q->commit(2);
+  q->commit(changelog_offset(2));
   // Empty again, the cursor still recognises consumed entries.
   EXPECT_EQ(q->append("c", {0, 2}, "b", 3), append_result::already_consumed);
   EXPECT_EQ(q->append("c", {0, 3}, "c", 3), append_result::appended);
@@ -169,7 +169,7 @@ TEST_P(queue_store_conformance, queues_with_related_names_stay_apart) {
   q->pop("a", 5, 2);
   EXPECT_EQ(peek_values(*q, "ab"), (std::vector<std::string>{"ab1"}));
   EXPECT_EQ(peek_values(*q, with_nul), (std::vector<std::string>{"nul1"}));
-  q->commit(1);
+  q->commit(changelog_offset(1));
   EXPECT_EQ(peek_values(*q, "ab"), (std::vector<std::string>{"ab1"}));
   EXPECT_EQ(peek_values(*q, with_nul), (std::vector<std::string>{"nul1"}));
   EXPECT_EQ(peek_values(*q, ""), (std::vector<std::string>{"empty1"}));
@@ -185,7 +185,7 @@ TEST_P(queue_store_conformance, non_empty_queues_lists_exactly_the_queues_with_e
   EXPECT_EQ(q->non_empty_queues(), (names{"x", "y"}));
   q->pop("x", 1, 1);
   EXPECT_EQ(q->non_empty_queues(), (names{"y"}));
-  q->commit(1);
+  q->commit(changelog_offset(1));
   q->pop("y", 2, 2);
   q->append("z", {0, 1}, "1", 2);
   EXPECT_EQ(q->non_empty_queues(), (names{"z"}));
@@ -218,7 +218,7 @@ TEST_P(queue_store_conformance, the_changelog_rebuilds_every_queue) {
   for (std::size_t batch : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
     auto r = open("restored-" + std::to_string(batch));
     log.replay_into(*r, batch);
-    EXPECT_EQ(r->committed_offset(), static_cast<std::int64_t>(log.records().size()));
+    EXPECT_EQ(r->committed_offset(), changelog_offset(static_cast<std::int64_t>(log.records().size())));
     EXPECT_EQ(r->non_empty_queues(), (std::set<std::string, std::less<>>{"q0", "q2", "q3", "q4"}));
     EXPECT_EQ(peek_values(*r, "q0"),
               (std::vector<std::string>{"v15", "v20", "v25", "v30", "v35", "v40", "v45"}));
@@ -365,10 +365,10 @@ TEST_F(queue_store_rocksdb, restore_leaves_no_point_tombstones_in_front_of_a_hea
   {
     auto q = open("queues", &log);
     for (std::uint64_t i = 0; i < 2000; ++i) q->append("c", {0, i}, "v", 1);
-    q->commit(1);
+    q->commit(changelog_offset(1));
     log.commit();
     q->pop("c", 1990, 2);
-    q->commit(2);
+    q->commit(changelog_offset(2));
     log.commit();
   }
   auto r = open("restored");
@@ -404,10 +404,10 @@ class compaction_recording_store final : public kv_store {
     requests_->push_back({std::string(from), std::string(to), mode});
   }
   std::uint64_t approximate_count() override { return inner_->approximate_count(); }
-  std::optional<std::int64_t> committed_offset() const noexcept override { return inner_->committed_offset(); }
-  void commit(std::int64_t o) override { inner_->commit(o); }
+  std::optional<changelog_offset> committed_offset() const noexcept override { return inner_->committed_offset(); }
+  void commit(changelog_offset o) override { inner_->commit(o); }
   void abort() override { inner_->abort(); }
-  void restore(std::span<const restore_record> b, std::int64_t o) override { inner_->restore(b, o); }
+  void restore(std::span<const restore_record> b, changelog_offset o) override { inner_->restore(b, o); }
   void flush() override { inner_->flush(); }
   std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
   void close() override {
@@ -429,16 +429,16 @@ TEST(queue_store_compaction, asks_for_a_background_compaction_of_its_entries_eve
   queue_store q(std::make_unique<compaction_recording_store>(&requests), nullptr,
                 {.compact_after_consumed = 10});
   for (std::uint64_t i = 0; i < 40; ++i) q.append(i % 2 == 0 ? "a" : "b", {0, i}, "v", 0);
-  q.commit(1);
+  q.commit(changelog_offset(1));
   q.pop("a", 6, 0);
-  q.commit(2);
+  q.commit(changelog_offset(2));
   EXPECT_TRUE(requests.empty()) << "6 consumed of 10";
   q.pop("a", 5, 0);
   q.pop("b", 9, 0);  // aborted: consumes nothing
   q.abort();
   EXPECT_TRUE(requests.empty()) << "aborted pops count for nothing";
   q.pop("a", 5, 0);
-  q.commit(3);
+  q.commit(changelog_offset(3));
   ASSERT_EQ(requests.size(), 1u) << "11 consumed";
   EXPECT_EQ(requests[0].from, "e");
   EXPECT_EQ(requests[0].to, "n");
@@ -447,7 +447,7 @@ TEST(queue_store_compaction, asks_for_a_background_compaction_of_its_entries_eve
   EXPECT_GT(requests[0].to, queue_entry_key("b", {UINT64_MAX, UINT64_MAX}));
   EXPECT_GT(requests[0].to, std::string("m") + std::string(300, '\xff')) << "meta records too";
   q.pop("b", 9, 0);
-  q.commit(4);
+  q.commit(changelog_offset(4));
   EXPECT_EQ(requests.size(), 1u) << "9 consumed since the compaction";
   EXPECT_EQ(q.size("a"), 9u);
   EXPECT_EQ(q.size("b"), 11u);
@@ -457,9 +457,9 @@ TEST(queue_store_compaction, never_asks_when_turned_off) {
   std::vector<compaction_recording_store::request> requests;
   queue_store q(std::make_unique<compaction_recording_store>(&requests), nullptr, {.compact_after_consumed = 0});
   for (std::uint64_t i = 0; i < 100; ++i) q.append("a", {0, i}, "v", 0);
-  q.commit(1);
+  q.commit(changelog_offset(1));
   q.pop("a", 100, 0);
-  q.commit(2);
+  q.commit(changelog_offset(2));
   EXPECT_TRUE(requests.empty());
 }
 

@@ -63,10 +63,10 @@ class scan_counting_store final : public kv_store {
   void remove(std::string_view key) override { inner_->remove(key); }
   void remove_range(std::string_view from, std::string_view to) override { inner_->remove_range(from, to); }
   std::uint64_t approximate_count() override { return inner_->approximate_count(); }
-  std::optional<std::int64_t> committed_offset() const noexcept override { return inner_->committed_offset(); }
-  void commit(std::int64_t o) override { inner_->commit(o); }
+  std::optional<changelog_offset> committed_offset() const noexcept override { return inner_->committed_offset(); }
+  void commit(changelog_offset o) override { inner_->commit(o); }
   void abort() override { inner_->abort(); }
-  void restore(std::span<const restore_record> b, std::int64_t o) override { inner_->restore(b, o); }
+  void restore(std::span<const restore_record> b, changelog_offset o) override { inner_->restore(b, o); }
   void flush() override { inner_->flush(); }
   std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
   void close() override {
@@ -233,8 +233,8 @@ TEST_P(ranked_index_conformance, abort_rolls_back_ranks_and_commit_keeps_them) {
   auto idx = open();
   idx->upsert("b", "u1", be32(10), 1);
   idx->upsert("b", "u2", be32(20), 1);
-  idx->commit(2);
-  EXPECT_EQ(idx->committed_offset(), 2);
+  idx->commit(changelog_offset(2));
+  EXPECT_EQ(idx->committed_offset(), changelog_offset(2));
   idx->upsert("b", "u3", be32(5), 2);
   idx->upsert("b", "u1", be32(30), 2);
   idx->remove("b", "u2", 2);
@@ -246,7 +246,7 @@ TEST_P(ranked_index_conformance, abort_rolls_back_ranks_and_commit_keeps_them) {
   EXPECT_EQ(idx->position("b", "u2"), 1u);
   EXPECT_EQ(idx->score("b", "u3"), std::nullopt);
   idx->upsert("b", "u4", be32(1), 3);
-  idx->commit(4);
+  idx->commit(changelog_offset(4));
   idx->abort();  // nothing pending: nothing changes
   EXPECT_EQ(members_of(idx->range("b", 0, 10)), (std::vector<std::string>{"u4", "u1", "u2"}));
 }
@@ -272,7 +272,7 @@ TEST_P(ranked_index_conformance, restore_from_the_changelog_rebuilds_identical_r
   restored->restore(std::span(batch).first(half), static_cast<std::int64_t>(half));
   (void)restored->count("i0");
   restored->restore(std::span(batch).subspan(half), static_cast<std::int64_t>(batch.size()));
-  EXPECT_EQ(restored->committed_offset(), static_cast<std::int64_t>(batch.size()));
+  EXPECT_EQ(restored->committed_offset(), changelog_offset(static_cast<std::int64_t>(batch.size())));
   for (std::string index : {"i0", "i1", "i2"}) {
     EXPECT_EQ(restored->count(index), original->count(index));
     EXPECT_EQ(restored->range(index, 0, 1000), original->range(index, 0, 1000)) << index;
@@ -288,10 +288,10 @@ TEST_P(ranked_index_conformance, reopening_a_durable_store_gives_the_same_ranks)
   {
     auto idx = open();
     for (int i = 0; i < 500; ++i) idx->upsert("b", "m" + std::to_string(i), be32(static_cast<std::uint32_t>(i % 50)), 1);
-    idx->commit(500);
+    idx->commit(changelog_offset(500));
   }
   auto idx = open();
-  EXPECT_EQ(idx->committed_offset(), 500);
+  EXPECT_EQ(idx->committed_offset(), changelog_offset(500));
   EXPECT_EQ(idx->count("b"), 500u);
   EXPECT_EQ(idx->position("b", "m0"), 0u);
   EXPECT_EQ(idx->position("b", "m1"), 10u);  // after the ten members of score 0
@@ -316,7 +316,7 @@ TEST_P(ranked_index_conformance, queries_on_a_loaded_index_open_no_scan_of_the_s
     idx.upsert("b", m, be32(static_cast<std::uint32_t>(i)), 2);
     idx.remove("b", "m" + std::to_string(i * 5 + 1), 2);
   }
-  idx.commit(1);
+  idx.commit(changelog_offset(1));
   EXPECT_EQ(scans, 1);
   EXPECT_EQ(idx.count("b"), 4000u);
 }
@@ -418,7 +418,7 @@ TEST_P(ranked_index_conformance, stores_on_several_threads_share_one_budget_and_
         std::uint64_t want = 0;
         for (const auto& [m, v] : s) want += (v < it->second || (v == it->second && m < probe)) ? 1 : 0;
         mismatches[static_cast<std::size_t>(t)] += got != want;
-        if (r % 100 == 99) idx.commit(r);
+        if (r % 100 == 99) idx.commit(changelog_offset(r));
       }
     });
   }
@@ -441,12 +441,12 @@ TEST_P(ranked_index_conformance, idle_indexes_leave_memory_at_commit) {
   (void)idx->count("new");
   EXPECT_EQ(idx->loaded_indexes(), 2u);
   clock_.advance(20'000);
-  idx->commit(1);
+  idx->commit(changelog_offset(1));
   EXPECT_EQ(idx->loaded_indexes(), 1u);  // "old" idle for 70 s, "new" for 20 s
   EXPECT_EQ(idx->count("old"), 1u);      // rebuilt on demand
   EXPECT_EQ(idx->loaded_indexes(), 2u);
   clock_.advance(100'000);
-  idx->commit(2);
+  idx->commit(changelog_offset(2));
   EXPECT_EQ(idx->loaded_indexes(), 0u);
   EXPECT_EQ(idx->memory_bytes(), 0u);
 }
@@ -529,7 +529,7 @@ TEST_P(ranked_index_conformance, random_operations_agree_with_a_sorted_vector_mo
       ASSERT_EQ(idx->count(index), model.current[index].size());
     } else if (roll < 99) {
       if (pick(20) == 0) clock_.advance(2000);  // every loaded index is idle: dropped, rebuilt on use
-      idx->commit(++offset);
+      idx->commit(changelog_offset(++offset));
       model.committed = model.current;
     } else {
       idx->abort();

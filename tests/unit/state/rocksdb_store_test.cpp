@@ -50,10 +50,10 @@ TEST_F(rocksdb_store_test, reopen_keeps_data_and_committed_offset) {
     EXPECT_EQ(s->committed_offset(), std::nullopt);
     s->put("a", "1");
     s->put("b", "2");
-    s->commit(17);
+    s->commit(changelog_offset(17));
   }
   auto s = open(options());
-  EXPECT_EQ(s->committed_offset(), 17);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(17));
   EXPECT_EQ(s->get("a"), "1");
   EXPECT_EQ(s->get("b"), "2");
 }
@@ -85,10 +85,10 @@ TEST_F(rocksdb_store_test, write_through_flushes_early_but_records_the_offset_on
     EXPECT_EQ(s->committed_offset(), std::nullopt);
     EXPECT_EQ(s->get("k0"), std::string(100, 'v'));
     s->put("last", "x");
-    s->commit(100);
+    s->commit(changelog_offset(100));
   }
   auto s = open(o);
-  EXPECT_EQ(s->committed_offset(), 100);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(100));
   EXPECT_EQ(s->get("last"), "x");
 }
 
@@ -112,14 +112,14 @@ TEST_F(rocksdb_store_test, hold_until_commit_keeps_overwrites_of_read_keys_out_o
   {
     auto s = open(o);
     s->put("a", "1");
-    s->commit(1);
+    s->commit(changelog_offset(1));
     EXPECT_EQ(s->get("a"), "1");
     s->put("a", "2");
     s->remove("b");
     s->flush();
   }  // closed without commit, as after an aborted transaction
   auto s = open(o);
-  EXPECT_EQ(s->committed_offset(), 1);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(1));
   EXPECT_EQ(s->get("a"), "1");
 }
 
@@ -161,7 +161,7 @@ TEST_F(rocksdb_store_test, reads_match_a_model_whatever_the_read_cache_keeps) {
         if (rng() % 5 == 0) {
           s->abort();
         } else {
-          s->commit(++offset);
+          s->commit(changelog_offset(++offset));
           for (auto& [k, v] : pending) {
             if (v) {
               committed[k] = *v;
@@ -176,7 +176,7 @@ TEST_F(rocksdb_store_test, reads_match_a_model_whatever_the_read_cache_keeps) {
       }
     }
     auto s = open(o);
-    EXPECT_EQ(s->committed_offset(), offset);
+    EXPECT_EQ(s->committed_offset(), changelog_offset(offset));
     EXPECT_EQ(drain(s->all()),
               (std::vector<std::pair<std::string, std::string>>(committed.begin(), committed.end())));
   }
@@ -189,16 +189,16 @@ TEST_F(rocksdb_store_test, crash_loses_unflushed_data_and_offset_together) {
     rocksdb_environment env({.memory_budget_bytes = std::size_t{32} << 20});
     auto s = open_rocksdb_store({.name = "counts", .directory = child_dir}, env);
     s->put("a", "1");
-    s->commit(10);
+    s->commit(changelog_offset(10));
     s->flush();  // durable point: a=1 at offset 10
     s->put("a", "2");
     s->put("b", "2");
-    s->commit(20);  // in the memtable only
+    s->commit(changelog_offset(20));  // in the memtable only
     std::_Exit(0);  // no destructors, no flush: like kill -9
   }
   ASSERT_EQ(test::run_child(dir_.path().string()), 0);
   auto s = open(options());
-  EXPECT_EQ(s->committed_offset(), 10);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(10));
   EXPECT_EQ(s->get("a"), "1");
   EXPECT_EQ(s->get("b"), std::nullopt);
 }
@@ -208,13 +208,13 @@ TEST_F(rocksdb_store_test, clean_close_makes_the_last_commit_durable) {
     rocksdb_environment env({.memory_budget_bytes = std::size_t{32} << 20});
     auto s = open_rocksdb_store({.name = "counts", .directory = child_dir}, env);
     s->put("a", "1");
-    s->commit(10);
+    s->commit(changelog_offset(10));
     s->close();
     std::_Exit(0);
   }
   ASSERT_EQ(test::run_child(dir_.path().string()), 0);
   auto s = open(options());
-  EXPECT_EQ(s->committed_offset(), 10);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(10));
   EXPECT_EQ(s->get("a"), "1");
 }
 
@@ -222,10 +222,10 @@ TEST_F(rocksdb_store_test, restore_survives_reopen) {
   {
     auto s = open(options());
     std::vector<restore_record> batch{{"a", "1"}, {"b", "2"}, {"a", std::nullopt}};
-    s->restore(batch, 3);
+    s->restore(batch, changelog_offset(3));
   }
   auto s = open(options());
-  EXPECT_EQ(s->committed_offset(), 3);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(3));
   EXPECT_EQ(s->get("a"), std::nullopt);
   EXPECT_EQ(s->get("b"), "2");
 }
@@ -238,14 +238,14 @@ TEST_F(rocksdb_store_test, two_stores_share_one_environment) {
     first->put("k" + std::to_string(i), std::string(100, 'a'));
     second->put("k" + std::to_string(i), std::string(100, 'b'));
   }
-  first->commit(1000);
-  second->commit(2000);
+  first->commit(changelog_offset(1000));
+  second->commit(changelog_offset(2000));
   EXPECT_GT(env_.memtable_usage_bytes(), before + 2 * 1000 * 100);
   EXPECT_GE(env_.cache_usage_bytes(), env_.memtable_usage_bytes());  // charged to the cache
   EXPECT_EQ(first->get("k1"), std::string(100, 'a'));
   EXPECT_EQ(second->get("k1"), std::string(100, 'b'));
-  EXPECT_EQ(first->committed_offset(), 1000);
-  EXPECT_EQ(second->committed_offset(), 2000);
+  EXPECT_EQ(first->committed_offset(), changelog_offset(1000));
+  EXPECT_EQ(second->committed_offset(), changelog_offset(2000));
 }
 
 TEST_F(rocksdb_store_test, expert_hook_receives_rocksdb_options_but_cannot_disable_atomic_flush) {
@@ -262,7 +262,7 @@ TEST_F(rocksdb_store_test, expert_hook_receives_rocksdb_options_but_cannot_disab
   auto s = open(o);
   EXPECT_TRUE(called);
   s->put("a", "1");
-  s->commit(1);
+  s->commit(changelog_offset(1));
   EXPECT_EQ(s->get("a"), "1");
 }
 
@@ -272,7 +272,7 @@ TEST_F(rocksdb_store_test, corrupt_store_fails_to_open_with_a_state_error_and_wi
   {
     auto s = open(o);
     s->put("a", "1");
-    s->commit(5);
+    s->commit(changelog_offset(5));
   }
   std::ofstream(task.store_path("counts") / "CURRENT", std::ios::trunc) << "garbage\n";
   auto e = test::thrown_error([&] { open(o); });
@@ -293,7 +293,7 @@ TEST_F(rocksdb_store_test, corrupt_data_block_found_by_a_read_marks_the_store_so
   {
     auto s = open(o);
     for (int i = 0; i < 100; ++i) s->put("key" + std::to_string(i), std::string(100, 'v'));
-    s->commit(5);
+    s->commit(changelog_offset(5));
   }  // close flushes: one SST file
   std::filesystem::path sst;
   for (const auto& f : std::filesystem::directory_iterator(task.store_path("counts")))
@@ -324,13 +324,13 @@ TEST_F(rocksdb_store_test, a_committed_range_delete_survives_reopen) {
   {
     auto s = open(options());
     for (int i = 0; i < 100; ++i) s->put("k" + std::to_string(1000 + i), "v");
-    s->commit(1);
+    s->commit(changelog_offset(1));
     s->flush();
     s->remove_range("k1010", "k1090");
-    s->commit(2);
+    s->commit(changelog_offset(2));
   }
   auto s = open(options());
-  EXPECT_EQ(s->committed_offset(), 2);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(2));
   EXPECT_EQ(drain(s->all()).size(), 20u);
   EXPECT_EQ(s->get("k1050"), std::nullopt);
   EXPECT_EQ(s->get("k1090"), "v");
@@ -341,10 +341,10 @@ TEST_F(rocksdb_store_test, a_committed_range_delete_survives_reopen) {
 TEST_F(rocksdb_store_test, a_range_delete_leaves_no_point_tombstones_for_scans_to_skip) {
   auto s = open(options());
   for (int i = 0; i < 5000; ++i) s->put("q" + std::to_string(100000 + i), "v");
-  s->commit(1);
+  s->commit(changelog_offset(1));
   s->flush();  // the entries are in an SST file; the range tombstone lands in the memtable
   s->remove_range("q100000", "q104990");
-  s->commit(2);
+  s->commit(changelog_offset(2));
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
   rocksdb::get_perf_context()->Reset();
   auto rest = drain(s->prefix("q"));

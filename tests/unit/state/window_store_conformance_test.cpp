@@ -65,10 +65,10 @@ class delete_counting_store final : public kv_store {
     inner_->remove_range(from, to);
   }
   std::uint64_t approximate_count() override { return inner_->approximate_count(); }
-  std::optional<std::int64_t> committed_offset() const noexcept override { return inner_->committed_offset(); }
-  void commit(std::int64_t o) override { inner_->commit(o); }
+  std::optional<changelog_offset> committed_offset() const noexcept override { return inner_->committed_offset(); }
+  void commit(changelog_offset o) override { inner_->commit(o); }
   void abort() override { inner_->abort(); }
-  void restore(std::span<const restore_record> b, std::int64_t o) override { inner_->restore(b, o); }
+  void restore(std::span<const restore_record> b, changelog_offset o) override { inner_->restore(b, o); }
   void flush() override { inner_->flush(); }
   std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
   void close() override {
@@ -123,7 +123,7 @@ TEST_P(window_store_conformance, fetch_returns_a_keys_windows_in_the_time_range_
   for (std::int64_t t : {0, 10, 49, 50, 60, 99}) s->put("page", t, "v" + std::to_string(t), t);
   s->put("pag", 10, "other key", 10);    // a prefix of "page": never mixed in
   s->put("pages", 10, "other key", 10);  // and one that "page" is a prefix of
-  s->commit(1);
+  s->commit(changelog_offset(1));
   EXPECT_EQ(windows(*s, "page", 10, 60), (W{{10, "v10"}, {49, "v49"}, {50, "v50"}, {60, "v60"}}));
   EXPECT_EQ(windows(*s, "page", 0, 1000), (W{{0, "v0"}, {10, "v10"}, {49, "v49"}, {50, "v50"}, {60, "v60"}, {99, "v99"}}));
   EXPECT_EQ(windows(*s, "pag", 0, 1000), (W{{10, "other key"}}));
@@ -138,7 +138,7 @@ TEST_P(window_store_conformance, a_put_overwrites_and_remove_deletes_one_window)
   s->put("k", 20, "b", 21);
   s->put("k", 30, "c", 30);
   s->remove("k", 20, 31);
-  s->commit(1);
+  s->commit(changelog_offset(1));
   EXPECT_EQ(windows(*s, "k", 0, 100), (W{{30, "c"}}));
 }
 
@@ -152,7 +152,7 @@ TEST_P(window_store_conformance, windows_at_or_below_observed_time_minus_retenti
   EXPECT_EQ(s->fetch("k", 100), std::nullopt);
   EXPECT_FALSE(s->put("k", 100, "late", 201));  // an expired window is not written
   EXPECT_FALSE(s->put("other", 50, "late", 201));
-  s->commit(1);
+  s->commit(changelog_offset(1));
   EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{101, "b"}, {200, "c"}}));
   EXPECT_TRUE(windows(*s, "other", 0, 1000).empty());
 }
@@ -166,18 +166,18 @@ TEST_P(window_store_conformance, retention_drops_whole_segments_with_one_range_d
     s.put("k" + std::to_string(k), k % 50, "x", 0);
     s.put("k" + std::to_string(k), 50 + k % 50, "x", 0);
   }
-  s.commit(1);
+  s.commit(changelog_offset(1));
   EXPECT_EQ(keys_in(*kv), 400u);
   // Observed 160: live starts are > 60, so segment 0 is wholly expired; segment 1 holds
   // live windows (61..99) and stays whole.
   s.put("k0", 160, "x", 160);
-  s.commit(2);
+  s.commit(changelog_offset(2));
   EXPECT_EQ(kv->point_deletes, 0);
   EXPECT_EQ(kv->range_deletes, 1);
   EXPECT_EQ(keys_in(*kv), 201u);  // segment 1's 200 + the new one; segment 0 is gone
   // Observed 260: segments 1 and 2 (50..149) leave; still one range delete more, none per entry.
   s.put("k1", 260, "x", 260);
-  s.commit(3);
+  s.commit(changelog_offset(3));
   EXPECT_EQ(kv->point_deletes, 0);
   EXPECT_EQ(kv->range_deletes, 2);
   EXPECT_EQ(keys_in(*kv), 2u);  // windows 160 (segment 3) and 260 (segment 5)
@@ -186,14 +186,14 @@ TEST_P(window_store_conformance, retention_drops_whole_segments_with_one_range_d
 TEST_P(window_store_conformance, writes_wait_for_the_commit_and_abort_drops_them_with_the_time_they_advanced) {
   auto s = open();
   s->put("k", 10, "committed", 10);
-  s->commit(1);
+  s->commit(changelog_offset(1));
   s->put("k", 20, "pending", 20);
   s->put("k", 500, "pending", 500);  // would expire window 10
   EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{500, "pending"}}));
   s->abort();
   EXPECT_EQ(s->observed_stream_time(), 10);
   EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{10, "committed"}}));
-  EXPECT_EQ(s->committed_offset(), 1);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(1));
 }
 
 TEST_P(window_store_conformance, restore_from_its_changelog_rebuilds_live_windows_and_skips_expired_ones) {
@@ -205,7 +205,7 @@ TEST_P(window_store_conformance, restore_from_its_changelog_rebuilds_live_window
     s->put("b", 60, "b60", 60);
     s->remove("b", 60, 61);
     s->put("a", 140, "a140", 140);  // observed 140: window 10 expires (segment 0 dropped)
-    s->commit(5);
+    s->commit(changelog_offset(5));
   }
   ASSERT_EQ(sink.records.size(), 5u);
   EXPECT_EQ(sink.records[0].key, window_entry_key("a", 10, 50ms));
@@ -216,8 +216,8 @@ TEST_P(window_store_conformance, restore_from_its_changelog_rebuilds_live_window
   std::vector<restore_record> batch;
   for (const auto& e : sink.records)
     batch.push_back({e.key, e.value ? std::optional<std::string_view>(*e.value) : std::nullopt, e.timestamp});
-  r->restore(batch, 5);
-  EXPECT_EQ(r->committed_offset(), 5);
+  r->restore(batch, changelog_offset(5));
+  EXPECT_EQ(r->committed_offset(), changelog_offset(5));
   EXPECT_EQ(r->observed_stream_time(), 140);
   EXPECT_EQ(windows(*r, "a", 0, 1000), (W{{60, "a60"}, {140, "a140"}}));
   EXPECT_TRUE(windows(*r, "b", 0, 1000).empty());
@@ -230,11 +230,11 @@ TEST_P(window_store_conformance, a_reopened_store_keeps_committed_windows_and_it
     auto s = open();
     s->put("k", 30, "a", 30);
     s->put("k", 120, "b", 120);
-    s->commit(7);
+    s->commit(changelog_offset(7));
     s->put("k", 125, "never committed", 125);
   }  // closed with a pending write: dropped
   auto s = open();
-  EXPECT_EQ(s->committed_offset(), 7);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(7));
   EXPECT_EQ(s->observed_stream_time(), 120);
   EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{30, "a"}, {120, "b"}}));
 }

@@ -106,11 +106,11 @@ class queue_store final : public state_store {
   ~queue_store() override;
 
   const std::string& name() const noexcept override;
-  std::optional<std::int64_t> committed_offset() const noexcept override;
-  void commit(std::int64_t next_changelog_offset) override;
+  std::optional<changelog_offset> committed_offset() const noexcept override;
+  void commit(changelog_offset next_changelog_offset) override;
   /// Drops pending writes and re-reads the meta of the queues they touched.
   void abort() override;
-  void restore(std::span<const restore_record> batch, std::int64_t next_offset) override;
+  void restore(std::span<const restore_record> batch, changelog_offset next_offset) override;
   void flush() override;
   std::size_t pending_bytes() const noexcept override;
   void close() override;

@@ -125,10 +125,10 @@ class ranked_index final : public state_store, public memory_charged_store {
   // state_store: forwarded to the kv_store; abort() and restore() also drop the in-memory
   // lists of the indexes they change.
   const std::string& name() const noexcept override;
-  std::optional<std::int64_t> committed_offset() const noexcept override;
-  void commit(std::int64_t next_changelog_offset) override;
+  std::optional<changelog_offset> committed_offset() const noexcept override;
+  void commit(changelog_offset next_changelog_offset) override;
   void abort() override;
-  void restore(std::span<const restore_record> batch, std::int64_t next_offset) override;
+  void restore(std::span<const restore_record> batch, changelog_offset next_offset) override;
   void flush() override;
   std::size_t pending_bytes() const noexcept override;
   void close() override;

@@ -20,6 +20,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/state/changelog_offset.hpp"
+
 namespace sluice::state {
 
 /// One changelog record to restore: a value, or a tombstone (nullopt) that deletes the key.
@@ -60,15 +62,15 @@ class state_store {
 
   /// The next changelog offset to restore from, as recorded by the last commit() or
   /// restore() that reached storage; nullopt for a new (or wiped) store.
-  virtual std::optional<std::int64_t> committed_offset() const noexcept = 0;
+  virtual std::optional<changelog_offset> committed_offset() const noexcept = 0;
 
   /// Applies the pending batch and `next_changelog_offset` in one atomic write.
-  virtual void commit(std::int64_t next_changelog_offset) = 0;
+  virtual void commit(changelog_offset next_changelog_offset) = 0;
   /// Drops the pending batch (after an aborted transaction).
   virtual void abort() = 0;
   /// Applies changelog records and `next_offset` in one atomic write, bypassing the pending
   /// batch. Precondition: no pending writes (throws sluice::error(errc::state) otherwise).
-  virtual void restore(std::span<const restore_record> batch, std::int64_t next_offset) = 0;
+  virtual void restore(std::span<const restore_record> batch, changelog_offset next_offset) = 0;
 
   /// Makes everything committed so far durable, so a crash after it replays no changelog
   /// records before the current offset. Expensive: call at checkpoints, not per commit.
