@@ -88,5 +88,37 @@ TEST(kafka_mock_cluster, wake_from_another_thread_ends_a_blocked_poll) {
   EXPECT_TRUE(returned.load());
 }
 
+// What the mock does with an aborted transaction, for read_committed readers: documented in
+// framework/src/kafka/README.md (exactly-once tests on the mock read committed state through
+// interactive queries for this reason).
+TEST(kafka_mock_cluster, read_committed_readers_are_not_spared_aborted_records) {
+  mock_cluster cluster;
+  cluster.create_topic("txn", 1);
+  {
+    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()},
+                                                        {"transactional.id", "mock-abort-probe"}});
+    p.init_transactions(10s);
+    p.begin_transaction();
+    p.produce("txn", 0, std::string_view("k"), std::string_view("aborted"), 0, {});
+    p.flush(10s);
+    p.abort_transaction(10s);
+    p.begin_transaction();
+    p.produce("txn", 0, std::string_view("k"), std::string_view("committed"), 0, {});
+    p.commit_transaction(10s);
+  }
+  consumer c({{"bootstrap.servers", cluster.bootstrap_servers()},
+                             {"isolation.level", "read_committed"},
+                             {"enable.partition.eof", "true"}});
+  bool end = false;
+  c.on_partition_eof([&](std::string_view, std::int32_t, std::int64_t) { end = true; });
+  c.assign({{"txn", 0, offset_beginning}});
+  std::vector<std::string> values;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!end && std::chrono::steady_clock::now() < deadline)
+    if (auto m = c.poll(100ms)) values.push_back(*m->value);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(values, (std::vector<std::string>{"aborted", "committed"}));
+}
+
 }  // namespace
 }  // namespace sluice::kafka

@@ -27,6 +27,11 @@ namespace {
 
 constexpr int input_partitions = 2;
 
+// Kafka protocol API keys of the requests the faults are injected into (librdkafka's public
+// headers do not export its RD_KAFKAP_* names).
+constexpr std::int16_t end_txn_api = 26;
+constexpr std::int16_t txn_offset_commit_api = 28;
+
 std::string unique(const std::string& base) {
   static std::atomic<int> n{0};
   return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
@@ -84,7 +89,7 @@ class counting_job {
 
   const std::map<std::string, std::int64_t>& tally() const { return tally_; }
 
-  double metric(const std::string& name) const { return app_->metrics().total(name); }
+  double metric(const std::string& name) { return app_->metrics().total(name); }
 
  private:
   std::map<std::string, std::int64_t> read_counts() {
@@ -126,7 +131,7 @@ TEST(transaction_recovery, a_refused_offset_commit_aborts_rewinds_and_counts_eac
   // The group coordinator refuses the next offset commits of the transaction: librdkafka
   // makes the transaction abortable; the thread aborts it, drops the stores' pending writes
   // and reprocesses from the committed offsets.
-  rd_kafka_mock_push_request_errors(job.mock(), RD_KAFKAP_TxnOffsetCommit, 2, RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID,
+  rd_kafka_mock_push_request_errors(job.mock(), txn_offset_commit_api, 2, RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID,
                                     RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
   job.feed(400);
   expect_exact(job);
@@ -145,7 +150,7 @@ TEST(transaction_recovery, a_fenced_producer_is_replaced_and_counts_each_record_
 
   // The coordinator answers the next commit as if a newer producer held the transactional
   // id: the producer is fenced for good, so the thread creates a new one and rewinds.
-  rd_kafka_mock_push_request_errors(job.mock(), RD_KAFKAP_EndTxn, 1, RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
+  rd_kafka_mock_push_request_errors(job.mock(), end_txn_api, 1, RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
   job.feed(400);
   expect_exact(job);
   EXPECT_GT(job.metric("sluice_task_recoveries_total"), recoveries);

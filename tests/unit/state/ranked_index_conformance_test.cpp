@@ -261,7 +261,7 @@ TEST_P(ranked_index_conformance, restore_from_the_changelog_rebuilds_identical_r
     if (rng() % 5 == 0) original->remove(index, member, i);
     else original->upsert(index, member, be32(rng() % 500), i);
   }
-  original->commit(static_cast<std::int64_t>(sink.records.size()));
+  original->commit(changelog_offset(static_cast<std::int64_t>(sink.records.size())));
 
   auto restored = open(nullptr, {}, "restored");
   std::vector<restore_record> batch;
@@ -269,9 +269,9 @@ TEST_P(ranked_index_conformance, restore_from_the_changelog_rebuilds_identical_r
     batch.push_back({r.key, r.value ? std::optional<std::string_view>(*r.value) : std::nullopt, r.timestamp});
   // Two batches, the second restored after the first was queried (its lists must refresh).
   const auto half = batch.size() / 2;
-  restored->restore(std::span(batch).first(half), static_cast<std::int64_t>(half));
+  restored->restore(std::span(batch).first(half), changelog_offset(static_cast<std::int64_t>(half)));
   (void)restored->count("i0");
-  restored->restore(std::span(batch).subspan(half), static_cast<std::int64_t>(batch.size()));
+  restored->restore(std::span(batch).subspan(half), changelog_offset(static_cast<std::int64_t>(batch.size())));
   EXPECT_EQ(restored->committed_offset(), changelog_offset(static_cast<std::int64_t>(batch.size())));
   for (std::string index : {"i0", "i1", "i2"}) {
     EXPECT_EQ(restored->count(index), original->count(index));
