@@ -89,14 +89,15 @@ TEST(kafka_mock_cluster, wake_from_another_thread_ends_a_blocked_poll) {
 }
 
 // What the mock does with an aborted transaction, for read_committed readers: documented in
-// framework/src/kafka/README.md (exactly-once tests on the mock read committed state through
-// interactive queries for this reason).
+// framework/src/kafka/README.md. A consequence: an exactly-once job on the mock that aborts a
+// transaction and restores a store afterwards restores the aborted changelog records too, so
+// the recovery path's exactness can only be checked against a real broker (the fault suite).
 TEST(kafka_mock_cluster, read_committed_readers_are_not_spared_aborted_records) {
   mock_cluster cluster;
   cluster.create_topic("txn", 1);
   {
-    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()},
-                                                        {"transactional.id", "mock-abort-probe"}});
+    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}},
+               producer_options{.mode = producer_mode::transactional, .transactional_id = "mock-abort-probe"});
     p.init_transactions(10s);
     p.begin_transaction();
     p.produce("txn", 0, std::string_view("k"), std::string_view("aborted"), 0, {});
