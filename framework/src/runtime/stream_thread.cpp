@@ -28,10 +28,12 @@ std::string parts_text(const std::vector<kafka::topic_partition>& parts) {
   return out.empty() ? "none" : out;
 }
 
-/// A consumer fenced again this soon after it rejoined is not fencing its own stale member
-/// id after an outage (that happens once per outage) but competing with a twin instance that
+/// A consumer fenced this often within this window is not fencing its own stale member id
+/// after an outage (that happens once per outage, twice when a second fault follows the first
+/// within seconds, as a fault suite's schedule does) but competing with a twin instance that
 /// has the same group.instance.id: each rejoin fences the other within a heartbeat or two.
 constexpr auto twin_fencing_window = std::chrono::seconds(30);
+constexpr std::size_t twin_fencings = 3;
 
 }  // namespace
 
@@ -381,17 +383,19 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
   switch (classify_failure(e)) {
     case failure_kind::member_fenced: {
       const auto now = clock_type::now();
-      if (last_member_fencing_ && now - *last_member_fencing_ < twin_fencing_window) {
-        // Fenced again right after rejoining: a twin instance keeps taking the identity back.
+      member_fencings_.push_back(now);
+      while (now - member_fencings_.front() >= twin_fencing_window) member_fencings_.pop_front();
+      if (member_fencings_.size() >= twin_fencings) {
+        // Fenced again and again right after rejoining: a twin keeps taking the identity back.
         auto* se = dynamic_cast<const sluice::error*>(&e);
         throw sluice::error(
             errc::kafka_fatal,
-            std::string(e.what()) + "; fenced again " +
-                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last_member_fencing_).count()) +
-                " s after the consumer rejoined",
+            std::string(e.what()) + "; fenced " + std::to_string(member_fencings_.size()) + " times in " +
+                std::to_string(
+                    std::chrono::duration_cast<std::chrono::seconds>(now - member_fencings_.front()).count()) +
+                " s after rejoining",
             se ? se->kafka() : kafka_flags{});
       }
-      last_member_fencing_ = now;
       consumer_fenced_ = true;
       break;
     }

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -112,7 +113,7 @@ class stream_thread final : kafka::rebalance_listener {
   /// A failure `e` that reached the loop, classified in error_classification.hpp: fatal ones
   /// are rethrown (call it inside a catch), retriable ones noted, then, when `attempt` is
   /// now, the tasks are closed dirty and recovery is tried at once; a fenced consumer is
-  /// recreated once and is fatal when fenced again within twin_fencing_window.
+  /// recreated each time and is fatal when fenced twin_fencings times within twin_fencing_window.
   void on_failure(const std::exception& e, recovery_attempt attempt);
   /// recover_from_failure(); a retriable failure of it is noted and left for the next loop.
   void try_recovery();
@@ -157,8 +158,8 @@ class stream_thread final : kafka::rebalance_listener {
   std::optional<std::chrono::steady_clock::time_point> failing_since_;
   std::string last_failure_;
   bool recovery_pending_ = false;
-  bool consumer_fenced_ = false;  ///< recovery recreates the consumer too
-  std::optional<std::chrono::steady_clock::time_point> last_member_fencing_;
+  bool consumer_fenced_ = false;                                       ///< recovery recreates the consumer too
+  std::deque<std::chrono::steady_clock::time_point> member_fencings_;  ///< within twin_fencing_window
   std::string failure_;
   std::thread thread_;
   std::mutex finished_mutex_;
