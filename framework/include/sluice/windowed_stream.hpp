@@ -97,6 +97,8 @@ class ktime_windowed_stream {
     in = in.repartitioned(store.name);
     auto& g = *g_;
     const state::window_store_options options{.retention = windows_.size() + windows_.grace()};
+    // The changelog keeps a window a day past the store (Kafka Streams'
+    // windowstore.changelog.additional.retention.ms), then the broker deletes it.
     g.add_store({.name = store.name,
                  .backend = store.backend,
                  .logged = store.logged,
@@ -104,7 +106,8 @@ class ktime_windowed_stream {
                  .make_store = [options](std::unique_ptr<state::kv_store> storage,
                                          state::changelog_sink* changelog) -> std::unique_ptr<state::state_store> {
                    return std::make_unique<state::window_store>(std::move(storage), changelog, options);
-                 }});
+                 },
+                 .changelog_retention = options.retention + std::chrono::hours(24)});
     auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
                       .kind = detail::node_kind::processor,
                       .stores = {store.name},

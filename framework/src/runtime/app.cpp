@@ -316,9 +316,14 @@ void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, 
     add_internal(detail::repartition_topic(app_id, t), count, {}, "repartition");
   for (const auto& sub : topo.subtopologies())
     for (const auto& s : sub.stores)
-      if (detail::topology_access::find_store(topo, s)->logged)
-        add_internal(detail::changelog_topic(app_id, s), sub_partitions.at(sub.id), {{"cleanup.policy", "compact"}},
-                     "changelog");
+      if (const auto* spec = detail::topology_access::find_store(topo, s); spec->logged) {
+        kafka::config_map configs{{"cleanup.policy", "compact"}};
+        if (spec->changelog_retention.count() > 0) {
+          configs["cleanup.policy"] = "compact,delete";
+          configs["retention.ms"] = std::to_string(spec->changelog_retention.count());
+        }
+        add_internal(detail::changelog_topic(app_id, s), sub_partitions.at(sub.id), std::move(configs), "changelog");
+      }
   bool dead_letters = cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
                       cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter;
   if (dead_letters) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include "kafka/admin.hpp"
+#include "kafka/mock_cluster.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -79,4 +81,33 @@ TEST(embedded_app, creates_the_topics_of_sources_and_global_tables) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].value, "c1:unknown");
   EXPECT_EQ(app.state(), sluice::app_state::not_running);
+}
+
+TEST(embedded_app, a_windowed_store_changelog_is_compacted_and_deleted_after_retention_plus_a_day) {
+  // Kafka Streams' windowed changelogs: compact,delete, retention.ms = the store's retention
+  // (window size + grace) + windowstore.changelog.additional.retention.ms (1 day), so the
+  // records of windows that left the store leave the topic too.
+  const std::string in = unique("clicks");
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>(in)
+      .group_by_key()
+      .windowed_by(sluice::time_windows::of_size_and_grace(1min, 10s))
+      .count("clicks-per-minute")
+      .to_stream()
+      .to(unique("clicks-out"));
+  b.stream<std::string, std::string>(unique("words")).group_by_key().count("plain-counts");
+  const std::string app_id = unique("windowed-changelog");
+  auto cfg = job_config(app_id);
+  cfg.set("bootstrap.servers", "embedded");
+  sluice::app app(b.build(), cfg);
+  app.start();
+  sluice::kafka::config_map admin_config{{"bootstrap.servers", "embedded"}};
+  sluice::kafka::apply_embedded(admin_config);
+  sluice::kafka::admin admin(admin_config);
+  auto windowed = admin.describe_topic_configs(app_id + "-clicks-per-minute-changelog", 10s);
+  auto plain = admin.describe_topic_configs(app_id + "-plain-counts-changelog", 10s);
+  app.close();
+  EXPECT_EQ(windowed.at("cleanup.policy"), "compact,delete");
+  EXPECT_EQ(windowed.at("retention.ms"), std::to_string(70'000 + 86'400'000));
+  EXPECT_EQ(plain.at("cleanup.policy"), "compact");
 }

@@ -220,7 +220,10 @@ struct store_spec {
   std::string source_topic;                      ///< global stores: the topic they follow
   state::rocksdb_config_setter rocksdb_options;  ///< expert hook (store_options::configure_rocksdb)
   store_factory make_store;                      ///< empty: the key-value store itself
-  std::shared_ptr<const store_codec> codec;      ///< key/value types for queries; null: untyped (Processor API)
+  /// > 0: the changelog topic is created `compact,delete` with this retention.ms (window
+  /// stores: their retention + 1 day, as Kafka Streams); 0: `compact` only.
+  std::chrono::milliseconds changelog_retention{0};
+  std::shared_ptr<const store_codec> codec;  ///< key/value types for queries; null: untyped (Processor API)
   /// Global stores: decodes a record of the table's topic (key, non-null value) as lookups
   /// will, throwing when it does not decode, so a bad value is refused when it is read from
   /// the topic, not blamed on the stream record that later looks it up. Empty: no check.
