@@ -19,6 +19,7 @@
 // Thread-safety: build on one thread; the built topology is immutable and shareable.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -87,6 +88,7 @@ class ktable;
 template <class K, class V>
 class global_table;
 class time_windows;
+class suppressed;  // sluice/suppressed.hpp
 template <class K, class V>
 class ktime_windowed_stream;  // sluice/windowed_stream.hpp
 
@@ -154,10 +156,17 @@ class kgrouped_stream {
 template <class K, class V>
 class ktable {
  public:
-  ktable(std::shared_ptr<detail::graph_builder> g, std::size_t node, std::string store)
-      : g_(std::move(g)), node_(node), store_(std::move(store)) {}
+  /// `window_grace`: set on the result of a windowed aggregation (its windows' grace), for
+  /// suppress(until_window_closes()).
+  ktable(std::shared_ptr<detail::graph_builder> g, std::size_t node, std::string store,
+         std::optional<std::chrono::milliseconds> window_grace = std::nullopt)
+      : g_(std::move(g)), node_(node), store_(std::move(store)), window_grace_(window_grace) {}
   /// The stream of the table's updates.
   kstream<K, V> to_stream() const { return kstream<K, V>(g_, node_, false); }
+  /// Holds updates back in a durable buffer and emits them later, as `how` says:
+  /// until_window_closes() (one final result per window) or until_time_limit(...) (defined
+  /// in sluice/suppress.hpp, which sluice/sluice.hpp includes).
+  ktable suppress(const suppressed& how) const;
   const std::string& store_name() const noexcept { return store_; }
   std::size_t node_index() const noexcept { return node_; }
 
@@ -165,6 +174,7 @@ class ktable {
   std::shared_ptr<detail::graph_builder> g_;
   std::size_t node_;
   std::string store_;
+  std::optional<std::chrono::milliseconds> window_grace_;
 };
 
 /// A table every instance reads in full (customer rates, rules); joined by a key selector.

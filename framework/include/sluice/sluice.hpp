@@ -12,5 +12,6 @@
 #include "sluice/serde/json.hpp"
 #include "sluice/serde/serde.hpp"
 #include "sluice/store.hpp"
+#include "sluice/suppress.hpp"
 #include "sluice/topology.hpp"
 #include "sluice/windowed_stream.hpp"

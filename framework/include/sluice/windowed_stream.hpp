@@ -114,7 +114,7 @@ class ktime_windowed_stream {
                       .parents = {in.node_index()},
                       .factory = detail::factory_of(
                           detail::window_aggregate_node<K, V, A, Fold>(store.name, windows_, std::move(fold)))});
-    return ktable<windowed<K>, A>(g_, idx, store.name);
+    return ktable<windowed<K>, A>(g_, idx, store.name, windows_.grace());
   }
 
   std::shared_ptr<detail::graph_builder> g_;

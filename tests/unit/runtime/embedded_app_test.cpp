@@ -111,3 +111,57 @@ TEST(embedded_app, a_windowed_store_changelog_is_compacted_and_deleted_after_ret
   EXPECT_EQ(windowed.at("retention.ms"), std::to_string(70'000 + 86'400'000));
   EXPECT_EQ(plain.at("cleanup.policy"), "compact");
 }
+
+TEST(embedded_app, a_suppression_buffer_comes_back_from_its_changelog_after_a_restart) {
+  // Kafka Streams keeps the suppression buffer in a changelogged store; so does sluice. The
+  // second instance starts on an empty state.dir, so the window buffered before the restart
+  // can only come from the changelog, and its final count from no record read twice.
+  const std::string in = unique("clicks"), updates = unique("click-updates"), finals = unique("final-clicks");
+  auto topology = [&] {
+    sluice::streams_builder b;
+    auto counts = b.stream<std::string, std::string>(in)
+                      .group_by_key()
+                      .windowed_by(sluice::time_windows::of_size_with_no_grace(1min))
+                      .count("clicks-per-minute");
+    counts.to_stream().to(updates);
+    counts.suppress(sluice::until_window_closes()).to_stream().to(finals);
+    return b.build();
+  };
+  const std::string app_id = unique("suppress-restart");
+  auto settings = [&] {
+    auto c = job_config(app_id);  // a fresh state.dir each time
+    c.set("bootstrap.servers", "embedded");
+    // The mock cluster waits out the first member's session before the second one's join
+    // completes; keep that short.
+    c.set("consumer.session.timeout.ms", "6000");
+    c.set("consumer.heartbeat.interval.ms", "500");
+    return c;
+  };
+  auto cfg = settings();
+  sluice::topic_writer writer(cfg);
+  {
+    sluice::app app(topology(), cfg);
+    app.start();
+    writer.send<std::string, std::string>(in, "a", "", 1'000);
+    writer.send<std::string, std::string>(in, "a", "", 2'000);
+    writer.flush();
+    sluice::topic_reader reader(cfg, {updates});
+    ASSERT_EQ(reader.read_at_least(2, 30s).size(), 2u);  // both counted, the window still open
+    app.close();                                          // commits
+  }
+  auto restarted = settings();
+  sluice::app app(topology(), restarted);
+  app.start();
+  writer.send<std::string, std::string>(in, "a", "", 61'000);  // stream time 61 s closes [0, 60 s)
+  writer.flush();
+  sluice::topic_reader reader(restarted, {finals});
+  auto out = reader.read_at_least(1, 60s);
+  app.close();
+  ASSERT_EQ(out.size(), 1u);
+  using key_serde = sluice::time_windowed_serde<sluice::default_serde<std::string>>;
+  const auto key = key_serde::deserialize(*out[0].key);
+  EXPECT_EQ(key.key, "a");
+  EXPECT_EQ(key.window.start, 0);
+  EXPECT_EQ(sluice::default_serde<std::int64_t>::deserialize(*out[0].value), 2);
+  EXPECT_EQ(out[0].timestamp, 2'000);
+}

@@ -1,0 +1,223 @@
+// The node behind ktable::suppress (sluice/suppress.hpp): Kafka Streams 3.9's
+// KTableSuppressProcessor over a time-ordered buffer kept in a changelogged key-value store.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "sluice/detail/node.hpp"
+#include "sluice/error.hpp"
+#include "sluice/metrics.hpp"
+#include "sluice/record.hpp"
+#include "sluice/serde/serde.hpp"
+#include "sluice/suppressed.hpp"
+#include "sluice/windows.hpp"
+
+namespace sluice::detail {
+
+template <class K>
+struct is_windowed : std::false_type {};
+template <class K>
+struct is_windowed<windowed<K>> : std::true_type {};
+
+/// The time a buffered key is due by: its window's end (until_window_closes) or the
+/// timestamp of the update that first buffered it (until_time_limit).
+enum class suppression_time { window_end, record_timestamp };
+
+struct suppression_spec {
+  std::chrono::milliseconds wait{0};  ///< due when buffer time <= observed stream time - wait
+  buffer_config buffer{};
+  suppression_time buffer_time = suppression_time::record_timestamp;
+};
+
+/// Big-endian fixed-width integers for the buffer's store layout.
+inline void append_u64(std::string& out, std::uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
+}
+inline std::uint64_t read_u64(std::string_view in, std::size_t at) {
+  std::uint64_t v = 0;
+  for (std::size_t i = at; i < at + 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+  return v;
+}
+inline void append_u32(std::string& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
+}
+inline std::uint32_t read_u32(std::string_view in, std::size_t at) {
+  std::uint32_t v = 0;
+  for (std::size_t i = at; i < at + 4; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+  return v;
+}
+
+/// Buffers each update of a key, replacing the key's earlier buffered update, and emits a
+/// key's latest update when it is due (buffer time <= observed stream time - wait) or, with
+/// buffer_full::emit_early, when the buffer is over its limits (oldest first). Exactly as
+/// Kafka Streams: observed stream time is the highest timestamp of the updates this node
+/// has received (it starts again at -1 after a restart, so nothing is emitted before the
+/// next update arrives); a key keeps the buffer time of its first buffered update
+/// (non-resetting); due keys come out in (buffer time, serialized key) order, each with the
+/// timestamp and headers of its latest update.
+///
+/// Store layout (one key-value store, changelogged, so the buffer survives restarts and
+/// commits with the outputs under exactly-once):
+///   't' <u64 buffer time> <key bytes>  ->  <u64 timestamp> <u64 window end> <headers> <value>
+///   'k' <key bytes>                    ->  <u64 buffer time>
+/// Key bytes are the key's topic serde (windowed keys: TimeWindowedSerializer's layout, the
+/// key's bytes then the window start), so keys of one buffer time sort as in Kafka Streams.
+template <class K, class V>
+class suppress_node final : public typed_node<K, V> {
+ public:
+  using KS = default_serde<K>;
+  using VS = default_state_serde<V>;
+
+  suppress_node(std::string store, suppression_spec spec) : store_name_(std::move(store)), spec_(spec) {}
+
+  void init(task_context& task) override {
+    node::init(task);
+    auto binding = task.store(store_name_);
+    store_ = kv_store_of(binding);
+    changelog_ = binding.changelog;
+    // The buffer's size comes back from the (restored) store.
+    records_ = bytes_ = 0;
+    for (auto it = store_->prefix("t"); it.valid(); it.next()) {
+      ++records_;
+      bytes_ += it.key().size() + it.value().size();
+    }
+    observed_ = -1;
+    emitted_ = &task.metrics().get_counter("sluice_suppression_emitted_total", "task=\"" + std::string(task.task_id()) +
+                                                                                   "\",store=\"" + store_name_ + "\"");
+  }
+
+  void on_record(const record<K, V>& r) override {
+    observed_ = std::max(observed_, r.timestamp);
+    buffer(r);
+    enforce_constraints();
+  }
+
+ private:
+  void buffer(const record<K, V>& r) {
+    key_bytes_.clear();
+    KS::serialize(r.key, key_bytes_);
+    std::int64_t window_end = 0;
+    if constexpr (is_windowed<K>::value) window_end = r.key.window.end;
+    std::int64_t time = spec_.buffer_time == suppression_time::window_end ? window_end : r.timestamp;
+
+    index_key_.assign("k").append(key_bytes_);
+    if (store_->get(index_key_, scratch_) && scratch_.size() == 8) {
+      time = static_cast<std::int64_t>(read_u64(scratch_, 0));
+    } else {
+      scratch_.clear();
+      append_u64(scratch_, static_cast<std::uint64_t>(time));
+      write(index_key_, scratch_);
+    }
+    entry_key_.assign("t");
+    append_u64(entry_key_, static_cast<std::uint64_t>(time));
+    entry_key_.append(key_bytes_);
+    if (store_->get(entry_key_, scratch_)) {
+      bytes_ -= entry_key_.size() + scratch_.size();
+    } else {
+      ++records_;
+    }
+    entry_.clear();
+    append_u64(entry_, static_cast<std::uint64_t>(r.timestamp));
+    append_u64(entry_, static_cast<std::uint64_t>(window_end));
+    append_u32(entry_, static_cast<std::uint32_t>(r.headers.size()));
+    for (const auto& h : r.headers) {
+      append_u32(entry_, static_cast<std::uint32_t>(h.key.size()));
+      entry_.append(h.key);
+      append_u32(entry_, h.value ? static_cast<std::uint32_t>(h.value->size()) : 0xFFFFFFFFu);
+      if (h.value) entry_.append(*h.value);
+    }
+    scratch_.clear();
+    VS::serialize(r.value, scratch_);
+    entry_.append(scratch_);
+    write(entry_key_, entry_);
+    bytes_ += entry_key_.size() + entry_.size();
+  }
+
+  void enforce_constraints() {
+    // observed >= -1 and 0 <= wait <= INT64_MAX: no overflow.
+    const std::int64_t expiry = observed_ - spec_.wait.count();
+    evict_while([&](std::int64_t buffer_time) { return buffer_time <= expiry; });
+    if (!over_capacity()) return;
+    if (spec_.buffer.when_full == buffer_full::emit_early) {
+      evict_while([&](std::int64_t) { return over_capacity(); });
+      return;
+    }
+    throw error(errc::state, "suppression buffer '" + store_name_ + "' is full: " + std::to_string(records_) + "/" +
+                                 limit(spec_.buffer.max_records) + " records and " + std::to_string(bytes_) + "/" +
+                                 limit(spec_.buffer.max_bytes) +
+                                 " bytes; raise buffer_config's max_records or max_bytes (the buffer holds one entry "
+                                 "per key and open window), or use until_time_limit(...) with buffer_full::emit_early");
+  }
+
+  static std::string limit(std::uint64_t n) {
+    return n == std::numeric_limits<std::uint64_t>::max() ? std::string("unlimited") : std::to_string(n);
+  }
+
+  bool over_capacity() const noexcept { return records_ > spec_.buffer.max_records || bytes_ > spec_.buffer.max_bytes; }
+
+  /// Emits buffered keys oldest first while `due(buffer time)` holds.
+  template <class Due>
+  void evict_while(Due due) {
+    for (auto it = store_->prefix("t"); it.valid(); it.next()) {
+      const std::string_view key = it.key(), value = it.value();
+      const auto time = static_cast<std::int64_t>(read_u64(key, 1));
+      if (!due(time)) return;
+      const std::string_view key_bytes = key.substr(9);
+      out_.timestamp = static_cast<std::int64_t>(read_u64(value, 0));
+      const auto window_end = static_cast<std::int64_t>(read_u64(value, 8));
+      out_.headers.clear();
+      std::size_t at = 20;
+      for (std::uint32_t n = read_u32(value, 16); n > 0; --n) {
+        const std::uint32_t klen = read_u32(value, at);
+        std::string hkey(value.substr(at + 4, klen));
+        at += 4 + klen;
+        const std::uint32_t vlen = read_u32(value, at);
+        at += 4;
+        if (vlen == 0xFFFFFFFFu) {
+          out_.headers.add(std::move(hkey), std::nullopt);
+        } else {
+          out_.headers.add(std::move(hkey), std::string(value.substr(at, vlen)));
+          at += vlen;
+        }
+      }
+      out_.value = VS::deserialize(value.substr(at));
+      out_.key = KS::deserialize(key_bytes);
+      if constexpr (is_windowed<K>::value) out_.key.window.end = window_end;
+      --records_;
+      bytes_ -= key.size() + value.size();
+      index_key_.assign("k").append(key_bytes);
+      remove(index_key_);
+      remove(std::string(key));
+      emitted_->add();
+      this->forward_erased(&out_);
+    }
+  }
+
+  void write(std::string_view key, std::string_view value) {
+    store_->put(key, value);
+    if (changelog_) changelog_->log(key, value, this->context_->stream_time());
+  }
+  void remove(const std::string& key) {
+    store_->remove(key);
+    if (changelog_) changelog_->log(key, std::nullopt, this->context_->stream_time());
+  }
+
+  std::string store_name_;
+  suppression_spec spec_;
+  state::kv_store* store_ = nullptr;
+  changelog_writer* changelog_ = nullptr;
+  counter* emitted_ = nullptr;
+  std::int64_t observed_ = -1;
+  std::uint64_t records_ = 0, bytes_ = 0;
+  std::string key_bytes_, index_key_, entry_key_, entry_, scratch_;
+  record<K, V> out_;
+};
+
+}  // namespace sluice::detail
