@@ -88,8 +88,9 @@ class ktable;
 template <class K, class V>
 class global_table;
 class time_windows;
+class sliding_windows;
 class suppressed;  // sluice/suppressed.hpp
-template <class K, class V>
+template <class K, class V, class W = time_windows>
 class ktime_windowed_stream;  // sluice/windowed_stream.hpp
 
 /// A grouped stream: the input of count, reduce and aggregate.
@@ -139,9 +140,11 @@ class kgrouped_stream {
   /// windowed count, reduce or aggregate (defined in sluice/windowed_stream.hpp, which
   /// sluice/sluice.hpp includes).
   ktime_windowed_stream<K, V> windowed_by(const time_windows& windows) const;
+  /// Sliding windows (Kafka Streams' SlidingWindows), for the same aggregations.
+  ktime_windowed_stream<K, V, sliding_windows> windowed_by(const sliding_windows& windows) const;
 
  private:
-  template <class, class>
+  template <class, class, class>
   friend class ktime_windowed_stream;
   /// Repartitions if needed, declares the store, adds the aggregating node.
   template <class A, class N>

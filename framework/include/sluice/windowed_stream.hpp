@@ -1,5 +1,5 @@
-// ktime_windowed_stream<K, V>: a grouped stream cut into time windows
-// (kgrouped_stream::windowed_by), the input of windowed count, reduce and aggregate. Their
+// ktime_windowed_stream<K, V, W>: a grouped stream cut into time windows, tumbling, hopping
+// or sliding (kgrouped_stream::windowed_by), the input of windowed count, reduce and aggregate. Their
 // results live in a window store (sluice/window_store.hpp) and come out as a
 // ktable<windowed<K>, A>, one update per record and window (Kafka Streams 3.9's default
 // emit strategy, "on window update"). See docs/time-and-windows.md.
@@ -7,7 +7,9 @@
 // Thread-safety: build on one thread, like the rest of the DSL.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,11 +30,11 @@ namespace sluice {
 template <class K, class A>
 using windowed_aggregate_store = detail::window_aggregate_store_handle<K, A>;
 
-template <class K, class V>
+/// W: time_windows (tumbling, hopping) or sliding_windows.
+template <class K, class V, class W>
 class ktime_windowed_stream {
  public:
-  ktime_windowed_stream(std::shared_ptr<detail::graph_builder> g, std::size_t node, bool repartition,
-                        time_windows windows)
+  ktime_windowed_stream(std::shared_ptr<detail::graph_builder> g, std::size_t node, bool repartition, W windows)
       : g_(std::move(g)), node_(node), repartition_(repartition), windows_(windows) {}
 
   /// Counts records per key and window into the window store `store`.
@@ -85,8 +87,9 @@ class ktime_windowed_stream {
     return m;
   }
 
-  /// Repartitions if needed, declares the window store (retention = size + grace, Kafka
-  /// Streams' default), adds the aggregating node.
+  /// Repartitions if needed, declares the window store (retention as Kafka Streams'
+  /// default: size + grace, or 2 x time difference + grace for sliding windows), adds the
+  /// aggregating node.
   template <class A, class Fold>
   ktable<windowed<K>, A> stateful(Fold fold, materialized store) {
     if (store.ttl.count() != 0)
@@ -96,7 +99,7 @@ class ktime_windowed_stream {
     kstream<K, V> in(g_, node_, repartition_);
     in = in.repartitioned(store.name);
     auto& g = *g_;
-    const state::window_store_options options{.retention = windows_.size() + windows_.grace()};
+    const state::window_store_options options{.retention = retention()};
     // The changelog keeps a window a day past the store (Kafka Streams'
     // windowstore.changelog.additional.retention.ms), then the broker deletes it.
     g.add_store({.name = store.name,
@@ -112,20 +115,39 @@ class ktime_windowed_stream {
                       .kind = detail::node_kind::processor,
                       .stores = {store.name},
                       .parents = {in.node_index()},
-                      .factory = detail::factory_of(
-                          detail::window_aggregate_node<K, V, A, Fold>(store.name, windows_, std::move(fold)))});
+                      .factory = factory<A>(store.name, std::move(fold))});
     return ktable<windowed<K>, A>(g_, idx, store.name, windows_.grace());
+  }
+
+  std::chrono::milliseconds retention() const {
+    if constexpr (std::is_same_v<W, sliding_windows>)
+      return 2 * windows_.time_difference() + windows_.grace();
+    else
+      return windows_.size() + windows_.grace();
+  }
+
+  template <class A, class Fold>
+  std::function<std::unique_ptr<detail::node>()> factory(const std::string& store, Fold fold) const {
+    if constexpr (std::is_same_v<W, sliding_windows>)
+      return detail::factory_of(detail::sliding_window_aggregate_node<K, V, A, Fold>(store, windows_, std::move(fold)));
+    else
+      return detail::factory_of(detail::window_aggregate_node<K, V, A, Fold>(store, windows_, std::move(fold)));
   }
 
   std::shared_ptr<detail::graph_builder> g_;
   std::size_t node_;
   bool repartition_;
-  time_windows windows_;
+  W windows_;
 };
 
 template <class K, class V>
 ktime_windowed_stream<K, V> kgrouped_stream<K, V>::windowed_by(const time_windows& windows) const {
   return ktime_windowed_stream<K, V>(g_, node_, repartition_, windows);
+}
+
+template <class K, class V>
+ktime_windowed_stream<K, V, sliding_windows> kgrouped_stream<K, V>::windowed_by(const sliding_windows& windows) const {
+  return ktime_windowed_stream<K, V, sliding_windows>(g_, node_, repartition_, windows);
 }
 
 }  // namespace sluice

@@ -93,6 +93,41 @@ class time_windows {
   std::chrono::milliseconds size_, advance_, grace_;
 };
 
+/// Windows of a fixed length that slide with the records (Kafka Streams' SlidingWindows,
+/// KIP-450): two records are in a common window when their timestamps differ by at most
+/// `time_difference`. Instead of a window at every millisecond, a window is kept where its
+/// contents change: each record at t gets its "left" window [t - time_difference, t], and a
+/// "right" window [t + 1, t + 1 + time_difference] once a later record falls within it.
+/// Both ends are inclusive. See docs/time-and-windows.md, "Sliding windows".
+class sliding_windows {
+ public:
+  /// Sliding windows of `time_difference` with no grace period.
+  static sliding_windows of_time_difference_with_no_grace(std::chrono::milliseconds time_difference) {
+    return sliding_windows(time_difference, {});
+  }
+  /// Sliding windows of `time_difference` accepting out-of-order records until stream time
+  /// passes window end + `grace`.
+  static sliding_windows of_time_difference_and_grace(std::chrono::milliseconds time_difference,
+                                                      std::chrono::milliseconds grace) {
+    return sliding_windows(time_difference, grace);
+  }
+
+  std::chrono::milliseconds time_difference() const noexcept { return difference_; }
+  std::chrono::milliseconds grace() const noexcept { return grace_; }
+
+ private:
+  sliding_windows(std::chrono::milliseconds difference, std::chrono::milliseconds grace)
+      : difference_(difference), grace_(grace) {
+    if (difference.count() <= 0)
+      throw error(errc::invalid_topology, "sliding_windows: the time difference must be positive, got " +
+                                              std::to_string(difference.count()) + " ms");
+    if (grace.count() < 0)
+      throw error(errc::invalid_topology,
+                  "sliding_windows: the grace period must be >= 0, got " + std::to_string(grace.count()) + " ms");
+  }
+  std::chrono::milliseconds difference_, grace_;
+};
+
 /// A windowed key in Kafka Streams' TimeWindowedSerializer layout: the key's bytes (KS),
 /// then the window start as 8 bytes big-endian. The layout has no window end: deserialize
 /// gives end = start + window_size_ms, or INT64_MAX when the size is not known (as Kafka

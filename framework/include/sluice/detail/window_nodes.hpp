@@ -1,5 +1,6 @@
-// The node behind windowed aggregations (kgrouped_stream::windowed_by(...).count /
-// reduce / aggregate): Kafka Streams 3.9's KStreamWindowAggregate, over a window store.
+// The nodes behind windowed aggregations (kgrouped_stream::windowed_by(...).count /
+// reduce / aggregate): Kafka Streams 3.9's KStreamWindowAggregate (tumbling, hopping) and
+// KStreamSlidingWindowAggregate (sliding), over a window store.
 #pragma once
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sluice/detail/node.hpp"
 #include "sluice/metrics.hpp"
@@ -80,6 +82,167 @@ class window_aggregate_node final : public typed_node<K, V> {
   std::optional<store_handle> store_;
   std::int64_t observed_ = -1;
   counter* late_ = nullptr;
+  record<windowed<K>, A> out_;
+};
+
+/// Sliding-window aggregation, exactly as Kafka Streams 3.9's KStreamSlidingWindowAggregate
+/// (KIP-450) with a store that iterates backwards. A record at t updates every existing
+/// window of its key that contains it, creates its left window [t - d, t] (seeded with the
+/// aggregate of the latest earlier window when the previous record is within d), creates
+/// its right window [t + 1, t + 1 + d] when a later record already falls in it (holding the
+/// aggregate of those later records, without this one), and creates the right window of the
+/// previous record when this record falls in it. Records earlier than d go to the window
+/// [0, d] instead of a left window with a negative start.
+///
+/// Late records: observed stream time is the highest record timestamp this node has seen;
+/// a record is dropped whole when t + 1 + d <= observed - grace, and a window's update is
+/// dropped when its end < observed - grace (its end is inclusive). Each drop is counted in
+/// sluice_window_late_records_dropped_total. Updates are emitted keyed windowed<K> with
+/// window {start, start + d}, at the highest timestamp folded into the window.
+template <class K, class V, class A, class Fold>
+class sliding_window_aggregate_node final : public typed_node<K, V> {
+ public:
+  using stored = value_and_timestamp<A>;
+  using store_handle = window_aggregate_store_handle<K, A>;
+
+  sliding_window_aggregate_node(std::string store, sliding_windows windows, Fold fold)
+      : store_name_(std::move(store)), windows_(windows), fold_(std::move(fold)) {}
+
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(task.store(store_name_), &task);
+    observed_ = std::max(observed_, store_->observed_stream_time());
+    late_ = &task.metrics().get_counter("sluice_window_late_records_dropped_total",
+                                        "task=\"" + std::string(task.task_id()) + "\",store=\"" + store_name_ + "\"");
+  }
+
+  void on_record(const record<K, V>& r) override {
+    const std::int64_t ts = r.timestamp, d = windows_.time_difference().count();
+    observed_ = std::max(observed_, ts);
+    const std::int64_t close_time = observed_ - windows_.grace().count();
+    if (ts + 1 + d <= close_time) {
+      late_->add();
+      return;
+    }
+    if (ts < d)
+      process_early(r, close_time);
+    else
+      process(r, close_time);
+  }
+
+ private:
+  /// t >= d: the windows of the key with start in [t - 2d, t + 1], newest first.
+  void process(const record<K, V>& r, std::int64_t close_time) {
+    const std::int64_t ts = r.timestamp, d = windows_.time_difference().count();
+    auto windows = store_->fetch(r.key, std::max<std::int64_t>(0, ts - 2 * d), ts + 1);
+    starts_.clear();
+    std::optional<stored> left_agg, right_agg;
+    bool left_exists = false, right_exists = false;
+    std::optional<std::int64_t> previous;  // the latest timestamp of an earlier record
+    for (auto it = windows.rbegin(); it != windows.rend(); ++it) {
+      const std::int64_t start = it->first, end = start + d;
+      starts_.push_back(start);
+      if (start == ts + 1) {
+        right_exists = true;
+      } else if (end > ts) {
+        if (!right_agg) right_agg = it->second;
+        update(r, start, it->second, close_time);
+      } else if (end == ts) {
+        left_exists = true;
+        const std::int64_t latest = it->second.timestamp;
+        update(r, start, it->second, close_time);
+        if (latest >= ts) return;  // every window this record needs exists
+        previous = latest;
+      } else {
+        left_agg = it->second;
+        previous = it->second.timestamp;
+        break;
+      }
+    }
+    if (previous) {
+      const std::int64_t previous_right = *previous + 1;
+      if (!started(previous_right) && previous_right + d >= ts) update(r, previous_right, std::nullopt, close_time);
+    }
+    if (!left_exists) {
+      if (previous && left_agg && ts - d <= *previous)
+        update(r, ts - d, stored{left_agg->value, ts}, close_time);
+      else
+        update(r, ts - d, std::nullopt, close_time);
+    }
+    if (!right_exists && right_agg && right_agg->timestamp > ts) create_right_window(r, *right_agg);
+  }
+
+  /// 0 <= t < d: the record's left window would start before 0; it goes to [0, d].
+  void process_early(const record<K, V>& r, std::int64_t close_time) {
+    const std::int64_t ts = r.timestamp;
+    auto windows = store_->fetch(r.key, 0, ts + 1);
+    starts_.clear();
+    std::optional<stored> combined, right_agg;
+    bool right_exists = false;
+    std::optional<std::int64_t> previous;
+    for (auto& [start, current] : windows) {
+      starts_.push_back(start);
+      if (start == 0) {
+        combined = current;
+        if (current.timestamp < ts) previous = current.timestamp;
+      } else if (start <= ts) {
+        right_agg = current;
+        update(r, start, current, close_time);
+      } else if (start == ts + 1) {
+        right_exists = true;
+      }
+    }
+    // Without a right window found, [0, d] holds only records later than this one when its
+    // latest timestamp is: those are this record's right window.
+    if (!right_agg && combined && combined->timestamp > ts) right_agg = combined;
+    if (!right_exists && right_agg && right_agg->timestamp > ts) create_right_window(r, *right_agg);
+    if (previous && !started(*previous + 1)) update(r, *previous + 1, std::nullopt, close_time);
+    update(r, 0, combined, close_time);
+  }
+
+  bool started(std::int64_t start) const { return std::find(starts_.begin(), starts_.end(), start) != starts_.end(); }
+
+  /// The record's right window [t + 1, t + 1 + d], holding the later records' aggregate
+  /// (not this record), put and emitted as is (Kafka Streams checks no close time here).
+  void create_right_window(const record<K, V>& r, const stored& aggregate) {
+    const std::int64_t start = r.timestamp + 1;
+    store_->put(r.key, start, aggregate);
+    emit(r, start, aggregate.value, aggregate.timestamp);
+  }
+
+  /// Folds the record into the window starting at `start` (`current`: its aggregate, or
+  /// nullopt for a new window) unless the window has closed.
+  void update(const record<K, V>& r, std::int64_t start, const std::optional<stored>& current,
+              std::int64_t close_time) {
+    const std::int64_t end = start + windows_.time_difference().count();
+    if (end < close_time) {
+      late_->add();
+      return;
+    }
+    const std::int64_t ts = current ? std::max(r.timestamp, current->timestamp) : r.timestamp;
+    std::optional<A> agg;
+    if (current) agg.emplace(current->value);
+    A next = fold_(r.key, r.value, std::move(agg));
+    store_->put(r.key, start, stored{next, ts});
+    emit(r, start, std::move(next), ts);
+  }
+
+  void emit(const record<K, V>& r, std::int64_t start, A value, std::int64_t timestamp) {
+    out_.key.key = r.key;
+    out_.key.window = time_window{start, start + windows_.time_difference().count()};
+    out_.value = std::move(value);
+    out_.timestamp = timestamp;
+    out_.headers = r.headers;
+    this->forward_erased(&out_);
+  }
+
+  std::string store_name_;
+  sliding_windows windows_;
+  Fold fold_;
+  std::optional<store_handle> store_;
+  std::int64_t observed_ = -1;
+  counter* late_ = nullptr;
+  std::vector<std::int64_t> starts_;
   record<windowed<K>, A> out_;
 };
 
