@@ -89,7 +89,10 @@ template <class K, class V>
 class global_table;
 class time_windows;
 class sliding_windows;
-class suppressed;  // sluice/suppressed.hpp
+class session_windows;
+template <class K, class V>
+class ksession_windowed_stream;  // sluice/windowed_stream.hpp
+class suppressed;                // sluice/suppressed.hpp
 template <class K, class V, class W = time_windows>
 class ktime_windowed_stream;  // sluice/windowed_stream.hpp
 
@@ -142,10 +145,14 @@ class kgrouped_stream {
   ktime_windowed_stream<K, V> windowed_by(const time_windows& windows) const;
   /// Sliding windows (Kafka Streams' SlidingWindows), for the same aggregations.
   ktime_windowed_stream<K, V, sliding_windows> windowed_by(const sliding_windows& windows) const;
+  /// Session windows (Kafka Streams' SessionWindows): count, reduce, aggregate with a merger.
+  ksession_windowed_stream<K, V> windowed_by(const session_windows& windows) const;
 
  private:
   template <class, class, class>
   friend class ktime_windowed_stream;
+  template <class, class>
+  friend class ksession_windowed_stream;
   /// Repartitions if needed, declares the store, adds the aggregating node.
   template <class A, class N>
   ktable<K, A> stateful(N prototype, materialized store);

@@ -32,7 +32,8 @@ ktable<K, V> ktable<K, V>::suppress(const suppressed& how) const {
     if constexpr (!detail::is_windowed<K>::value) {
       throw error(errc::invalid_topology,
                   "suppress(until_window_closes()): the table's key is not windowed; it applies to the result of a "
-                  "windowed aggregation (windowed_by(...).count/reduce/aggregate); use until_time_limit(...) here");
+                  "windowed aggregation over time_windows or sliding_windows (session windows are not supported "
+                  "yet); use until_time_limit(...) here");
     } else {
       if (!window_grace_)
         throw error(errc::invalid_topology,

@@ -128,6 +128,48 @@ class sliding_windows {
   std::chrono::milliseconds difference_, grace_;
 };
 
+/// Session windows (Kafka Streams' SessionWindows): a key's records whose timestamps are
+/// within `inactivity_gap` of each other form one session, [first record's time, last
+/// record's time] (both inclusive); a record that bridges two sessions merges them. See
+/// docs/time-and-windows.md, "Session windows".
+class session_windows {
+ public:
+  /// Sessions closed by `inactivity_gap` with no grace period.
+  static session_windows of_inactivity_gap_with_no_grace(std::chrono::milliseconds inactivity_gap) {
+    return session_windows(inactivity_gap, {});
+  }
+  /// Sessions that accept out-of-order records until stream time passes session end + `grace`.
+  static session_windows of_inactivity_gap_and_grace(std::chrono::milliseconds inactivity_gap,
+                                                     std::chrono::milliseconds grace) {
+    return session_windows(inactivity_gap, grace);
+  }
+
+  std::chrono::milliseconds inactivity_gap() const noexcept { return gap_; }
+  std::chrono::milliseconds grace() const noexcept { return grace_; }
+
+ private:
+  session_windows(std::chrono::milliseconds gap, std::chrono::milliseconds grace) : gap_(gap), grace_(grace) {
+    if (gap.count() <= 0)
+      throw error(errc::invalid_topology,
+                  "session_windows: the inactivity gap must be positive, got " + std::to_string(gap.count()) + " ms");
+    if (grace.count() < 0)
+      throw error(errc::invalid_topology,
+                  "session_windows: the grace period must be >= 0, got " + std::to_string(grace.count()) + " ms");
+  }
+  std::chrono::milliseconds gap_, grace_;
+};
+
+/// A key and its session (Kafka Streams' Windowed<K> over a SessionWindow): window.start and
+/// window.end are the timestamps of the session's first and last record, both inclusive.
+/// A distinct type from windowed<K> because its topic layout differs
+/// (SessionWindowedSerializer's).
+template <class K>
+struct session_windowed {
+  K key{};
+  time_window window{};
+  friend auto operator<=>(const session_windowed&, const session_windowed&) = default;
+};
+
 /// A windowed key in Kafka Streams' TimeWindowedSerializer layout: the key's bytes (KS),
 /// then the window start as 8 bytes big-endian. The layout has no window end: deserialize
 /// gives end = start + window_size_ms, or INT64_MAX when the size is not known (as Kafka
@@ -154,10 +196,40 @@ struct time_windowed_serde {
   }
 };
 
+/// A session key in Kafka Streams' SessionWindowedSerializer layout: the key's bytes (KS),
+/// then the session end and the session start, each 8 bytes big-endian.
+template <class KS>
+struct session_windowed_serde {
+  using value_type = session_windowed<typename KS::value_type>;
+  static void serialize(const value_type& w, std::string& out) {
+    KS::serialize(w.key, out);
+    for (const std::int64_t t : {w.window.end, w.window.start}) {
+      const auto u = static_cast<std::uint64_t>(t);
+      for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((u >> shift) & 0xFF));
+    }
+  }
+  static value_type deserialize(std::string_view in) {
+    if (in.size() < 16)
+      throw serialization_error("a session-windowed key needs at least 16 bytes (key bytes + end + start), got " +
+                                std::to_string(in.size()));
+    auto read = [&](std::size_t at) {
+      std::uint64_t v = 0;
+      for (std::size_t i = at; i < at + 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+      return static_cast<std::int64_t>(v);
+    };
+    const std::size_t n = in.size() - 16;
+    return {KS::deserialize(in.substr(0, n)), time_window{read(n + 8), read(n)}};
+  }
+};
+
 namespace serde_detail {
 template <class K>
 struct default_serde_for<windowed<K>> {
   using type = time_windowed_serde<typename default_serde_for<K>::type>;
+};
+template <class K>
+struct default_serde_for<session_windowed<K>> {
+  using type = session_windowed_serde<typename default_serde_for<K>::type>;
 };
 }  // namespace serde_detail
 
@@ -189,6 +261,27 @@ struct value_and_timestamp_serde {
     std::uint64_t ts = 0;
     for (std::size_t i = 0; i < 8; ++i) ts = (ts << 8) | static_cast<unsigned char>(in[i]);
     return {VS::deserialize(in.substr(8)), static_cast<std::int64_t>(ts)};
+  }
+};
+
+/// A session's aggregate and its start, as a session store keeps it under (key, session end).
+template <class A>
+struct session_value {
+  A value{};
+  std::int64_t start = 0;
+  friend bool operator==(const session_value&, const session_value&) = default;
+};
+
+/// State serde of session_value<A>: 8 bytes big-endian start, then VS's bytes.
+template <class VS>
+struct session_value_serde {
+  using value_type = session_value<typename VS::value_type>;
+  static void serialize(const value_type& v, std::string& out) {
+    value_and_timestamp_serde<VS>::serialize({v.value, v.start}, out);
+  }
+  static value_type deserialize(std::string_view in) {
+    auto v = value_and_timestamp_serde<VS>::deserialize(in);
+    return {std::move(v.value), v.timestamp};
   }
 };
 

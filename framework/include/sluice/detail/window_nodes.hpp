@@ -246,4 +246,89 @@ class sliding_window_aggregate_node final : public typed_node<K, V> {
   record<windowed<K>, A> out_;
 };
 
+/// The typed handle to a session aggregation's store: per (key, session end), the aggregate
+/// and the session's start (session_value), in the state serdes.
+template <class K, class A>
+using session_aggregate_store_handle =
+    window_store_handle<K, session_value<A>, default_state_serde<K>, session_value_serde<default_state_serde<A>>>;
+
+/// Session aggregation, exactly as Kafka Streams 3.9's KStreamSessionWindowAggregate. A
+/// record at t finds its key's sessions that end at or after t - gap and start at or before
+/// t + gap, merges their aggregates (merge(key, aggregate so far, session's), in order of
+/// session end, starting from the initializer), and folds the record in; the new session
+/// spans them all and the record. Sessions merged away are deleted and emitted as
+/// tombstones (nullopt) keyed with their own window, at their end; the new session is
+/// emitted at its end. A record whose merged session ends before observed stream time -
+/// grace is dropped and counted in sluice_window_late_records_dropped_total.
+///
+/// Store: a window store keyed by (key, session end) holding session_value{aggregate,
+/// start}; sessions of one key never overlap, so their ends are distinct.
+template <class K, class V, class A, class Fold, class Merge>
+class session_aggregate_node final : public typed_node<K, V> {
+ public:
+  using stored = session_value<A>;
+  using store_handle = session_aggregate_store_handle<K, A>;
+
+  session_aggregate_node(std::string store, session_windows windows, Fold fold, Merge merge)
+      : store_name_(std::move(store)), windows_(windows), fold_(std::move(fold)), merge_(std::move(merge)) {}
+
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(task.store(store_name_), &task);
+    observed_ = std::max(observed_, store_->observed_stream_time());
+    late_ = &task.metrics().get_counter("sluice_window_late_records_dropped_total",
+                                        "task=\"" + std::string(task.task_id()) + "\",store=\"" + store_name_ + "\"");
+  }
+
+  void on_record(const record<K, V>& r) override {
+    const std::int64_t ts = r.timestamp, gap = windows_.inactivity_gap().count();
+    observed_ = std::max(observed_, ts);
+    const std::int64_t close_time = observed_ - windows_.grace().count();
+    // Sessions ending in [t - gap, ...]: none ends after the highest timestamp seen.
+    auto sessions = store_->fetch(r.key, std::max<std::int64_t>(0, ts - gap), std::max(observed_, ts + gap));
+    merged_.clear();
+    time_window window{ts, ts};
+    std::optional<A> agg;
+    for (auto& [end, session] : sessions) {
+      if (session.start > ts + gap) continue;
+      agg = merge_(r.key, std::move(agg), session.value);
+      window = time_window{std::min(window.start, session.start), std::max(window.end, end)};
+      merged_.push_back(time_window{session.start, end});
+    }
+    if (window.end < close_time) {
+      late_->add();
+      return;
+    }
+    if (window != time_window{ts, ts}) {
+      for (const auto& old : merged_) {
+        store_->remove(r.key, old.end);
+        emit(r, old, std::nullopt);
+      }
+    }
+    A next = fold_(r.key, r.value, std::move(agg));
+    store_->put(r.key, window.end, stored{next, window.start});
+    emit(r, window, std::move(next));
+  }
+
+ private:
+  void emit(const record<K, V>& r, const time_window& window, std::optional<A> value) {
+    out_.key.key = r.key;
+    out_.key.window = window;
+    out_.value = std::move(value);
+    out_.timestamp = window.end;
+    out_.headers = r.headers;
+    this->forward_erased(&out_);
+  }
+
+  std::string store_name_;
+  session_windows windows_;
+  Fold fold_;
+  Merge merge_;
+  std::optional<store_handle> store_;
+  std::int64_t observed_ = -1;
+  counter* late_ = nullptr;
+  std::vector<time_window> merged_;
+  record<session_windowed<K>, std::optional<A>> out_;
+};
+
 }  // namespace sluice::detail
