@@ -74,6 +74,9 @@ class graph_builder {
   std::size_t counter = 0;
 };
 
+/// Which rows a table–table join keeps (sluice/detail/table_join_nodes.hpp).
+enum class table_join_kind;
+
 template <class N>
 std::function<std::unique_ptr<node>()> factory_of(N prototype) {
   return [prototype]() -> std::unique_ptr<node> { return std::make_unique<N>(prototype); };
@@ -168,23 +171,65 @@ class ktable {
  public:
   /// `window_grace`: set on the result of a windowed aggregation (its windows' grace), for
   /// suppress(until_window_closes()).
+  /// `update_node`: set on a table read from a topic, the node whose output, record<K,
+  /// std::optional<V>>, carries its deletions too (after its store applied them), for joins.
   ktable(std::shared_ptr<detail::graph_builder> g, std::size_t node, std::string store,
-         std::optional<std::chrono::milliseconds> window_grace = std::nullopt)
-      : g_(std::move(g)), node_(node), store_(std::move(store)), window_grace_(window_grace) {}
+         std::optional<std::chrono::milliseconds> window_grace = std::nullopt,
+         std::optional<std::size_t> update_node = std::nullopt)
+      : g_(std::move(g)),
+        node_(node),
+        store_(std::move(store)),
+        window_grace_(window_grace),
+        update_node_(update_node) {}
   /// The stream of the table's updates.
   kstream<K, V> to_stream() const { return kstream<K, V>(g_, node_, false); }
   /// Holds updates back in a durable buffer and emits them later, as `how` says:
   /// until_window_closes() (one final result per window) or until_time_limit(...) (defined
   /// in sluice/suppress.hpp, which sluice/sluice.hpp includes).
   ktable suppress(const suppressed& how) const;
+
+  /// Table–table joins on the key, as Kafka Streams 3.9's KTable#join / leftJoin /
+  /// outerJoin: an update on either side looks up the other side's current value; the result
+  /// is a table kept in the store `store` whose updates are std::optional (nullopt: the key
+  /// left the join, a tombstone on an output topic). Both tables must be co-partitioned. The
+  /// joiner takes this table's value first (defined in sluice/table_joins.hpp, which
+  /// sluice/sluice.hpp includes; see docs/time-and-windows.md, "Table–table joins"):
+  ///   join:       VR(const V& value, const VO& other_value)
+  ///   left_join:  VR(const V& value, const std::optional<VO>& other_value)
+  ///   outer_join: VR(const std::optional<V>& value, const std::optional<VO>& other_value)
+  template <class VO, class F>
+  auto join(const ktable<K, VO>& other, F joiner, materialized store) const;
+  template <class VO, class F>
+  auto join(const ktable<K, VO>& other, F joiner, std::string store) const {
+    return join(other, std::move(joiner), materialized{.name = std::move(store)});
+  }
+  template <class VO, class F>
+  auto left_join(const ktable<K, VO>& other, F joiner, materialized store) const;
+  template <class VO, class F>
+  auto left_join(const ktable<K, VO>& other, F joiner, std::string store) const {
+    return left_join(other, std::move(joiner), materialized{.name = std::move(store)});
+  }
+  template <class VO, class F>
+  auto outer_join(const ktable<K, VO>& other, F joiner, materialized store) const;
+  template <class VO, class F>
+  auto outer_join(const ktable<K, VO>& other, F joiner, std::string store) const {
+    return outer_join(other, std::move(joiner), materialized{.name = std::move(store)});
+  }
+
   const std::string& store_name() const noexcept { return store_; }
   std::size_t node_index() const noexcept { return node_; }
 
  private:
+  template <class, class>
+  friend class ktable;
+  template <detail::table_join_kind Kind, class VO, class F>
+  auto joined(const ktable<K, VO>& other, F joiner, materialized store) const;
+
   std::shared_ptr<detail::graph_builder> g_;
   std::size_t node_;
   std::string store_;
   std::optional<std::chrono::milliseconds> window_grace_;
+  std::optional<std::size_t> update_node_;
 };
 
 /// A table every instance reads in full (customer rates, rules); joined by a key selector.
@@ -654,7 +699,7 @@ class streams_builder {
                         .stores = {store.name},
                         .parents = {src},
                         .factory = detail::factory_of(detail::table_node<K, V>(store.name))});
-    return ktable<K, V>(g_, idx, store.name);
+    return ktable<K, V>(g_, idx, store.name, std::nullopt, src);
   }
   template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
   ktable<K, V> table(const std::string& topic, std::string store) {

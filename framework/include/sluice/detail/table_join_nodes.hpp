@@ -1,0 +1,130 @@
+// The nodes of a table–table join (ktable::join, left_join, outer_join), as Kafka Streams
+// 3.9's KTableKTableInnerJoin / LeftJoin / RightJoin / OuterJoin and KTableKTableJoinMerger:
+// one side node per input table, each taking that table's updates (value or tombstone) after
+// the table's store has applied them and looking the key up in the other table's store; both
+// feed one merge node that keeps the join result in its own store and passes each result
+// (value or tombstone) on.
+//
+// Thread-safety: one instance per task, used by the task's thread only.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "sluice/detail/dsl_nodes.hpp"
+#include "sluice/store.hpp"
+
+namespace sluice::detail {
+
+/// Which rows of the two tables a join keeps: both sides present (inner), every row of the
+/// left table (left), every row of either (outer).
+enum class table_join_kind { inner, left, outer };
+
+/// Which input table a side node takes updates from.
+enum class table_join_side { left, right };
+
+/// One side of a table–table join. In: record<K, I>, the updates of this side's table, where
+/// I is VThis (a table whose updates are never deletions: an aggregation's) or
+/// std::optional<VThis> (nullopt: the key was deleted). Out: record<K, std::optional<VO>>, the
+/// join result for the key, or nullopt to delete it. F is the user's joiner with the left
+/// table's value first whichever side this is: VO(const VL&, const VR&) for inner,
+/// VO(const VL&, const std::optional<VR>&) for left, VO(const std::optional<VL>&, const
+/// std::optional<VR>&) for outer.
+///
+/// What comes out, per Kafka Streams 3.9 (a deletion of a key a table never had included):
+///   inner: the other side absent -> nothing; present -> joiner(this, other), or a
+///          tombstone when this side deleted the key.
+///   left, left side: the right absent and this side deleted a key the join had no row for
+///          -> nothing; otherwise joiner(left, right or nullopt), or a tombstone on a deletion.
+///   left, right side: the left absent -> nothing; present -> joiner(left, right or nullopt).
+///   outer: the other side absent and this side deleted a key the join had no row for ->
+///          nothing; otherwise joiner(left or nullopt, right or nullopt), or a tombstone when
+///          both are absent.
+/// "The join had a row for the key" is read from the result store: for left and outer joins
+/// it has one exactly when this side had one before (the other side being absent), which is
+/// what Kafka Streams learns from the old value it enables on the input tables.
+template <class K, class I, class VThis, class VOther, class VO, class F, table_join_kind Kind, table_join_side Side>
+class table_join_side_node final : public emitting_node<K, I, K, std::optional<VO>> {
+ public:
+  table_join_side_node(std::string other_store, std::string result_store, F joiner)
+      : other_name_(std::move(other_store)), result_name_(std::move(result_store)), joiner_(std::move(joiner)) {}
+
+  void init(task_context& task) override {
+    node::init(task);
+    other_.emplace(store_handle_factory::make<key_value_store<K, VOther>>(task.store(other_name_), &task));
+    result_.emplace(store_handle_factory::make<key_value_store<K, VO>>(task.store(result_name_), &task));
+  }
+
+  void on_record(const record<K, I>& r) override {
+    const VThis* self = nullptr;
+    if constexpr (is_optional_v<I>) {
+      if (r.value) self = &*r.value;
+    } else {
+      self = &r.value;
+    }
+    const std::optional<VOther> other = other_->get(r.key);
+    if constexpr (Kind == table_join_kind::inner) {
+      if (!other) return;
+      if (!self) return this->emit(r.key, std::optional<VO>(), r);
+      return this->emit(r.key, std::optional<VO>(join(*self, *other)), r);
+    } else if constexpr (Kind == table_join_kind::left && Side == table_join_side::right) {
+      if (!other) return;  // no left row: a left join has no row for the key
+      std::optional<VThis> right;
+      if (self) right = *self;
+      return this->emit(r.key, std::optional<VO>(std::invoke(joiner_, *other, right)), r);
+    } else {
+      // left join's left side, and both sides of an outer join
+      if (!other && !self && !result_->get(r.key)) return;
+      if (!self && (Kind == table_join_kind::left || !other)) return this->emit(r.key, std::optional<VO>(), r);
+      std::optional<VThis> mine;
+      if (self) mine = *self;
+      if constexpr (Kind == table_join_kind::left) {
+        return this->emit(r.key, std::optional<VO>(std::invoke(joiner_, *mine, other)), r);
+      } else if constexpr (Side == table_join_side::left) {
+        return this->emit(r.key, std::optional<VO>(std::invoke(joiner_, mine, other)), r);
+      } else {
+        return this->emit(r.key, std::optional<VO>(std::invoke(joiner_, other, mine)), r);
+      }
+    }
+  }
+
+ private:
+  VO join(const VThis& self, const VOther& other) {
+    if constexpr (Side == table_join_side::left)
+      return std::invoke(joiner_, self, other);
+    else
+      return std::invoke(joiner_, other, self);
+  }
+
+  std::string other_name_;
+  std::string result_name_;
+  F joiner_;
+  std::optional<key_value_store<K, VOther>> other_;
+  std::optional<key_value_store<K, VO>> result_;
+};
+
+/// The merge point of a table–table join: applies each result of either side to the join's
+/// store (a value puts, nullopt deletes) and passes it on unchanged, tombstones included.
+template <class K, class VO>
+class table_join_merge_node final : public typed_node<K, std::optional<VO>> {
+ public:
+  explicit table_join_merge_node(std::string store) : store_name_(std::move(store)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(store_handle_factory::make<key_value_store<K, VO>>(task.store(store_name_), &task));
+  }
+  void on_record(const record<K, std::optional<VO>>& r) override {
+    if (r.value)
+      store_->put(r.key, *r.value);
+    else
+      store_->remove(r.key);
+    this->forward_erased(&r);
+  }
+
+ private:
+  std::string store_name_;
+  std::optional<key_value_store<K, VO>> store_;
+};
+
+}  // namespace sluice::detail

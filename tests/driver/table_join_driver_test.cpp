@@ -1,0 +1,193 @@
+// Table–table joins (issue 16) through the TopologyTestDriver, against hand-computed
+// expectations with Kafka Streams 3.9's KTableKTableInnerJoin / LeftJoin / RightJoin /
+// OuterJoin: an update on either side looks up the other side's current value; a deletion
+// on one side deletes the inner result when the other side is present, and a left/outer
+// row with nothing left on either side; a deletion of a key neither the table nor the join
+// had comes out only where Kafka Streams forwards it (the inner join with the other side
+// present, the right side of a left join).
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "sluice/sluice.hpp"
+#include "sluice/test_driver.hpp"
+
+using sluice::testing::topology_test_driver;
+
+namespace {
+
+using text = std::optional<std::string>;
+/// (key, value or nullopt for a tombstone, timestamp).
+using updates = std::vector<std::tuple<std::string, text, std::int64_t>>;
+
+std::string show(const text& v) { return v ? *v : "null"; }
+
+updates read_updates(topology_test_driver& d, const std::string& topic) {
+  updates out;
+  for (auto& r : d.output_topic<std::string, text>(topic).read_all()) out.emplace_back(r.key, r.value, r.timestamp);
+  return out;
+}
+
+/// The input every join test gets, (side, key, value or nullopt, timestamp): deletions of
+/// present and absent keys on both sides, and a key that ends up on both sides.
+struct step {
+  bool left;
+  std::string key;
+  text value;
+  std::int64_t timestamp;
+};
+const std::vector<step> steps = {
+    {true, "a", "L1", 1},          // 1
+    {false, "a", "R1", 2},         // 2
+    {true, "a", "L2", 3},          // 3
+    {false, "a", std::nullopt, 4}, // 4: deletes the right row
+    {false, "a", std::nullopt, 5}, // 5: deletes a right key already absent
+    {true, "a", std::nullopt, 6},  // 6: deletes the left row; the right is absent
+    {true, "a", std::nullopt, 7},  // 7: deletes a left key already absent
+    {false, "a", "R2", 8},         // 8: a right row without a left one
+    {true, "b", std::nullopt, 9},  // 9: a key neither side ever had
+    {true, "a", "L3", 10},         // 10
+    {false, "a", std::nullopt, 11},// 11
+    {true, "a", std::nullopt, 12}, // 12
+    {true, "c", "Lc", 13},         // 13
+    {false, "c", "Rc", 14},        // 14
+};
+
+void pipe_steps(topology_test_driver& d) {
+  auto left = d.input_topic<std::string, text>("left");
+  auto right = d.input_topic<std::string, text>("right");
+  for (const auto& s : steps) (s.left ? left : right).pipe(s.key, s.value, s.timestamp);
+}
+
+}  // namespace
+
+TEST(table_join, inner_join_emits_on_either_side_when_both_are_present_and_deletes_when_one_leaves) {
+  sluice::streams_builder b;
+  auto l = b.table<std::string, std::string>("left", "left-store");
+  auto r = b.table<std::string, std::string>("right", "right-store");
+  l.join(r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, "joined")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  pipe_steps(d);
+  const updates expected = {
+      {"a", "L1+R1", 2},        // 2: the right arrives, the left is there
+      {"a", "L2+R1", 3},        // 3
+      {"a", std::nullopt, 4},   // 4: the right leaves
+      {"a", std::nullopt, 5},   // 5: the left is present, so Kafka Streams forwards the deletion again
+      {"a", "L3+R2", 10},       // 10
+      {"a", std::nullopt, 11},  // 11
+      {"c", "Lc+Rc", 14},       // 14
+  };  // 1, 6-9, 12, 13: the other side absent, nothing
+  EXPECT_EQ(read_updates(d, "out"), expected);
+  auto store = d.store<std::string, std::string>("joined");
+  EXPECT_EQ(store.get("c"), "Lc+Rc");
+  EXPECT_FALSE(store.get("a"));
+}
+
+TEST(table_join, left_join_keeps_every_left_row_and_passes_right_deletions_as_a_missing_right_value) {
+  sluice::streams_builder b;
+  auto l = b.table<std::string, std::string>("left", "left-store");
+  auto r = b.table<std::string, std::string>("right", "right-store");
+  l.left_join(r, [](const std::string& lv, const text& rv) { return lv + "+" + show(rv); }, "joined")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  pipe_steps(d);
+  const updates expected = {
+      {"a", "L1+null", 1},      // 1
+      {"a", "L1+R1", 2},        // 2
+      {"a", "L2+R1", 3},        // 3
+      {"a", "L2+null", 4},      // 4: the right leaves, the left row stays
+      {"a", "L2+null", 5},      // 5: again (the right side emits whenever the left is there)
+      {"a", std::nullopt, 6},   // 6: the left row leaves
+      {"a", "L3+R2", 10},       // 10 (7: nothing to delete; 8: no left row; 9: nothing)
+      {"a", "L3+null", 11},     // 11
+      {"a", std::nullopt, 12},  // 12
+      {"c", "Lc+null", 13},     // 13
+      {"c", "Lc+Rc", 14},       // 14
+  };
+  EXPECT_EQ(read_updates(d, "out"), expected);
+  auto store = d.store<std::string, std::string>("joined");
+  EXPECT_EQ(store.get("c"), "Lc+Rc");
+  EXPECT_FALSE(store.get("a"));
+  EXPECT_FALSE(store.get("b"));
+}
+
+TEST(table_join, outer_join_keeps_rows_of_either_side_and_deletes_when_both_are_gone) {
+  sluice::streams_builder b;
+  auto l = b.table<std::string, std::string>("left", "left-store");
+  auto r = b.table<std::string, std::string>("right", "right-store");
+  l.outer_join(r, [](const text& lv, const text& rv) { return show(lv) + "+" + show(rv); }, "joined")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  pipe_steps(d);
+  const updates expected = {
+      {"a", "L1+null", 1},      // 1
+      {"a", "L1+R1", 2},        // 2
+      {"a", "L2+R1", 3},        // 3
+      {"a", "L2+null", 4},      // 4
+      {"a", "L2+null", 5},      // 5: the left is there, so the right side's deletion emits
+      {"a", std::nullopt, 6},   // 6: both gone
+      {"a", "null+R2", 8},      // 8: a right row alone (7, 9: nothing the join had)
+      {"a", "L3+R2", 10},       // 10
+      {"a", "L3+null", 11},     // 11
+      {"a", std::nullopt, 12},  // 12
+      {"c", "Lc+null", 13},     // 13
+      {"c", "Lc+Rc", 14},       // 14
+  };
+  EXPECT_EQ(read_updates(d, "out"), expected);
+  auto store = d.store<std::string, std::string>("joined");
+  EXPECT_EQ(store.get("c"), "Lc+Rc");
+  EXPECT_FALSE(store.get("a"));
+}
+
+TEST(table_join, joins_an_aggregation_table_and_chains_on_a_join_result) {
+  sluice::streams_builder b;
+  // clicks per user (an aggregation: never deletes) joined with user names, then with plans.
+  auto clicks = b.stream<std::string, std::string>("clicks").group_by_key().count("clicks-per-user");
+  auto names = b.table<std::string, std::string>("names", "names-store");
+  auto plans = b.table<std::string, std::string>("plans", "plans-store");
+  auto named = names.join(
+      clicks, [](const std::string& n, std::int64_t c) { return n + ":" + std::to_string(c); }, "named-clicks");
+  named
+      .left_join(plans, [](const std::string& nc, const text& p) { return nc + "/" + show(p); }, "named-clicks-plans")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  auto c = d.input_topic<std::string, std::string>("clicks");
+  auto n = d.input_topic<std::string, text>("names");
+  auto p = d.input_topic<std::string, text>("plans");
+  c.pipe("u1", "x", 1);           // no name yet: no named row, no left row downstream
+  n.pipe("u1", "Ann", 2);         // named: Ann:1 -> Ann:1/null
+  p.pipe("u1", "gold", 3);        // Ann:1/gold
+  c.pipe("u1", "x", 4);           // Ann:2/gold
+  n.pipe("u1", std::nullopt, 5);  // the name leaves: named deletes -> the left row deletes
+  c.pipe("u1", "x", 6);           // count 3, no name: nothing
+  const updates expected = {
+      {"u1", "Ann:1/null", 2},
+      {"u1", "Ann:1/gold", 3},
+      {"u1", "Ann:2/gold", 4},
+      {"u1", std::nullopt, 5},
+  };
+  EXPECT_EQ(read_updates(d, "out"), expected);
+}
+
+TEST(table_join, describe_names_both_join_sides_the_merge_and_the_result_store) {
+  sluice::streams_builder b;
+  auto l = b.table<std::string, std::string>("left", "left-store");
+  auto r = b.table<std::string, std::string>("right", "right-store");
+  l.outer_join(r, [](const text& lv, const text& rv) { return show(lv) + show(rv); }, "joined").to_stream().to("out");
+  const auto t = b.build();
+  const auto described = t.describe();
+  EXPECT_NE(described.find("KTABLE-OUTERJOINTHIS-"), std::string::npos) << described;
+  EXPECT_NE(described.find("KTABLE-OUTERJOINOTHER-"), std::string::npos) << described;
+  EXPECT_NE(described.find("KTABLE-MERGE-"), std::string::npos) << described;
+  EXPECT_NE(described.find("<application.id>-joined-changelog"), std::string::npos) << described;
+  // Both tables and the join are one sub-topology (the tables must be co-partitioned).
+  EXPECT_EQ(t.subtopologies().size(), 1u);
+}
