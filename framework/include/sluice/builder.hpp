@@ -76,6 +76,8 @@ class graph_builder {
 
 /// Which rows a table–table join keeps (sluice/detail/table_join_nodes.hpp).
 enum class table_join_kind;
+/// Which records a stream–stream join keeps (sluice/detail/stream_join_nodes.hpp).
+enum class stream_join_kind;
 
 template <class N>
 std::function<std::unique_ptr<node>()> factory_of(N prototype) {
@@ -93,6 +95,7 @@ class global_table;
 class time_windows;
 class sliding_windows;
 class session_windows;
+class join_windows;
 template <class K, class V>
 class ksession_windowed_stream;  // sluice/windowed_stream.hpp
 class suppressed;                // sluice/suppressed.hpp
@@ -508,6 +511,26 @@ class kstream {
                        repartition_);
   }
 
+  /// Stream–stream joins within join_windows, as Kafka Streams 3.9's KStream#join /
+  /// leftJoin / outerJoin with JoinWindows: each record joins the other stream's records of
+  /// its key within the windows' time difference; left and outer joins emit a record that
+  /// found no match, with nullopt for the other side, once its window closes (stream time
+  /// passes its time + time difference + grace). Both streams must be co-partitioned (each is
+  /// repartitioned first if an earlier operation changed keys). Each stream is kept in a
+  /// window store (`<name>-this-join-store`, `<name>-other-join-store`, and for left/outer
+  /// joins `<name>-outer-shared-join-store`; Kafka Streams' generated names without a name).
+  /// The joiner takes this stream's value first (defined in sluice/stream_joins.hpp, which
+  /// sluice/sluice.hpp includes; see docs/time-and-windows.md, "Stream–stream joins"):
+  ///   join:       VR(const V& value, const VO& other_value)
+  ///   left_join:  VR(const V& value, const std::optional<VO>& other_value)
+  ///   outer_join: VR(const std::optional<V>& value, const std::optional<VO>& other_value)
+  template <class VO, class F>
+  auto join(const kstream<K, VO>& other, F joiner, const join_windows& windows, std::string name = {}) const;
+  template <class VO, class F>
+  auto left_join(const kstream<K, VO>& other, F joiner, const join_windows& windows, std::string name = {}) const;
+  template <class VO, class F>
+  auto outer_join(const kstream<K, VO>& other, F joiner, const join_windows& windows, std::string name = {}) const;
+
   /// The stream, repartitioned through "<application.id>-<name>-repartition" when an
   /// earlier operation changed keys; unchanged otherwise.
   kstream repartitioned(const std::string& name) const {
@@ -574,6 +597,9 @@ class kstream {
   template <class, class>
   friend class kgrouped_stream;
   friend class streams_builder;
+
+  template <detail::stream_join_kind Kind, class VO, class F>
+  auto stream_joined(const kstream<K, VO>& other, F joiner, const join_windows& windows, std::string name) const;
 
   template <class K2, class V2, class N>
   kstream<K2, V2> then(std::string_view kind, N prototype, bool repartition,

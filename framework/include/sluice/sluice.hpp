@@ -13,6 +13,7 @@
 #include "sluice/serde/serde.hpp"
 #include "sluice/store.hpp"
 #include "sluice/suppress.hpp"
+#include "sluice/stream_joins.hpp"
 #include "sluice/table_joins.hpp"
 #include "sluice/topology.hpp"
 #include "sluice/windowed_stream.hpp"

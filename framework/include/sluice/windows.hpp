@@ -159,6 +159,42 @@ class session_windows {
   std::chrono::milliseconds gap_, grace_;
 };
 
+/// The windows of a stream–stream join (Kafka Streams' JoinWindows): a record joins the
+/// other stream's records of its key whose timestamps are within `time_difference` of its
+/// own, before or after; a record's left/outer result without a match comes out once stream
+/// time passes its timestamp + time difference + `grace`. See docs/time-and-windows.md,
+/// "Stream–stream joins".
+class join_windows {
+ public:
+  static join_windows of_time_difference_without_grace(std::chrono::milliseconds time_difference) {
+    return join_windows(time_difference, {});
+  }
+  static join_windows of_time_difference_and_grace(std::chrono::milliseconds time_difference,
+                                                   std::chrono::milliseconds grace) {
+    return join_windows(time_difference, grace);
+  }
+
+  /// How far before a record's time the other stream's records join it.
+  std::chrono::milliseconds before() const noexcept { return difference_; }
+  /// How far after a record's time the other stream's records join it.
+  std::chrono::milliseconds after() const noexcept { return difference_; }
+  std::chrono::milliseconds grace() const noexcept { return grace_; }
+  /// before + after, Kafka Streams' JoinWindows.size().
+  std::chrono::milliseconds size() const noexcept { return before() + after(); }
+
+ private:
+  join_windows(std::chrono::milliseconds difference, std::chrono::milliseconds grace)
+      : difference_(difference), grace_(grace) {
+    if (difference.count() < 0)
+      throw error(errc::invalid_topology,
+                  "join_windows: the time difference must be >= 0, got " + std::to_string(difference.count()) + " ms");
+    if (grace.count() < 0)
+      throw error(errc::invalid_topology,
+                  "join_windows: the grace period must be >= 0, got " + std::to_string(grace.count()) + " ms");
+  }
+  std::chrono::milliseconds difference_, grace_;
+};
+
 /// A key and its session (Kafka Streams' Windowed<K> over a SessionWindow): window.start and
 /// window.end are the timestamps of the session's first and last record, both inclusive.
 /// A distinct type from windowed<K> because its topic layout differs
