@@ -106,6 +106,10 @@ TEST(stream_join, outer_join_emits_unmatched_records_of_either_side_when_their_w
       {"k", "a+c", 5}, {"k2", "null+b", 2}, {"k3", "d+null", 20}, {"k4", "f+e", 37},
   };
   EXPECT_EQ(read_results(d, "out"), expected);
+  // The name names the stores as Kafka Streams' StreamJoined.withStoreName does.
+  const auto described = b.build().describe();
+  for (const char* store : {"clicks-outer-this-join-store", "clicks-outer-other-join-store", "clicks-outer-shared-join-store"})
+    EXPECT_NE(described.find(store), std::string::npos) << store << " in\n" << described;
 }
 
 TEST(stream_join, describe_names_the_windowed_join_and_merge_nodes_and_their_stores) {

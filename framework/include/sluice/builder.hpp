@@ -517,8 +517,9 @@ class kstream {
   /// found no match, with nullopt for the other side, once its window closes (stream time
   /// passes its time + time difference + grace). Both streams must be co-partitioned (each is
   /// repartitioned first if an earlier operation changed keys). Each stream is kept in a
-  /// window store (`<name>-this-join-store`, `<name>-other-join-store`, and for left/outer
-  /// joins `<name>-outer-shared-join-store`; Kafka Streams' generated names without a name).
+  /// window store, and left/outer joins' unmatched records in a shared one, named as Kafka
+  /// Streams names them: generated (`KSTREAM-JOINTHIS-<n>-store`, ...), or from `name` as
+  /// StreamJoined.withStoreName(name) does (`<name>-this-join-store`, ...).
   /// The joiner takes this stream's value first (defined in sluice/stream_joins.hpp, which
   /// sluice/sluice.hpp includes; see docs/time-and-windows.md, "Stream–stream joins"):
   ///   join:       VR(const V& value, const VO& other_value)

@@ -46,12 +46,17 @@ auto kstream<K, V>::stream_joined(const kstream<K, VO>& other, F joiner, const j
   const std::string other_windowed = g.name("KSTREAM-WINDOWED");
   const std::string this_node = g.name(Kind == kind::outer ? "KSTREAM-OUTERTHIS" : "KSTREAM-JOINTHIS");
   const std::string other_node = g.name(Kind == kind::inner ? "KSTREAM-JOINOTHER" : "KSTREAM-OUTEROTHER");
-  const std::string this_store = name.empty() ? this_node + "-store" : name + "-this-join-store";
-  const std::string other_store = name.empty() ? other_node + "-store" : name + "-other-join-store";
+  // With a name, Kafka Streams' StreamJoined.withStoreName(name) suffixes.
+  const std::string this_store = name.empty()
+                                     ? this_node + "-store"
+                                     : name + (Kind == kind::outer ? "-outer-this-join-store" : "-this-join-store");
+  const std::string other_store = name.empty()
+                                      ? other_node + "-store"
+                                      : name + (Kind == kind::inner ? "-other-join-store" : "-outer-other-join-store");
   std::string outer_store;
   if (Kind != kind::inner)
     outer_store = name.empty() ? "KSTREAM-OUTERSHARED-" + this_node.substr(this_node.rfind('-') + 1) + "-store"
-                               : name + "-outer-shared-join-store";
+                               : name + (Kind == kind::outer ? "-outer-shared-join-store" : "-left-shared-join-store");
 
   auto left_in = repartitioned(this_store);
   auto right_in = other.repartitioned(other_store);
