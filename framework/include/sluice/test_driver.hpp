@@ -54,6 +54,12 @@ struct driver_options {
   bool rocksdb_stores = false;
   /// The wall clock at start, in ms since the epoch. Default: 0.
   std::int64_t start_wall_clock_ms = 0;
+  /// Commit every task's stores after this many processed records (and at every
+  /// advance_wall_clock()), as a stream thread commits once per interval. Tests keep 1, so
+  /// queries() see every record at once; benchmarks of a hot path raise it so RocksDB stores
+  /// pay one write batch per many records, as in a job. Must be at least 1.
+  /// Default: 1.
+  std::size_t commit_every_records = 1;
 };
 
 class topology_test_driver;

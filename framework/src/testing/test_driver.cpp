@@ -71,6 +71,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
   topology topo;
   config cfg;
   driver_options options;
+  std::size_t processed_since_commit = 0;  // records since the last commit()
   metrics_registry metrics;
   std::filesystem::path state_dir;
   std::unique_ptr<state::rocksdb_environment> rocksdb;
@@ -183,7 +184,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
 
   void process(runtime::stream_task& task, const kafka::message& m) {
     task.process(m);
-    commit();
+    if (++processed_since_commit >= options.commit_every_records) commit();
   }
 
   void commit() {
@@ -196,6 +197,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
       task->stores().commit(offsets);
       task->mark_committed();
     }
+    processed_since_commit = 0;
   }
 };
 
@@ -207,6 +209,9 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   d.options = options;
   d.wall = options.start_wall_clock_ms;
   if (options.partitions < 1) throw error(errc::invalid_config, "driver_options.partitions must be at least 1");
+  if (options.commit_every_records < 1)
+    throw error(errc::invalid_config,
+                "driver_options.commit_every_records must be at least 1 (1 commits after every record)");
   d.queries = std::make_unique<driver_queries>(d.topo, options.partitions, d.tasks);
   if (!d.cfg.contains("application.id")) d.cfg.set("application.id", "test-driver");
   runtime::validate_config(d.cfg);  // refuses exactly what sluice::app refuses
