@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "sluice/error.hpp"
@@ -94,6 +95,197 @@ topology throttle_job_topology(const std::string& input, const std::string& outp
 }
 
 namespace throttle_detail {
+namespace {
+
+// A validating scanner over a subset of JSON whose reading is unambiguous: strings without
+// escapes (bytes 0x20.. and well-formed UTF-8, as nlohmann's lexer accepts them), numbers of at
+// most 18 characters without an exponent (finite whatever their digits), true, false, null,
+// objects and arrays, the four whitespace bytes. It never judges: anything outside the subset
+// is `false`, and nlohmann decides.
+class key_field_scanner {
+ public:
+  key_field_scanner(std::string_view json, const std::vector<std::string>& fields,
+                    std::vector<std::string_view>& values)
+      : p_(reinterpret_cast<const unsigned char*>(json.data())), end_(p_ + json.size()), fields_(fields),
+        values_(values) {}
+
+  bool run() {
+    values_.assign(fields_.size(), std::string_view{});  // data() == nullptr: not (or not a string) yet
+    skip_ws();
+    if (p_ == end_ || *p_ != '{') return false;
+    if (!top_object()) return false;
+    skip_ws();
+    if (p_ != end_) return false;
+    return std::all_of(values_.begin(), values_.end(), [](std::string_view v) { return v.data() != nullptr; });
+  }
+
+ private:
+  void skip_ws() {
+    while (p_ != end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
+  }
+
+  bool expect(char c) {
+    skip_ws();
+    if (p_ == end_ || *p_ != static_cast<unsigned char>(c)) return false;
+    ++p_;
+    return true;
+  }
+
+  // At the opening quote; leaves p_ after the closing one.
+  bool string(std::string_view& text) {
+    const unsigned char* begin = ++p_;
+    while (p_ != end_) {
+      const unsigned char c = *p_;
+      if (c == '"') {
+        text = std::string_view(reinterpret_cast<const char*>(begin), static_cast<std::size_t>(p_ - begin));
+        ++p_;
+        return true;
+      }
+      if (c == '\\' || c < 0x20) return false;
+      if (c < 0x80) {
+        ++p_;
+        continue;
+      }
+      const std::size_t n = serde_detail::json::utf8_sequence_length(p_, end_);
+      if (n == 0) return false;
+      p_ += n;
+    }
+    return false;
+  }
+
+  bool number() {
+    const unsigned char* begin = p_;
+    if (*p_ == '-') ++p_;
+    if (p_ == end_) return false;
+    if (*p_ == '0') {
+      ++p_;
+    } else if (*p_ >= '1' && *p_ <= '9') {
+      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+    } else {
+      return false;
+    }
+    if (p_ != end_ && *p_ == '.') {
+      ++p_;
+      const unsigned char* digits = p_;
+      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+      if (p_ == digits) return false;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) return false;
+    return p_ - begin <= 18;
+  }
+
+  bool literal(std::string_view word) {
+    if (static_cast<std::size_t>(end_ - p_) < word.size() ||
+        std::memcmp(p_, word.data(), word.size()) != 0)
+      return false;
+    p_ += word.size();
+    return true;
+  }
+
+  bool value() {
+    skip_ws();
+    if (p_ == end_) return false;
+    std::string_view ignored;
+    switch (*p_) {
+      case '{': return object();
+      case '[': return array();
+      case '"': return string(ignored);
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      default: return number();
+    }
+  }
+
+  // Nesting is bounded by the caller's json_nesting_depth check.
+  bool object() {
+    ++p_;
+    skip_ws();
+    if (p_ != end_ && *p_ == '}') {
+      ++p_;
+      return true;
+    }
+    for (;;) {
+      std::string_view name;
+      skip_ws();
+      if (p_ == end_ || *p_ != '"' || !string(name) || !expect(':') || !value()) return false;
+      skip_ws();
+      if (p_ == end_) return false;
+      if (*p_ == '}') {
+        ++p_;
+        return true;
+      }
+      if (*p_ != ',') return false;
+      ++p_;
+    }
+  }
+
+  bool array() {
+    ++p_;
+    skip_ws();
+    if (p_ != end_ && *p_ == ']') {
+      ++p_;
+      return true;
+    }
+    for (;;) {
+      if (!value()) return false;
+      skip_ws();
+      if (p_ == end_) return false;
+      if (*p_ == ']') {
+        ++p_;
+        return true;
+      }
+      if (*p_ != ',') return false;
+      ++p_;
+    }
+  }
+
+  // The top-level object: as object(), noting the key fields. A repeated member counts by its
+  // last occurrence, as in nlohmann's document.
+  bool top_object() {
+    ++p_;
+    skip_ws();
+    if (p_ != end_ && *p_ == '}') {
+      ++p_;
+      return true;
+    }
+    for (;;) {
+      std::string_view name;
+      skip_ws();
+      if (p_ == end_ || *p_ != '"' || !string(name) || !expect(':')) return false;
+      skip_ws();
+      if (p_ == end_) return false;
+      std::size_t field = 0;
+      while (field < fields_.size() && fields_[field] != name) ++field;
+      if (field < fields_.size() && *p_ == '"') {
+        if (!string(values_[field])) return false;  // a view into the text: data() is never null
+      } else {
+        if (field < fields_.size()) values_[field] = {};  // null, a number, ...: nlohmann's verdict
+        if (!value()) return false;
+      }
+      skip_ws();
+      if (p_ == end_) return false;
+      if (*p_ == '}') {
+        ++p_;
+        return true;
+      }
+      if (*p_ != ',') return false;
+      ++p_;
+    }
+  }
+
+  const unsigned char* p_;
+  const unsigned char* end_;
+  const std::vector<std::string>& fields_;
+  std::vector<std::string_view>& values_;
+};
+
+}  // namespace
+
+bool scan_key_fields(std::string_view json, const std::vector<std::string>& fields,
+                     std::vector<std::string_view>& values) {
+  return key_field_scanner(json, fields, values).run();
+}
 
 void log_key_serde::serialize(const log_key& k, std::string& out) {
   out.clear();
@@ -170,9 +362,28 @@ void key_builder::build(std::string_view key_bytes, std::optional<std::string_vi
                                       std::to_string(max_json_nesting) + " levels (" +
                                       std::to_string(value_json->size()) +
                                       " bytes); the throttle key needs a JSON object of ordinary depth");
+  // Most values are plain objects with string key fields: scanned in place, no document built
+  // (the parse was most of the throttle's cost). Anything else goes to nlohmann, which decides.
+  if (scan_key_fields(*value_json, key_fields_, scanned_)) {
+    for (std::size_t i = 0; i < scanned_.size(); ++i) append_part(scanned_[i], i == 0);
+    return;
+  }
+  build_from_document(*value_json);
+}
+
+void key_builder::append_part(std::string_view text, bool first) {
+  // Length-prefixed parts: ("a,b", "c") and ("a", "b,c") are different keys.
+  put_varint(key_, text.size());
+  key_.append(text);
+  if (!first) display_key_.push_back(',');
+  display_key_.append(text);
+  if (first && rules_on_) rule_key_.assign(text);
+}
+
+void key_builder::build_from_document(std::string_view value_json) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(value_json->begin(), value_json->end());
+    doc = nlohmann::json::parse(value_json.begin(), value_json.end());
   } catch (const nlohmann::json::exception& e) {
     // nlohmann quotes the token it stopped in, which may be most of a large value.
     std::string_view why = e.what();
@@ -189,13 +400,7 @@ void key_builder::build(std::string_view key_bytes, std::optional<std::string_vi
     auto it = doc.find(field);
     if (it == doc.end() || it->is_null())
       throw error(errc::processing, "throttle: key field '" + field + "' is missing (or null) in the record value");
-    std::string text = it->is_string() ? it->get<std::string>() : it->dump();
-    // Length-prefixed parts: ("a,b", "c") and ("a", "b,c") are different keys.
-    put_varint(key_, text.size());
-    key_.append(text);
-    if (!first) display_key_.push_back(',');
-    display_key_.append(text);
-    if (first && rules_on_) rule_key_ = text;
+    append_part(it->is_string() ? it->get<std::string>() : it->dump(), first);
     first = false;
   }
 }
@@ -278,6 +483,16 @@ decision engine::decide(std::int64_t timestamp, const rule& r) {
 }
 
 std::string engine::reason(const rule& r) const {
+  // The text nlohmann writes for a key of printable ASCII without quotes or backslashes (the
+  // members in its order); any other key is escaped by nlohmann.
+  const std::string& key = keys_.display_key();
+  if (std::all_of(key.begin(), key.end(), [](char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; })) {
+    std::string out;
+    out.reserve(key.size() + 48);
+    out.append("{\"key\":\"").append(key).append("\",\"limit\":").append(std::to_string(r.limit));
+    out.append(",\"window_ms\":").append(std::to_string(r.window_ms)).push_back('}');
+    return out;
+  }
   nlohmann::json j = {{"key", keys_.display_key()}, {"limit", r.limit}, {"window_ms", r.window_ms}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -147,6 +147,16 @@ struct log_time_serde {
   static std::int64_t deserialize(std::string_view in);
 };
 
+/// The fast path of key extraction: validates `json` as a JSON object and finds its top-level
+/// members named `fields` without building a document. Returns true, with values[i] a view
+/// into `json` of the text of field i's last occurrence, only when the whole text is
+/// well-formed JSON as nlohmann's parser reads it and every field's last occurrence is a
+/// string without escapes, whose text is then its bytes. Returns false (no verdict: parse with
+/// nlohmann, which decides the value or the error) for everything else: escapes, numbers with
+/// exponents or more than 18 characters, missing or non-string fields, malformed text. Pure.
+bool scan_key_fields(std::string_view json, const std::vector<std::string>& fields,
+                     std::vector<std::string_view>& values);
+
 /// Builds a record's throttle key: the record key's bytes, or the key fields of its JSON
 /// value (length-prefixed parts), with the forms the header and the rules table use. Holds
 /// reused buffers; one per task (or per repartitioning sink).
@@ -166,9 +176,13 @@ class key_builder {
   const std::string& rule_key() const noexcept { return rule_key_; }
 
  private:
+  void build_from_document(std::string_view value_json);
+  void append_part(std::string_view text, bool first);
+
   std::vector<std::string> key_fields_;
   bool rules_on_;
   std::string key_, display_key_, rule_key_;
+  std::vector<std::string_view> scanned_;
 };
 
 /// A rule in force for one record.
