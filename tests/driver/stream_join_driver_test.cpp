@@ -132,3 +132,19 @@ TEST(stream_join, join_windows_refuse_a_negative_time_difference_or_grace) {
   EXPECT_THROW(sluice::join_windows::of_time_difference_and_grace(-1ms, 0ms), sluice::error);
   EXPECT_THROW(sluice::join_windows::of_time_difference_and_grace(1ms, -1ms), sluice::error);
 }
+
+TEST(stream_join, unmatched_records_of_one_time_come_out_in_key_order_not_arrival_order) {
+  sluice::streams_builder b;
+  auto l = b.stream<std::string, std::string>("left");
+  auto r = b.stream<std::string, std::string>("right");
+  l.left_join(r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
+              sluice::join_windows::of_time_difference_and_grace(10ms, 5ms))
+      .to("out");
+  topology_test_driver d(b.build());
+  auto left = d.input_topic<std::string, std::string>("left");
+  left.pipe("kb", "x", 0);
+  left.pipe("ka", "y", 0);
+  left.pipe("kc", "z", 16);  // stream time 16 > 0 + 10 + 5: both due, ordered by (time, side, key bytes)
+  const results expected = {{"ka", "y+null", 0}, {"kb", "x+null", 0}};
+  EXPECT_EQ(read_results(d, "out"), expected);
+}

@@ -60,7 +60,8 @@ class join_time_trackers {
 
 /// The outer store's keys as bytes ordered <timestamp><side><key> (Kafka Streams'
 /// TimestampedKeyAndJoinSide): big-endian timestamp, then 0 for the right side and 1 for the
-/// left, then the key's state encoding.
+/// left, then the key as the topic encodes it (default_serde, as Kafka Streams uses the
+/// join's key serde), so records of equal time and side come out in Kafka Streams' key order.
 struct outer_join_key {
   static void encode(std::int64_t timestamp, stream_join_side side, std::string_view key, std::string& out) {
     out.clear();
@@ -206,7 +207,7 @@ class stream_join_node final : public typed_node<K, VThis> {
     const auto matches = other_->fetch(r.key, from, to);
     for (const auto& [other_time, values] : matches) {
       if (outer_) {
-        default_state_serde<K>::serialize(r.key, key_buf_);
+        topic_serde_t<K>::serialize(r.key, key_buf_);
         outer_join_key::encode(other_time, other_side, key_buf_, outer_key_);
         outer_->remove(outer_key_);
       }
@@ -221,7 +222,7 @@ class stream_join_node final : public typed_node<K, VThis> {
       if (!matches.empty()) return;
       if (!outer_ || to < time.stream_time) return emit(r.key, unmatched(r.value), t, r);
       time.min_time = std::min(time.min_time, t);
-      default_state_serde<K>::serialize(r.key, key_buf_);
+      topic_serde_t<K>::serialize(r.key, key_buf_);
       outer_join_key::encode(t, Side, key_buf_, outer_key_);
       auto waiting = outer_->get(outer_key_);
       std::vector<VThis> values;
@@ -291,7 +292,7 @@ class stream_join_node final : public typed_node<K, VThis> {
     }
     for (const auto& d : due) {
       outer_->remove(d.key);
-      const K key = default_state_serde<K>::deserialize(outer_join_key::key(d.key));
+      const K key = topic_serde_t<K>::deserialize(outer_join_key::key(d.key));
       if (d.side == stream_join_side::left) {
         if constexpr (Kind != stream_join_kind::inner)
           for (const auto& v : value_list_serde<VL>::deserialize(d.values))
