@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 
@@ -131,21 +132,27 @@ class key_field_scanner {
     return true;
   }
 
+  // Bytes a string may hold as they are: printable ASCII but the quote and the backslash.
+  static constexpr std::array<bool, 256> plain_bytes = [] {
+    std::array<bool, 256> t{};
+    for (int c = 0x20; c < 0x80; ++c) t[static_cast<std::size_t>(c)] = c != '"' && c != '\\';
+    return t;
+  }();
+
   // At the opening quote; leaves p_ after the closing one.
   bool string(std::string_view& text) {
     const unsigned char* begin = ++p_;
     while (p_ != end_) {
+      while (plain_bytes[*p_] && ++p_ != end_) {
+      }
+      if (p_ == end_) break;
       const unsigned char c = *p_;
       if (c == '"') {
         text = std::string_view(reinterpret_cast<const char*>(begin), static_cast<std::size_t>(p_ - begin));
         ++p_;
         return true;
       }
-      if (c == '\\' || c < 0x20) return false;
-      if (c < 0x80) {
-        ++p_;
-        continue;
-      }
+      if (c < 0x80) return false;  // a backslash or a control byte
       const std::size_t n = serde_detail::json::utf8_sequence_length(p_, end_);
       if (n == 0) return false;
       p_ += n;
