@@ -63,7 +63,7 @@ query_outcome app_queries::run_binding(std::string_view store, std::int32_t part
     inboxes = inboxes_;
   }
   if (inboxes.empty()) return outcome::unavailable;  // starting or stopping
-  auto q = std::make_shared<store_query>(std::string(store), sub, partition, std::move(fn),
+  auto q = std::make_shared<store_query>(std::string(store), task_id{sub, partition}, std::move(fn),
                                          static_cast<int>(inboxes.size()));
   for (auto* inbox : inboxes) inbox->submit(q);
   switch (q->wait(timeout)) {

@@ -66,7 +66,7 @@ bool changelog_reader::add(stream_task& task) {
   }
   if (!any) return false;
   publish();  // /ready and /metrics show the total at once
-  spdlog::info("task {}: restoring {} store partition(s) before processing", task.id(),
+  spdlog::info("task {}: restoring {} store partition(s) before processing", task.name(),
                std::count_if(entries_.begin(), entries_.end(), [&](auto& e) { return e.task == &task; }));
   // Only this task's changelogs: the partitions already restoring keep what was prefetched.
   std::vector<kafka::topic_partition_offset> assign;
@@ -122,7 +122,7 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
         spdlog::info(
             "store '{}' partition {} of task {}: changelog stable to offset {} of {}; waiting for the open "
             "transaction there to commit or abort",
-            e.store->spec->name, e.partition, e.task->id(), e.eof, e.end);
+            e.store->spec->name, e.partition, e.task->name(), e.eof, e.end);
         e.waiting = true;
         e.waiting_since = now;
       }
@@ -131,7 +131,8 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
           "store '{}' partition {} of task {}: the transaction open in changelog {}[{}] at offset {} did not "
           "end within {} ms; the store is restored to that stable offset. A transaction the broker never "
           "ends is a hanging one: find it with kafka-transactions.sh find-hanging and abort it",
-          e.store->spec->name, e.partition, e.task->id(), e.topic, e.partition, e.eof, open_transaction_wait_.count());
+          e.store->spec->name, e.partition, e.task->name(), e.topic, e.partition, e.eof,
+          open_transaction_wait_.count());
     }
     if (e.eof > e.next)
       e.store->store->restore({}, state::changelog_offset(e.eof));  // past aborted records and markers
@@ -157,7 +158,7 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
     for (auto& e : entries_) {
       if (e.task != *t) continue;
       spdlog::info("restored store '{}' partition {} of task {}: {} records (offsets {}..{})", e.store->spec->name,
-                   e.partition, e.task->id(), e.restored, e.start, e.next);
+                   e.partition, e.task->name(), e.restored, e.start, e.next);
       finished.push_back({e.topic, e.partition});
       retire_entry(e);
     }

@@ -68,7 +68,7 @@ void query_inbox::set_waker(std::function<void()> wake) {
   wake_ = std::move(wake);
 }
 
-void query_inbox::serve(const std::map<std::string, std::unique_ptr<stream_task>>& tasks) {
+void query_inbox::serve(const std::map<task_id, std::unique_ptr<stream_task>>& tasks) {
   std::deque<std::shared_ptr<store_query>> batch;
   {
     std::lock_guard lock(mutex_);
@@ -76,7 +76,7 @@ void query_inbox::serve(const std::map<std::string, std::unique_ptr<stream_task>
     pending_.store(false, std::memory_order_release);
   }
   for (auto& q : batch) {
-    auto it = tasks.find(std::to_string(q->subtopology()) + "_" + std::to_string(q->partition()));
+    auto it = tasks.find(q->task());
     if (it == tasks.end()) {
       q->reply(query_status::not_here);
       continue;

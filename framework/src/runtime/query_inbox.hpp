@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 
+#include "runtime/task_id.hpp"
 #include "sluice/queries.hpp"
 
 namespace sluice::runtime {
@@ -43,13 +44,9 @@ enum class query_status {
 /// One query, shared by the handler waiting on it and the threads answering it.
 class store_query {
  public:
-  store_query(std::string store, int subtopology, std::int32_t partition, interactive_queries::binding_reader fn,
-              int threads)
-      : store_(std::move(store)),
-        subtopology_(subtopology),
-        partition_(partition),
-        fn_(std::move(fn)),
-        remaining_(threads) {}
+  /// A query of `store` in the task `task` (the store's sub-topology, the partition asked).
+  store_query(std::string store, task_id task, interactive_queries::binding_reader fn, int threads)
+      : store_(std::move(store)), task_(task), fn_(std::move(fn)), remaining_(threads) {}
 
   /// Handler side: waits for the answer until `timeout`. After a timeout the function
   /// never runs (or has finished running).
@@ -59,8 +56,7 @@ class store_query {
 
   // Stream thread side.
   const std::string& store() const noexcept { return store_; }
-  int subtopology() const noexcept { return subtopology_; }
-  std::int32_t partition() const noexcept { return partition_; }
+  task_id task() const noexcept { return task_; }
   /// Runs the function on `task`'s store `s` (on the answering stream thread) through a
   /// read-only context and changelog, and records done (or failed).
   void run(detail::task_context& task, state::state_store& s);
@@ -69,8 +65,7 @@ class store_query {
 
  private:
   std::string store_;
-  int subtopology_;
-  std::int32_t partition_;
+  task_id task_;
   interactive_queries::binding_reader fn_;
   std::mutex mutex_;
   std::condition_variable answered_;
@@ -90,8 +85,8 @@ class query_inbox {
   /// exists; submit() calls it under the inbox's lock, so it never outlives its consumer.
   void set_waker(std::function<void()> wake);
   bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
-  /// Answers every queued query against the thread's tasks (id "S_P" -> task).
-  void serve(const std::map<std::string, std::unique_ptr<stream_task>>& tasks);
+  /// Answers every queued query against the thread's tasks.
+  void serve(const std::map<task_id, std::unique_ptr<stream_task>>& tasks);
   /// The thread stops: queued and later queries are answered not_here.
   void close();
 

@@ -20,23 +20,18 @@ std::int64_t changelog_position(const state::state_store& store) {
 }
 }  // namespace
 
-state_manager::state_manager(std::string task_id, int subtopology, std::int32_t partition,
-                             const task_services& services, record_sender& sender,
+state_manager::state_manager(task_id id, const task_services& services, record_sender& sender,
                              std::shared_ptr<std::atomic<std::int64_t>> stream_clock)
-    : task_id_(std::move(task_id)),
-      partition_(partition),
-      services_(services),
-      sender_(sender),
-      stream_clock_(std::move(stream_clock)) {
+    : id_(id), name_(id.to_string()), services_(services), sender_(sender), stream_clock_(std::move(stream_clock)) {
   const auto& topo = *services_.topo;
-  const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology));
+  const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(id.subtopology));
   bool persistent =
       std::any_of(sub.stores.begin(), sub.stores.end(),
                   [&](const std::string& s) {
                     return detail::topology_access::find_store(topo, s)->backend == store_backend::rocksdb;
                   }) &&
       !services_.memory_stores_only;
-  if (persistent) directory_.emplace(services_.state_dir, services_.application_id, task_id_);
+  if (persistent) directory_.emplace(services_.state_dir, services_.application_id, name_);
   for (const auto& name : sub.stores) {
     auto ts = open_store(*detail::topology_access::find_store(topo, name));
     checkpointed_.push_back(changelog_position(*ts.store));
@@ -71,7 +66,7 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
     } catch (const state::out_of_space_error&) {
       throw;  // the files are sound: wiping them would only cost a full restore later
     } catch (const sluice::error& e) {
-      spdlog::warn("task {}: store '{}' cannot be opened ({}); wiping it and restoring from its changelog", task_id_,
+      spdlog::warn("task {}: store '{}' cannot be opened ({}); wiping it and restoring from its changelog", name_,
                    spec.name, e.what());
       directory_->wipe_store(spec.name);
       storage = state::open_rocksdb_store(options, *services_.rocksdb);
@@ -79,7 +74,7 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
   }
   if (spec.logged) {
     ts.changelog_topic = detail::changelog_topic(services_.application_id, spec.name);
-    ts.changelog = std::make_unique<changelog_logger>(ts.changelog_topic, partition_, sender_);
+    ts.changelog = std::make_unique<changelog_logger>(ts.changelog_topic, id_.partition, sender_);
   }
   // A store kind of its own is built over the storage; a plain key-value store is the storage.
   if (spec.make_store) {
@@ -112,7 +107,7 @@ task_store* state_manager::find(std::string_view name) noexcept {
 void state_manager::commit(const changelog_offsets& next_offset) {
   for (auto& s : stores_) {
     std::optional<state::changelog_offset> offset;
-    if (!s.changelog_topic.empty()) offset = next_offset(s.changelog_topic, partition_);
+    if (!s.changelog_topic.empty()) offset = next_offset(s.changelog_topic, id_.partition);
     if (!offset) offset = s.store->committed_offset();
     if (s.changelog) s.changelog->reset();
     if (!offset && s.store->pending_bytes() == 0) continue;
@@ -161,7 +156,7 @@ void state_manager::close(close_mode mode) noexcept {
       if (mode == close_mode::dirty) s.store->abort();
       s.store->close();
     } catch (const std::exception& e) {
-      spdlog::warn("task {}: closing store '{}' failed: {}", task_id_, s.spec->name, e.what());
+      spdlog::warn("task {}: closing store '{}' failed: {}", name_, s.spec->name, e.what());
     }
   }
   stores_.clear();

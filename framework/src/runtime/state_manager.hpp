@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/record_collector.hpp"
+#include "runtime/task_id.hpp"
 #include "sluice/detail/node.hpp"
 #include "sluice/state/kv_store.hpp"
 #include "sluice/state/state_store.hpp"
@@ -71,8 +72,8 @@ class state_manager {
   /// Opens the task directory (when a store is persistent) and every store of the
   /// sub-topology; their changelog writes go to `sender`; `stream_clock` (the task's stream
   /// time) is the clock of their TTL.
-  state_manager(std::string task_id, int subtopology, std::int32_t partition, const task_services& services,
-                record_sender& sender, std::shared_ptr<std::atomic<std::int64_t>> stream_clock);
+  state_manager(task_id id, const task_services& services, record_sender& sender,
+                std::shared_ptr<std::atomic<std::int64_t>> stream_clock);
   ~state_manager();
   state_manager(const state_manager&) = delete;
   state_manager& operator=(const state_manager&) = delete;
@@ -105,8 +106,8 @@ class state_manager {
   /// Opens one store as its spec says (the one place that knows store kinds).
   task_store open_store(const detail::store_spec& spec);
 
-  std::string task_id_;
-  std::int32_t partition_;
+  task_id id_;
+  std::string name_;  // id_.to_string(): the task directory and the logs
   const task_services& services_;
   record_sender& sender_;
   std::shared_ptr<std::atomic<std::int64_t>> stream_clock_;

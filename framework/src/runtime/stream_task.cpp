@@ -11,15 +11,14 @@
 
 namespace sluice::runtime {
 
-stream_task::stream_task(int subtopology, std::int32_t partition, const task_services& services, record_sender& sender,
+stream_task::stream_task(runtime::task_id id, const task_services& services, record_sender& sender,
                          std::string thread_label)
-    : subtopology_(subtopology),
-      partition_(partition),
-      id_(std::to_string(subtopology) + "_" + std::to_string(partition)),
+    : id_(id),
+      name_(id.to_string()),
       services_(services),
       sender_(sender),
-      stores_(id_, subtopology, partition, services, sender, stream_clock_),
-      label_(thread_label + ",task=\"" + id_ + "\""),
+      stores_(id, services, sender, stream_clock_),
+      label_(thread_label + ",task=\"" + name_ + "\""),
       processed_(services.metrics->get_counter("sluice_records_processed_total", label_)),
       e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", label_)) {
   for (auto reason : {failure_reason::deserialization, failure_reason::processing}) {
@@ -29,7 +28,7 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
         &services.metrics->get_counter("sluice_records_dead_lettered_total", labels);
   }
   const auto& topo = *services_.topo;
-  const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(subtopology));
+  const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(id.subtopology));
 
   std::map<std::size_t, detail::node*> instance;
   for (auto i : sub.nodes) {
@@ -41,7 +40,7 @@ stream_task::stream_task(int subtopology, std::int32_t partition, const task_ser
     for (auto p : spec.parents) instance.at(p)->add_child(instance[i], spec.name);
     if (spec.kind == detail::node_kind::source)
       for (const auto& t : spec.topics) {
-        inputs_.push_back({detail::topology_access::resolve_topic(spec, t, services_.application_id), partition_});
+        inputs_.push_back({detail::topology_access::resolve_topic(spec, t, services_.application_id), id_.partition});
         queued_.add_partition(inputs_.back());
         sources_.push_back(instance[i]);
         next_offsets_.push_back(-1);
@@ -312,7 +311,7 @@ bool stream_task::send_dead_letter(const kafka::message& m, failure_reason reaso
 }
 
 std::int32_t stream_task::partition_count() const {
-  auto it = services_.subtopology_partitions.find(subtopology_);
+  auto it = services_.subtopology_partitions.find(id_.subtopology);
   // Unknown only when the app could not learn it (no external source); one task then.
   return it == services_.subtopology_partitions.end() ? 1 : it->second;
 }

@@ -28,6 +28,7 @@
 #include "runtime/record_collector.hpp"
 #include "runtime/record_size.hpp"
 #include "runtime/state_manager.hpp"
+#include "runtime/task_id.hpp"
 #include "sluice/config.hpp"
 #include "sluice/detail/node.hpp"
 #include "sluice/metrics.hpp"
@@ -69,12 +70,12 @@ struct task_services {
 class stream_task final : public detail::task_context {
  public:
   /// Opens the task directory (when it has persistent stores) and its stores.
-  stream_task(int subtopology, std::int32_t partition, const task_services& services, record_sender& sender,
-              std::string thread_label);
+  stream_task(runtime::task_id id, const task_services& services, record_sender& sender, std::string thread_label);
   ~stream_task() override;
 
-  const std::string& id() const noexcept { return id_; }
-  int subtopology_id() const noexcept { return subtopology_; }
+  runtime::task_id id() const noexcept { return id_; }
+  /// "<subtopology>_<partition>", for logs.
+  const std::string& name() const noexcept { return name_; }
   /// The task's stores: commit, abort, checkpoint go through here.
   state_manager& stores() noexcept { return stores_; }
   const state_manager& stores() const noexcept { return stores_; }
@@ -112,8 +113,8 @@ class stream_task final : public detail::task_context {
   const record_metadata& metadata() const override { return metadata_; }
   std::int64_t stream_time() const override { return stream_time_; }
   std::int64_t wall_clock_ms() const override { return services_.wall_clock_ms(); }
-  std::string_view task_id() const override { return id_; }
-  std::int32_t partition() const override { return partition_; }
+  std::string_view task_id() const override { return name_; }
+  std::int32_t partition() const override { return id_.partition; }
   std::string_view application_id() const override { return services_.application_id; }
   std::int32_t partition_count() const override;
   void pause_input_until(std::int64_t wall_clock_ms) override {
@@ -149,9 +150,8 @@ class stream_task final : public detail::task_context {
   /// Index in inputs_ of `topic`, or inputs_.size() when the task does not read it.
   std::size_t input_index(std::string_view topic);
 
-  int subtopology_;
-  std::int32_t partition_;
-  std::string id_;
+  runtime::task_id id_;
+  std::string name_;  // id_.to_string()
   const task_services& services_;
   record_sender& sender_;
   /// stream_time_ for the stores' TTL clock, which RocksDB's compaction threads also read.

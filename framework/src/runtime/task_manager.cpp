@@ -29,10 +29,10 @@ void task_manager::assign(const std::vector<kafka::topic_partition>& parts) {
   for (const auto& p : parts) {
     auto sub = topic_to_subtopology_.find(p.topic);
     if (sub == topic_to_subtopology_.end()) continue;
-    std::string id = std::to_string(sub->second) + "_" + std::to_string(p.partition);
+    const task_id id{sub->second, p.partition};
     auto it = tasks_.find(id);
     if (it == tasks_.end()) {
-      auto task = std::make_unique<stream_task>(sub->second, p.partition, services_, collector_, label_);
+      auto task = std::make_unique<stream_task>(id, services_, collector_, label_);
       it = tasks_.emplace(id, std::move(task)).first;
       if (reader_.add(*it->second))
         to_pause_.push_back(it->second.get());

@@ -52,7 +52,7 @@ struct partition_input {
 
 class task_manager {
  public:
-  using task_map = std::map<std::string, std::unique_ptr<stream_task>>;
+  using task_map = std::map<task_id, std::unique_ptr<stream_task>>;
   using partition_map = std::map<std::pair<std::string, std::int32_t>, partition_input, partition_less>;
 
   /// `topic_to_subtopology`: resolved source topic -> sub-topology. Tasks send through

@@ -24,7 +24,7 @@ namespace {
 class driver_queries final : public interactive_queries {
  public:
   driver_queries(const topology& topo, std::int32_t partitions,
-                 std::map<std::pair<int, std::int32_t>, std::unique_ptr<runtime::stream_task>>& tasks)
+                 std::map<runtime::task_id, std::unique_ptr<runtime::stream_task>>& tasks)
       : topo_(topo), partitions_(partitions), tasks_(tasks) {}
 
   std::optional<std::int32_t> partition_of(std::string_view store, std::string_view key_bytes) const override {
@@ -37,7 +37,7 @@ class driver_queries final : public interactive_queries {
                       std::string* failure) override {
     if (!known(store)) return outcome::unknown_store;
     for (auto& [id, task] : tasks_) {
-      if (id.second != partition) continue;
+      if (id.partition != partition) continue;
       auto* s = task->stores().find(store);
       if (!s) continue;
       const std::string name(store);
@@ -62,7 +62,7 @@ class driver_queries final : public interactive_queries {
 
   const topology& topo_;
   std::int32_t partitions_;
-  std::map<std::pair<int, std::int32_t>, std::unique_ptr<runtime::stream_task>>& tasks_;
+  std::map<runtime::task_id, std::unique_ptr<runtime::stream_task>>& tasks_;
 };
 
 }  // namespace
@@ -79,7 +79,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
   std::map<std::string, std::unique_ptr<runtime::global_table_store>> globals;  // by topic
   std::map<std::string, const detail::store_spec*> global_specs;                // by topic
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> global_offsets;  // next offset per partition
-  std::map<std::pair<int, std::int32_t>, std::unique_ptr<runtime::stream_task>> tasks;
+  std::map<runtime::task_id, std::unique_ptr<runtime::stream_task>> tasks;
   std::map<std::string, int> topic_to_sub;  // resolved source topics
   std::map<std::string, std::deque<raw_message>> topics;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> next_offset;
@@ -259,7 +259,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
     }
   for (const auto& sub : d.topo.subtopologies())
     for (std::int32_t p = 0; p < options.partitions; ++p) {
-      auto task = std::make_unique<runtime::stream_task>(sub.id, p, d.services, d, "driver=\"1\"");
+      auto task = std::make_unique<runtime::stream_task>(runtime::task_id{sub.id, p}, d.services, d, "driver=\"1\"");
       task->start();
       d.tasks[{sub.id, p}] = std::move(task);
     }
@@ -357,7 +357,7 @@ std::int64_t topology_test_driver::last_timestamp() const noexcept { return impl
 std::pair<detail::store_binding, detail::task_context*> topology_test_driver::store_binding(const std::string& name,
                                                                                             std::int32_t partition) {
   for (auto& [id, task] : impl_->tasks) {
-    if (id.second != partition) continue;
+    if (id.partition != partition) continue;
     if (task->stores().find(name)) return {task->store(name), task.get()};
   }
   throw error(errc::invalid_topology, "no store named '" + name + "' on partition " + std::to_string(partition));

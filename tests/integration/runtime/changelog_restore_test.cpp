@@ -81,7 +81,7 @@ std::vector<std::optional<std::string>> restore_across_an_open_transaction(
   services.wall_clock_ms = [] { return std::int64_t{0}; };
   services.subtopology_partitions[0] = 1;
   null_sender sender;
-  stream_task task(0, 0, services, sender, "thread=\"0\"");
+  stream_task task(task_id{0, 0}, services, sender, "thread=\"0\"");
   auto restore_consumer = client;
   restore_consumer["isolation.level"] = "read_committed";
   restore_consumer["enable.partition.eof"] = "true";

@@ -96,7 +96,7 @@ TEST(changelog_reader, restores_a_store_to_the_changelog_end_with_the_last_value
   fixture f;
   f.fill_changelog(0, 100);
   null_sender sender;
-  stream_task task(0, 0, f.services, sender, "thread=\"0\"");
+  stream_task task(task_id{0, 0}, f.services, sender, "thread=\"0\"");
   auto reader = f.reader();
   ASSERT_TRUE(reader.add(task));
   EXPECT_TRUE(reader.restoring());
@@ -118,7 +118,7 @@ TEST(changelog_reader, restores_a_store_to_the_changelog_end_with_the_last_value
 TEST(changelog_reader, a_task_whose_changelog_is_empty_has_nothing_to_restore) {
   fixture f;
   null_sender sender;
-  stream_task task(0, 1, f.services, sender, "thread=\"0\"");
+  stream_task task(task_id{0, 1}, f.services, sender, "thread=\"0\"");
   auto reader = f.reader();
   EXPECT_FALSE(reader.add(task));
   EXPECT_FALSE(reader.restoring());
@@ -181,7 +181,7 @@ TEST(changelog_reader, a_task_removed_while_restoring_leaves_the_total_of_the_cu
   fixture f;
   f.fill_changelog(0, 30);
   null_sender sender;
-  stream_task task(0, 0, f.services, sender, "thread=\"0\"");
+  stream_task task(task_id{0, 0}, f.services, sender, "thread=\"0\"");
   auto reader = f.reader();
   ASSERT_TRUE(reader.add(task));
   EXPECT_EQ(f.metrics.get_gauge("total").value(), 30);
