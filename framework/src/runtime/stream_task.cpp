@@ -60,7 +60,7 @@ void stream_task::start() {
 
 detail::store_binding stream_task::store(std::string_view name) {
   if (auto* s = stores_.find(name)) return {s->store.get(), s->changelog.get()};
-  throw error(errc::invalid_topology, "task " + id_ + ": no store named '" + std::string(name) +
+  throw error(errc::invalid_topology, "task " + name_ + ": no store named '" + std::string(name) +
                                           "'; declare it with add_state_store() and name it in process()");
 }
 
@@ -199,7 +199,7 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, f
       skipped.add();
       auto n = skipped.value();
       if (n <= 10 || n % 1000 == 0)
-        spdlog::warn("task {}: skipped record {} ({} error, {} so far): {}", id_, where, kind, n, what);
+        spdlog::warn("task {}: skipped record {} ({} error, {} so far): {}", name_, where, kind, n, what);
       return;
     }
     case error_policy::dead_letter: {
@@ -298,7 +298,7 @@ bool stream_task::send_dead_letter(const kafka::message& m, failure_reason reaso
     auto& truncated = services_.metrics->get_counter("sluice_records_dead_lettered_truncated_total", label_);
     truncated.add();
     if (truncated.value() <= 10 || truncated.value() % 1000 == 0)
-      spdlog::warn("task {}: dead-lettered record {}[{}]@{} truncated ({} error): {}", id_, m.topic, m.partition,
+      spdlog::warn("task {}: dead-lettered record {}[{}]@{} truncated ({} error): {}", name_, m.topic, m.partition,
                    m.offset, kind, sent);
     return true;
   }
@@ -306,7 +306,7 @@ bool stream_task::send_dead_letter(const kafka::message& m, failure_reason reaso
   spdlog::error(
       "task {}: record {}[{}]@{} could not be dead-lettered even truncated ({} is too small for its error headers); "
       "skipped and counted in sluice_records_skipped_total ({} error): {}",
-      id_, m.topic, m.partition, m.offset, limit.setting, kind, what);
+      name_, m.topic, m.partition, m.offset, limit.setting, kind, what);
   return false;
 }
 
@@ -335,7 +335,7 @@ void stream_task::close(close_mode mode) {
       try {
         n->close();
       } catch (const std::exception& e) {
-        spdlog::warn("task {}: a processor threw from close(): {}", id_, e.what());
+        spdlog::warn("task {}: a processor threw from close(): {}", name_, e.what());
       }
     }
     started_ = false;

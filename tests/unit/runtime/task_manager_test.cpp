@@ -129,8 +129,8 @@ TEST(changelog_reader, progress_counts_done_and_total_over_the_store_partitions)
   f.fill_changelog(0, 40);
   f.fill_changelog(1, 60);
   null_sender sender;
-  stream_task t0(0, 0, f.services, sender, "thread=\"0\"");
-  stream_task t1(0, 1, f.services, sender, "thread=\"0\"");
+  stream_task t0(task_id{0, 0}, f.services, sender, "thread=\"0\"");
+  stream_task t1(task_id{0, 1}, f.services, sender, "thread=\"0\"");
   auto reader = f.reader();
   ASSERT_TRUE(reader.add(t0));
   ASSERT_TRUE(reader.add(t1));
@@ -156,7 +156,7 @@ TEST(changelog_reader, done_and_total_describe_the_current_restore_not_every_res
   auto reader = f.reader();
   std::vector<stream_task*> restored;
   {
-    stream_task first(0, 0, f.services, sender, "thread=\"0\"");
+    stream_task first(task_id{0, 0}, f.services, sender, "thread=\"0\"");
     ASSERT_TRUE(reader.add(first));
     step_until([&] { reader.restore(restored); }, [&] { return restored.size() == 1; });
     ASSERT_EQ(restored.size(), 1u);
@@ -165,7 +165,7 @@ TEST(changelog_reader, done_and_total_describe_the_current_restore_not_every_res
   restored.clear();
   // A second restore, of another partition: its figures start from zero.
   f.fill_changelog(1, 25);
-  stream_task second(0, 1, f.services, sender, "thread=\"0\"");
+  stream_task second(task_id{0, 1}, f.services, sender, "thread=\"0\"");
   ASSERT_TRUE(reader.add(second));
   EXPECT_EQ(f.metrics.get_gauge("total").value(), 25);
   EXPECT_EQ(f.metrics.get_gauge("done").value(), 0);
@@ -236,7 +236,8 @@ TEST(task_manager, partitions_map_to_their_task_and_input) {
   f.assign_both();
   auto* p1 = f.tasks.find({"in", 1});
   ASSERT_NE(p1, nullptr);
-  EXPECT_EQ(p1->task->id(), "0_1");
+  EXPECT_EQ(p1->task->id(), (task_id{0, 1}));
+  EXPECT_EQ(p1->task->name(), "0_1");
   EXPECT_EQ(p1->index, 0u);
   EXPECT_EQ(f.tasks.find({"other", 0}), nullptr);
 }
