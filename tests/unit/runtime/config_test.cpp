@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "error_of.hpp"
-
+#include "kafka/config.hpp"
 #include "sluice/app.hpp"
 #include "sluice/builder.hpp"
 #include "sluice/config.hpp"
@@ -283,6 +286,33 @@ TEST(config, a_misspelt_sluice_key_gets_did_you_mean_not_a_librdkafka_error) {
   EXPECT_NE(msg.find("unknown configuration key 'procesing.guarantee'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did you mean 'processing.guarantee'?"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("librdkafka rejected"), std::string::npos) << msg;
+}
+
+TEST(config, every_sluice_key_misspelt_by_one_letter_gets_did_you_mean_it_and_never_a_librdkafka_error) {
+  // The misspelling issue 16 names, then one letter dropped or changed in every sluice key:
+  // each refused by sluice before librdkafka sees it, with the key meant.
+  std::vector<std::pair<std::string, std::string>> typos = {{"processing.guarentee", "processing.guarantee"}};
+  for (const auto& k : sluice::config::known_keys()) {
+    const std::string key(k.name);
+    if (key == "bootstrap.servers") continue;  // librdkafka's key too
+    const auto middle = key.size() / 2;
+    typos.emplace_back(key.substr(0, middle) + key.substr(middle + 1), key);
+    std::string changed = key;
+    changed[middle] = changed[middle] == 'q' ? 'z' : 'q';
+    typos.emplace_back(changed, key);
+  }
+  int checked = 0;
+  for (const auto& [typo, meant] : typos) {
+    if (sluice::config::is_sluice_key(typo) || sluice::kafka::is_librdkafka_property(typo)) continue;
+    sluice::config c;
+    c.set("application.id", "a").set(typo, "1");
+    auto msg = refusal_of(c);
+    EXPECT_NE(msg.find("unknown configuration key '" + typo + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("did you mean '" + meant + "'?"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("librdkafka rejected"), std::string::npos) << msg;
+    ++checked;
+  }
+  EXPECT_GT(checked, 20);
 }
 
 TEST(config, a_misspelt_librdkafka_key_gets_did_you_mean_with_its_client_prefix_kept) {
