@@ -1,6 +1,7 @@
 // Every DSL operation through the TopologyTestDriver.
 #include <gtest/gtest.h>
 
+#include "error_of.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
 
@@ -239,6 +240,54 @@ TEST(dsl, global_table_value_that_does_not_decode_under_fail_names_table_topic_p
     std::string msg = e.what();
     EXPECT_NE(msg.find("global table 'items-global' at items[0]@1 with key 'i2'"), std::string::npos) << msg;
   }
+}
+
+namespace {
+
+/// Orders (key: item id, value: quantity) left-joined with a table of items (item-valued,
+/// co-partitioned): the issue-16 case of a table value that does not decode.
+sluice::topology orders_with_table_items() {
+  sluice::streams_builder b;
+  auto items = b.table<std::string, item>("items", "items-store");
+  b.stream<std::string, std::int64_t>("orders")
+      .left_join(items, [](std::int64_t qty, const std::optional<item>& i) {
+        return std::to_string(qty) + "x" + (i ? i->name : std::string("none"));
+      })
+      .to("priced");
+  return b.build();
+}
+
+}  // namespace
+
+TEST(dsl, table_value_that_does_not_decode_is_dead_lettered_when_read_and_the_stream_record_is_not_blamed) {
+  sluice::config c;
+  c.set("deserialization.error.handler", "dead_letter");
+  topology_test_driver d(orders_with_table_items(), c);
+  d.input_topic<std::string, item>("items").pipe("i1", item{"bolt", 3}, 1);
+  d.pipe_raw("items", std::string_view("i1"), std::string_view("{not json"), 2);  // offset 1
+  d.input_topic<std::string, std::int64_t>("orders").pipe("i1", 5, 3);
+  // The table's record is dead-lettered as the table topic's; the order is joined with the
+  // last value that decoded and is not dead-lettered.
+  auto& dlq = d.records("test-driver-dlq");
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(*dlq.front().value, "{not json");
+  EXPECT_EQ(**dlq.front().headers.last("sluice.error.kind"), "deserialization");
+  EXPECT_EQ(**dlq.front().headers.last("sluice.source.topic"), "items");
+  EXPECT_EQ(**dlq.front().headers.last("sluice.source.offset"), "1");
+  auto priced = d.output_topic<std::string, std::string>("priced").read_all();
+  ASSERT_EQ(priced.size(), 1u);
+  EXPECT_EQ(priced[0].key, "i1");
+  EXPECT_EQ(priced[0].value, "5xbolt");
+  EXPECT_EQ((d.store<std::string, item>("items-store").get("i1"))->name, "bolt");
+}
+
+TEST(dsl, table_value_that_does_not_decode_under_fail_names_table_topic_partition_offset_and_key) {
+  topology_test_driver d(orders_with_table_items());
+  d.input_topic<std::string, item>("items").pipe("i1", item{"bolt", 3}, 1);
+  auto msg = sluice::test::error_of(
+      [&] { d.pipe_raw("items", std::string_view("i2"), std::string_view("{not json"), 2); },
+      sluice::errc::serialization);
+  EXPECT_NE(msg.find("deserialization error on record items[0]@1 with key 'i2': value"), std::string::npos) << msg;
 }
 
 TEST(dsl, describe_and_dot_name_every_node_and_store) {

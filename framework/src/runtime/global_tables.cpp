@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "runtime/error_classification.hpp"
+#include "runtime/printable_key.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::runtime {
@@ -43,28 +44,6 @@ std::size_t global_table_store::size() const {
   std::shared_lock lock(mutex_);
   return entries_.size();
 }
-
-namespace {
-
-/// A key as a log line shows it: printable ASCII as is, other bytes as \xNN, at most 100 bytes.
-std::string printable_key(const std::optional<std::string>& key) {
-  if (!key) return "null";
-  std::string out = "'";
-  for (std::size_t i = 0; i < key->size() && i < 100; ++i) {
-    const auto c = static_cast<unsigned char>((*key)[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  if (key->size() > 100) out += "...";
-  return out + "'";
-}
-
-}  // namespace
 
 bool accept_global_record(const detail::store_spec& spec, const kafka::message& m, error_policy policy,
                           counter& skipped) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/error_classification.hpp"
+#include "runtime/printable_key.hpp"
 #include "sluice/detail/dsl_nodes.hpp"
 #include "sluice/error.hpp"
 
@@ -188,7 +189,9 @@ void stream_task::handle_failure(const kafka::message& m, error_policy policy, f
   const std::string_view kind = to_string(reason);
   counter& skipped = *skipped_[static_cast<std::size_t>(reason)];
   counter& dead_lettered = *dead_lettered_[static_cast<std::size_t>(reason)];
-  std::string where = m.topic + "[" + std::to_string(m.partition) + "]@" + std::to_string(m.offset);
+  // The key names the record for its owner (a table's row, a customer), not only its offset.
+  std::string where = m.topic + "[" + std::to_string(m.partition) + "]@" + std::to_string(m.offset) + " with key " +
+                      printable_key(m.key);
   std::string handler = std::string(kind) + ".error.handler";
   switch (policy) {
     case error_policy::fail:

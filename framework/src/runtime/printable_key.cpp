@@ -1,0 +1,26 @@
+// See printable_key.hpp.
+#include "runtime/printable_key.hpp"
+
+#include <cstdio>
+
+namespace sluice::runtime {
+
+std::string printable_key(const std::optional<std::string>& key) {
+  if (!key) return "null";
+  constexpr std::size_t shown = 100;
+  std::string out = "'";
+  for (std::size_t i = 0; i < key->size() && i < shown; ++i) {
+    const auto c = static_cast<unsigned char>((*key)[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (key->size() > shown) out += "...";
+  return out + "'";
+}
+
+}  // namespace sluice::runtime
