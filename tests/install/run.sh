@@ -8,12 +8,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 template=$source_dir/examples/your-own-project
-# The guide shows the template's CMakeLists.txt in full: it must be the file CI builds.
-python3 - "$source_dir/docs/your-own-project.md" "$template/CMakeLists.txt" <<'PY'
+# The guide shows the template's CMakeLists.txt and its topology in full: they must be the
+# files CI builds.
+python3 - "$source_dir/docs/your-own-project.md" "$template" <<'PY'
 import sys
-doc, cmake = open(sys.argv[1]).read(), open(sys.argv[2]).read()
-if "```cmake\n" + cmake + "```" not in doc:
-    sys.exit("docs/your-own-project.md does not show examples/your-own-project/CMakeLists.txt as it is")
+doc = open(sys.argv[1]).read()
+for name, fence in (("CMakeLists.txt", "cmake"), ("shop_topology.hpp", "cpp")):
+    text = open(sys.argv[2] + "/" + name).read()
+    if "```" + fence + "\n" + text + "```" not in doc:
+        sys.exit("docs/your-own-project.md does not show examples/your-own-project/" + name + " as it is")
 PY
 cp -r "$template" "$work/project"
 cmake -G Ninja -S "$work/project" -B "$work/project/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
