@@ -3,7 +3,8 @@
 // record joins every session of its key within the inactivity gap, the sessions it
 // bridges merge (each merged-away session comes out as a tombstone keyed with its own
 // window), every update comes out at its session's end, and a record whose merged session
-// ends before stream time - grace is dropped.
+// ends before stream time - grace - gap is dropped (a session ending at e can still grow
+// until e + gap, so it closes at e + gap + grace).
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -44,10 +45,10 @@ TEST(session_windows, count_merges_sessions_a_record_bridges_and_drops_late_reco
   in.pipe("a", "", 0);   // new session [0,0]
   in.pipe("a", "", 3);   // within 5 of [0,0]: merged into [0,3]
   in.pipe("a", "", 20);  // a new session [20,20]
-  in.pipe("a", "", 10);  // stream time 20, grace 10: [10,10] ends at 10 >= 10, accepted
+  in.pipe("a", "", 10);  // stream time 20, grace 10, gap 5: [10,10] ends at 10 >= 5, accepted
   in.pipe("a", "", 14);  // merges [10,10] into [10,14]
   in.pipe("a", "", 16);  // bridges [10,14] and [20,20]: [10,20]
-  in.pipe("a", "", 2);   // would merge into [0,3], which ends before 20 - 10: dropped
+  in.pipe("a", "", 2);   // would merge into [0,3], which ends before 20 - 10 - 5: dropped
   in.pipe("b", "", 30);  // another key: its own session
   using u = session_updates<std::int64_t>;
   EXPECT_EQ(read_sessions<std::int64_t>(d, "session-counts"), (u{{"a", 0, 0, 1, 0},
@@ -68,6 +69,32 @@ TEST(session_windows, count_merges_sessions_a_record_bridges_and_drops_late_reco
   EXPECT_EQ(store.fetch("a", 14), std::nullopt);
   // [0,3] left the store's retention (gap + grace = 15 ms) once b's session ended at 30.
   EXPECT_EQ(store.fetch("a", 3), std::nullopt);
+}
+
+TEST(session_windows, a_session_closes_at_its_end_plus_gap_plus_grace_as_in_kafka_streams) {
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("clicks")
+      .group_by_key()
+      .windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(5ms, 10ms))
+      .count("sessions")
+      .to_stream()
+      .to("session-counts");
+  topology_test_driver d(b.build());
+  auto in = d.input_topic<std::string, std::string>("clicks");
+  in.pipe("a", "", 0);
+  in.pipe("b", "", 20);  // stream time 20: sessions ending before 20 - 10 - 5 = 5 are closed
+  in.pipe("a", "", 7);   // [7,7] ends at 7 >= 5: accepted (it would be late by end + grace alone)
+  in.pipe("a", "", 4);   // merges [7,7] into [4,7]; [0,0] has left retention (gap + grace)
+  in.pipe("c", "", 40);  // stream time 40: closed below 25
+  in.pipe("a", "", 10);  // [10,10] ends at 10 < 25: dropped
+  using u = session_updates<std::int64_t>;
+  EXPECT_EQ(read_sessions<std::int64_t>(d, "session-counts"), (u{{"a", 0, 0, 1, 0},
+                                                                 {"b", 20, 20, 1, 20},
+                                                                 {"a", 7, 7, 1, 7},
+                                                                 {"a", 7, 7, std::nullopt, 7},
+                                                                 {"a", 4, 7, 2, 7},
+                                                                 {"c", 40, 40, 1, 40}}));
+  EXPECT_EQ(d.metrics().total("sluice_window_late_records_dropped_total"), 1);
 }
 
 TEST(session_windows, aggregate_merges_sessions_with_the_merger_starting_from_the_initializer) {

@@ -5,6 +5,7 @@
 // TimeWindowedSerializer layout.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <tuple>
 
 #include "sluice/sluice.hpp"
@@ -173,4 +174,33 @@ TEST(windowed_aggregation, the_time_windowed_key_serde_round_trips_and_reads_wit
   using sized = sluice::time_windowed_serde<sluice::string_serde, 10>;
   EXPECT_EQ(sized::deserialize(bytes).window, (sluice::time_window{5, 15}));
   EXPECT_THROW(serde::deserialize("short"), sluice::serialization_error);
+}
+
+TEST(windowed_aggregation, windowed_keys_go_to_the_partition_of_their_key_as_kafka_streams_windowed_partitioner) {
+  // Kafka Streams partitions a windowed sink by the key without its window
+  // (WindowedStreamPartitioner): every window of a key lands in the key's partition, the
+  // one a Java producer would pick for the key. Session keys likewise.
+  sluice::streams_builder b;
+  auto by_key = b.stream<std::string, std::string>("clicks").group_by_key();
+  by_key.windowed_by(sluice::time_windows::of_size_with_no_grace(10ms)).count("per-window").to_stream().to("windows");
+  by_key.windowed_by(sluice::session_windows::of_inactivity_gap_with_no_grace(5ms))
+      .count("per-session")
+      .to_stream()
+      .to("sessions");
+  constexpr std::int32_t partitions = 4;
+  topology_test_driver d(b.build(), {}, {.partitions = partitions});
+  auto in = d.input_topic<std::string, std::string>("clicks");
+  for (std::int64_t t = 0; t < 400; t += 7)
+    for (const char* key : {"a", "b", "c", "d", "e", "f"}) in.pipe(key, "", t);
+  for (const auto* topic : {"windows", "sessions"}) {
+    const auto& out = d.records(topic);
+    ASSERT_GT(out.size(), 100u) << topic;
+    std::set<std::int32_t> used;
+    for (const auto& r : out) {
+      const std::string key = r.key->substr(0, 1);
+      EXPECT_EQ(r.partition, sluice::detail::murmur2_partition(key, partitions)) << topic << " key " << key;
+      used.insert(r.partition);
+    }
+    EXPECT_GT(used.size(), 1u) << topic;
+  }
 }

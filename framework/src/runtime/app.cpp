@@ -187,15 +187,23 @@ std::map<int, int> validate_source_topics(const topology& topo, kafka::admin& ad
   return sub_partitions;
 }
 
-/// Sinks to external topics must exist (the embedded cluster creates them).
-void validate_output_topics(const topology& topo, kafka::admin& admin, cluster_kind cluster) {
+/// Sinks to external topics must exist (the embedded cluster creates them). Returns each
+/// one's partition count (windowed keys are placed by their key without the window).
+std::map<std::string, std::int32_t, std::less<>> validate_output_topics(const topology& topo, kafka::admin& admin,
+                                                                        cluster_kind cluster) {
+  std::map<std::string, std::int32_t, std::less<>> partitions;
   for (const auto& n : detail::topology_access::nodes(topo))
     if (n.kind == detail::node_kind::sink && !n.internal_topic) {
-      if (admin.partition_count(n.topics[0], 30s)) continue;
+      if (auto count = admin.partition_count(n.topics[0], 30s)) {
+        partitions[n.topics[0]] = *count;
+        continue;
+      }
       if (cluster != cluster_kind::embedded)
         throw error(errc::invalid_topology, "output topic '" + n.topics[0] + "' does not exist; create it first");
       admin.create_topics({{.name = n.topics[0], .partitions = 4}}, 30s);
+      partitions[n.topics[0]] = 4;
     }
+  return partitions;
 }
 
 /// The record size limits of every topic the app's tasks write records to (sinks, the
@@ -462,7 +470,7 @@ void app::start() {
   auto sub_partitions = validate_source_topics(d.topo, admin, clients.cluster);
   const auto repartition_partitions = runtime::infer_repartition_partitions(d.topo, sub_partitions);
   d.create_internal_topics(admin, sub_partitions, repartition_partitions);
-  validate_output_topics(d.topo, admin, clients.cluster);
+  d.services.output_partitions = validate_output_topics(d.topo, admin, clients.cluster);
   create_global_table_topics_on_embedded(d.topo, admin, clients.cluster);
   d.start_global_tables(clients.consumer, admin);
   if (d.http) d.http->set_global_stores(d.globals->stores());

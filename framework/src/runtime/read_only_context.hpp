@@ -48,6 +48,7 @@ class read_only_context final : public detail::task_context {
     refuse_query_write(store_, "schedule a punctuator");
   }
   void request_commit() override { refuse_query_write(store_, "request a commit"); }
+  std::int32_t output_partitions(std::string_view topic) const override { return task_.output_partitions(topic); }
   void send(std::string_view, const std::optional<std::string_view>&, const std::optional<std::string_view>&,
             std::int64_t, const sluice::headers&, std::int32_t) override {
     refuse_query_write(store_, "send a record");

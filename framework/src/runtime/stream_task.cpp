@@ -319,6 +319,11 @@ std::int32_t stream_task::partition_count() const {
   return it == services_.subtopology_partitions.end() ? 1 : it->second;
 }
 
+std::int32_t stream_task::output_partitions(std::string_view topic) const {
+  if (auto it = services_.output_partitions.find(topic); it != services_.output_partitions.end()) return it->second;
+  throw error(errc::invalid_topology, "topic '" + std::string(topic) + "' is not an output topic of the topology");
+}
+
 std::vector<kafka::topic_partition_offset> stream_task::offsets_to_commit() const {
   std::vector<kafka::topic_partition_offset> out;
   if (!dirty_offsets_) return out;

@@ -59,9 +59,10 @@ struct task_services {
   state::rocksdb_environment* rocksdb = nullptr;
   metrics_registry* metrics = nullptr;
   std::map<std::string, const detail::global_view*> global_views;
-  std::function<std::int64_t()> wall_clock_ms;         ///< real clock, or the test driver's
-  bool memory_stores_only = false;                     ///< the test driver's default
-  std::map<int, std::int32_t> subtopology_partitions;  ///< sub-topology id -> partition count
+  std::function<std::int64_t()> wall_clock_ms;                         ///< real clock, or the test driver's
+  bool memory_stores_only = false;                                     ///< the test driver's default
+  std::map<int, std::int32_t> subtopology_partitions;                  ///< sub-topology id -> partition count
+  std::map<std::string, std::int32_t, std::less<>> output_partitions;  ///< sink topic -> partition count
   /// The largest record each written topic takes: checked before every send, so an oversized
   /// record is a processing error of its input, and a dead letter is cut to fit.
   record_size_limits record_limits;
@@ -117,6 +118,7 @@ class stream_task final : public detail::task_context {
   std::int32_t partition() const override { return id_.partition; }
   std::string_view application_id() const override { return services_.application_id; }
   std::int32_t partition_count() const override;
+  std::int32_t output_partitions(std::string_view topic) const override;
   void pause_input_until(std::int64_t wall_clock_ms) override {
     input_paused_until_ = std::max(input_paused_until_, wall_clock_ms);
   }

@@ -231,6 +231,8 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };
   for (const auto& sub : d.topo.subtopologies()) s.subtopology_partitions[sub.id] = options.partitions;
+  for (const auto& n : detail::topology_access::nodes(d.topo))
+    if (n.kind == detail::node_kind::sink && !n.internal_topic) s.output_partitions[n.topics[0]] = options.partitions;
   // Always made, from the config's state.memory.budget.bytes: in-memory store kinds charge
   // their structures to its index_memory() as in the app.
   d.rocksdb = std::make_unique<state::rocksdb_environment>(state::rocksdb_environment_options{

@@ -17,6 +17,13 @@
 #include "sluice/serde/serde.hpp"
 #include "sluice/store.hpp"
 
+namespace sluice {
+template <class K>
+struct windowed;
+template <class K>
+struct session_windowed;
+}  // namespace sluice
+
 namespace sluice::detail {
 
 template <class T>
@@ -180,6 +187,15 @@ auto table_source(X extractor) {
     return source_node<K, std::optional<V>, KS, VS, table_timestamp<X>>(table_timestamp<X>{std::move(extractor)});
 }
 
+/// Bytes after the key in a windowed key's topic layout: the window start
+/// (TimeWindowedSerializer), or the session's end and start (SessionWindowedSerializer).
+template <class K>
+inline constexpr std::size_t window_suffix_bytes = 0;
+template <class K>
+inline constexpr std::size_t window_suffix_bytes<windowed<K>> = 8;
+template <class K>
+inline constexpr std::size_t window_suffix_bytes<session_windowed<K>> = 16;
+
 template <class K, class V, class KS, class VS>
 class sink_node final : public typed_node<K, V> {
  public:
@@ -191,12 +207,24 @@ class sink_node final : public typed_node<K, V> {
   void on_record(const record<K, V>& r) override {
     auto k = encode_field<KS, K>(r.key, key_buf_);
     auto v = encode_field<VS, V>(r.value, value_buf_);
-    this->context_->send(topic_, k, v, r.timestamp, r.headers);
+    std::int32_t partition = -1;
+    if constexpr (windowed_key_) {
+      // Kafka Streams' WindowedStreamPartitioner: murmur2 of the key without its window, so
+      // every window of a key lands in the key's partition (and where a Java job puts it).
+      if (!internal_ && k && k->size() >= suffix_) {
+        if (partitions_ == 0) partitions_ = this->context_->output_partitions(topic_);
+        partition = murmur2_partition(k->substr(0, k->size() - suffix_), partitions_);
+      }
+    }
+    this->context_->send(topic_, k, v, r.timestamp, r.headers, partition);
   }
 
  private:
   std::string topic_;
   bool internal_;
+  static constexpr std::size_t suffix_ = window_suffix_bytes<K>;
+  static constexpr bool windowed_key_ = suffix_ != 0;
+  std::int32_t partitions_ = 0;  // of topic_, learned at the first windowed record
   std::string key_buf_, value_buf_;
 };
 

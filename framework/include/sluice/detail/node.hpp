@@ -123,6 +123,9 @@ class task_context {
   virtual cancellable schedule(std::chrono::milliseconds interval, punctuation_type type,
                                std::function<void(std::int64_t)> callback) = 0;
   virtual void request_commit() = 0;
+  /// How many partitions output topic `topic` (a sink's, not internal) has; fixed for the
+  /// job's lifetime. Throws sluice::error when the topology does not write `topic`.
+  virtual std::int32_t output_partitions(std::string_view topic) const = 0;
   /// Sends serialized bytes to a topic (sinks, dead letters). partition -1 = partitioner.
   virtual void send(std::string_view topic, const std::optional<std::string_view>& key,
                     const std::optional<std::string_view>& value, std::int64_t timestamp,

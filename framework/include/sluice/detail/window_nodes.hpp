@@ -259,7 +259,7 @@ using session_aggregate_store_handle =
 /// spans them all and the record. Sessions merged away are deleted and emitted as
 /// tombstones (nullopt) keyed with their own window, at their end; the new session is
 /// emitted at its end. A record whose merged session ends before observed stream time -
-/// grace is dropped and counted in sluice_window_late_records_dropped_total.
+/// grace - gap is dropped and counted in sluice_window_late_records_dropped_total.
 ///
 /// Store: a window store keyed by (key, session end) holding session_value{aggregate,
 /// start}; sessions of one key never overlap, so their ends are distinct.
@@ -283,7 +283,9 @@ class session_aggregate_node final : public typed_node<K, V> {
   void on_record(const record<K, V>& r) override {
     const std::int64_t ts = r.timestamp, gap = windows_.inactivity_gap().count();
     observed_ = std::max(observed_, ts);
-    const std::int64_t close_time = observed_ - windows_.grace().count();
+    // Kafka Streams' close time for sessions: a session ending at e can still grow until
+    // stream time passes e + gap, so it closes at e + gap + grace.
+    const std::int64_t close_time = observed_ - windows_.grace().count() - gap;
     // Sessions ending in [t - gap, ...]: none ends after the highest timestamp seen.
     auto sessions = store_->fetch(r.key, std::max<std::int64_t>(0, ts - gap), std::max(observed_, ts + gap));
     merged_.clear();
