@@ -1,0 +1,96 @@
+// The windowed topologies of tests/integration/runtime/kafka_streams_windows_test.cpp in
+// Kafka Streams 3.9: the test runs the same topologies in sluice on the same input topics
+// and compares the output topics record for record.
+//
+//   java -jar bench-kafka-streams-1.jar windows BOOTSTRAP APP_ID PREFIX OUT_PREFIX STATE_DIR
+//
+// Reads PREFIX-events (String, String), PREFIX-left / PREFIX-right (streams, String,
+// String) and PREFIX-tleft / PREFIX-tright (tables, String, String); writes
+// OUT_PREFIX-<name> for every name below. Windowed keys in TimeWindowedSerializer /
+// SessionWindowedSerializer layout (partitioned by the base key, as Kafka Streams does for
+// windowed sinks), counts as Long (8 bytes big-endian), strings as UTF-8. The record cache
+// is off so every update comes out; at_least_once with a 100 ms commit interval. Runs until
+// SIGTERM.
+package dev.sluice.bench;
+
+import java.time.Duration;
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.KGroupedStream;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
+import org.apache.kafka.streams.kstream.StreamJoined;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.kstream.WindowedSerdes;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.WindowStore;
+
+final class WindowedTopologies {
+  private WindowedTopologies() {}
+
+  static String show(String v) { return v == null ? "null" : v; }
+
+  static void build(StreamsBuilder b, String in, String out) {
+    Serde<String> s = Serdes.String();
+    Serde<Windowed<String>> timeWindowed = WindowedSerdes.timeWindowedSerdeFrom(String.class, 100);
+    Serde<Windowed<String>> sessionWindowed = WindowedSerdes.sessionWindowedSerdeFrom(String.class);
+
+    KStream<String, String> events = b.stream(in + "-events", Consumed.with(s, s));
+    KGroupedStream<String, String> byKey = events.groupByKey(Grouped.with(s, s));
+
+    byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
+        .count(Materialized.as("tumbling-count"))
+        .toStream()
+        .to(out + "-tumbling-count", Produced.with(timeWindowed, Serdes.Long()));
+
+    byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)).advanceBy(Duration.ofMillis(50)))
+        .aggregate(() -> "", (k, v, agg) -> agg + v + ",",
+                   Materialized.<String, String, WindowStore<Bytes, byte[]>>as("hopping-aggregate").withValueSerde(s))
+        .toStream()
+        .to(out + "-hopping-aggregate", Produced.with(timeWindowed, s));
+
+    byKey.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
+        .count(Materialized.as("sliding-count"))
+        .toStream()
+        .to(out + "-sliding-count", Produced.with(timeWindowed, Serdes.Long()));
+
+    byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(50), Duration.ofMillis(50)))
+        .count(Materialized.as("session-count"))
+        .toStream()
+        .to(out + "-session-count", Produced.with(sessionWindowed, Serdes.Long()));
+
+    byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
+        .count(Materialized.as("suppressed-count"))
+        .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+        .toStream()
+        .to(out + "-suppressed-count", Produced.with(timeWindowed, Serdes.Long()));
+
+    KStream<String, String> left = b.stream(in + "-left", Consumed.with(s, s));
+    KStream<String, String> right = b.stream(in + "-right", Consumed.with(s, s));
+    JoinWindows within = JoinWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(50), Duration.ofMillis(20));
+    left.join(right, (l, r) -> l + "+" + r, within, StreamJoined.with(s, s, s).withStoreName("inner-join"))
+        .to(out + "-stream-inner-join", Produced.with(s, s));
+    left.outerJoin(right, (l, r) -> show(l) + "+" + show(r), within, StreamJoined.with(s, s, s).withStoreName("outer-join"))
+        .to(out + "-stream-outer-join", Produced.with(s, s));
+
+    KTable<String, String> tleft = b.table(in + "-tleft", Consumed.with(s, s),
+                                           Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("tleft-store"));
+    KTable<String, String> tright = b.table(in + "-tright", Consumed.with(s, s),
+                                            Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("tright-store"));
+    tleft.outerJoin(tright, (l, r) -> show(l) + "+" + show(r),
+                    Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("table-outer-join").withValueSerde(s))
+        .toStream()
+        .to(out + "-table-outer-join", Produced.with(s, s));
+  }
+}
