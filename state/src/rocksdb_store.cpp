@@ -15,6 +15,7 @@
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
+#include "rocksdb_internals.hpp"
 #include "rocksdb_shared_state.hpp"
 #include "sluice/error.hpp"
 #include "sluice/state/rocksdb_store.hpp"
@@ -405,6 +406,20 @@ class rocksdb_store final : public kv_store {
 
   std::size_t pending_bytes() const noexcept override { return cache_.dirty_bytes(); }
 
+  std::optional<std::uint64_t> int_property(std::string_view name) {
+    std::uint64_t value = 0;
+    if (!db_ || !db_->GetIntProperty(data_cf_, rocksdb::Slice(name.data(), name.size()), &value)) {
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  void compact_now() {
+    rocksdb::CompactRangeOptions o;
+    o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    check(db_->CompactRange(o, data_cf_, nullptr, nullptr), "compact");
+  }
+
   void close() override {
     if (!db_) {
       return;
@@ -644,6 +659,17 @@ class rocksdb_store final : public kv_store {
 };
 
 }  // namespace
+
+std::optional<std::uint64_t> rocksdb_int_property(kv_store& store, std::string_view name) {
+  auto* r = dynamic_cast<rocksdb_store*>(&store);
+  return r != nullptr ? r->int_property(name) : std::nullopt;
+}
+
+void rocksdb_compact_now(kv_store& store) {
+  if (auto* r = dynamic_cast<rocksdb_store*>(&store)) {
+    r->compact_now();
+  }
+}
 
 std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options, rocksdb_environment& environment) {
   detail::validate_store_name(options.name);

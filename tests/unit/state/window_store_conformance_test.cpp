@@ -14,6 +14,7 @@
 #include "sluice/state/kv_store.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 #include "sluice/state/window_store.hpp"
+#include "rocksdb_internals.hpp"
 #include "state_test_util.hpp"
 
 namespace sluice::state {
@@ -249,6 +250,34 @@ TEST_P(window_store_conformance, invalid_options_and_negative_starts_are_refused
   }
   auto s = open(nullptr, "w2");
   EXPECT_THROW(s->put("k", -1, "x", 0), sluice::error);
+}
+
+TEST(window_store_on_rocksdb, retention_drops_segments_so_rocksdb_holds_fewer_keys_and_no_delete_tombstones) {
+  temp_dir dir;
+  store_options so;
+  so.name = "windows";
+  so.directory = dir.path();
+  auto kv = open_rocksdb_store(so, shared_environment());
+  kv_store* rocks = kv.get();
+  window_store s(std::move(kv), nullptr, {.retention = 100ms, .segment_interval = 50ms});
+  // 200 keys in each of segments 0 (starts 0..49) and 1 (50..99).
+  for (int k = 0; k < 200; ++k) {
+    s.put("k" + std::to_string(k), k % 50, "x", 0);
+    s.put("k" + std::to_string(k), 50 + k % 50, "x", 0);
+  }
+  s.commit(changelog_offset(1));
+  s.flush();
+  rocksdb_compact_now(*rocks);
+  EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.estimate-num-keys"), 400u);
+  // Observed 160: segment 0 leaves retention.
+  s.put("k0", 160, "x", 160);
+  s.commit(changelog_offset(2));
+  // RocksDB's own count of point deletes in the memtable the commit wrote: none.
+  EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.num-deletes-active-mem-table"), 0u);
+  s.flush();
+  rocksdb_compact_now(*rocks);
+  // RocksDB's own key count: segment 1's 200 and the new window; segment 0's 200 are gone.
+  EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.estimate-num-keys"), 201u);
 }
 
 TEST(window_store, default_segment_interval_is_kafka_streams_max_of_half_the_retention_and_a_minute) {
