@@ -1,10 +1,15 @@
 // sluice-bench-job: the sluice contender of bench/run. Runs until SIGTERM like any job.
 //
-//   sluice-bench-job --workload passthrough|count --input T --output T [--config F] [--set k=v]...
+//   sluice-bench-job --workload passthrough|count --input T --output T [--report-running]
+//                    [--config F] [--set k=v]...
 //
 // passthrough: map each value (ASCII upper-case) and write it out, key kept.
 // count: count per key into a RocksDB store with a changelog ("bench-counts"), emit each
 // updated count (int64, big-endian) keyed by the input key.
+// --report-running: when the app first reaches `running`, print one JSON line to stdout,
+// {"running":true,"restored":N} with N the changelog records restored before it (bench/run's
+// restart workload times start-to-running by it).
+#include <atomic>
 #include <utility>
 #include <iostream>
 #include <spdlog/spdlog.h>
@@ -29,16 +34,19 @@ std::string upper(const std::string& v) {
 
 int main(int argc, char** argv) {
   std::string workload = "passthrough", input, output;
+  bool report_running = false;
   std::vector<const char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 < argc && a == "--workload") workload = argv[++i];
     else if (i + 1 < argc && a == "--input") input = argv[++i];
     else if (i + 1 < argc && a == "--output") output = argv[++i];
+    else if (a == "--report-running") report_running = true;
     else rest.push_back(argv[i]);
   }
   if (input.empty() || output.empty() || (workload != "passthrough" && workload != "count")) {
-    std::fprintf(stderr, "usage: %s --workload passthrough|count --input T --output T [--set k=v]...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --workload passthrough|count --input T --output T [--report-running] [--set k=v]...\n",
+                 argv[0]);
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
@@ -56,6 +64,14 @@ int main(int argc, char** argv) {
       b.stream<std::string, std::string>(input).group_by_key().count("bench-counts").to_stream().to(output);
     }
     sluice::app app(b.build(), cfg);
+    std::atomic<bool> reported{false};
+    if (report_running) {
+      app.on_state_change([&app, &reported](sluice::app_state, sluice::app_state now) {
+        if (now != sluice::app_state::running || reported.exchange(true)) return;
+        std::printf("{\"running\":true,\"restored\":%.0f}\n", app.metrics().total("sluice_restored_records_total"));
+        std::fflush(stdout);
+      });
+    }
     return app.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-bench-job: %s\n", e.what());

@@ -1,12 +1,15 @@
 // The Kafka Streams contender of bench/run: the same topologies as bench/sluice.
 //
-//   java -jar bench-kafka-streams-1.jar passthrough|count BOOTSTRAP APP_ID INPUT OUTPUT GUARANTEE STATE_DIR
+//   java -jar bench-kafka-streams-1.jar passthrough|count BOOTSTRAP APP_ID INPUT OUTPUT GUARANTEE STATE_DIR [report-running]
 //   java -jar bench-kafka-streams-1.jar restore BOOTSTRAP APP_ID RECORDS PARTITIONS STATE_DIR
 //   java -jar bench-kafka-streams-1.jar windows BOOTSTRAP APP_ID PREFIX OUT_PREFIX STATE_DIR
 //
 // passthrough: mapValues(ASCII upper-case) -> OUTPUT. count: groupByKey().count("bench-counts")
 // -> OUTPUT (Long, big-endian). Record cache off (statestore.cache.max.bytes=0), commit
 // interval as sluice's defaults (30000 ms, 100 ms under exactly-once). Runs until SIGTERM.
+// report-running: when the client first reaches RUNNING, print {"running":true,"restored":N} to
+// stdout, N the changelog records restored before it, and join the group under a static
+// group.instance.id (bench/run's restart workload).
 // restore: fills the count store's changelog with RECORDS distinct keys, starts a fresh
 // instance and prints the seconds from start() to RUNNING as JSON.
 // windows: the windowed topologies the integration test compares with sluice
@@ -19,6 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -89,7 +93,12 @@ public final class BenchStreams {
     } else {
       countTopology(b, input, output);
     }
+    boolean report = args.length > 7 && args[7].equals("report-running");
+    // A restarted instance rejoins at once under its static id, as sluice's does, rather than
+    // waiting for the killed member's session to time out.
+    if (report) config.put(StreamsConfig.mainConsumerPrefix("group.instance.id"), appId);
     KafkaStreams streams = new KafkaStreams(b.build(), config);
+    if (report) reportRunning(streams);
     CountDownLatch done = new CountDownLatch(1);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       streams.close();
@@ -101,6 +110,29 @@ public final class BenchStreams {
     });
     streams.start();
     done.await();
+  }
+
+  /** The changelog records the client restores, counted as each store partition finishes. */
+  static AtomicLong countRestored(KafkaStreams streams) {
+    AtomicLong restored = new AtomicLong();
+    streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+      @Override public void onRestoreStart(TopicPartition tp, String store, long start, long end) {}
+      @Override public void onBatchRestored(TopicPartition tp, String store, long end, long n) {}
+      @Override public void onRestoreEnd(TopicPartition tp, String store, long total) { restored.addAndGet(total); }
+    });
+    return restored;
+  }
+
+  /** Prints one JSON line when the client first reaches RUNNING, with the records restored before. */
+  static void reportRunning(KafkaStreams streams) {
+    AtomicLong restored = countRestored(streams);
+    AtomicBoolean reported = new AtomicBoolean();
+    streams.setStateListener((now, before) -> {
+      if (now == KafkaStreams.State.RUNNING && !reported.getAndSet(true)) {
+        System.out.printf("{\"running\":true,\"restored\":%d}%n", restored.get());
+        System.out.flush();
+      }
+    });
   }
 
   static void restore(String bootstrap, String appId, long records, int partitions, String stateDir) throws Exception {
@@ -132,12 +164,7 @@ public final class BenchStreams {
     countTopology(b, input, output);
     KafkaStreams streams = new KafkaStreams(b.build(), props(bootstrap, appId, "at_least_once", stateDir));
     CountDownLatch running = new CountDownLatch(1);
-    AtomicLong restored = new AtomicLong();
-    streams.setGlobalStateRestoreListener(new StateRestoreListener() {
-      @Override public void onRestoreStart(TopicPartition tp, String store, long start, long end) {}
-      @Override public void onBatchRestored(TopicPartition tp, String store, long end, long n) {}
-      @Override public void onRestoreEnd(TopicPartition tp, String store, long total) { restored.addAndGet(total); }
-    });
+    AtomicLong restored = countRestored(streams);
     streams.setStateListener((now, before) -> {
       if (now == KafkaStreams.State.RUNNING) running.countDown();
     });
