@@ -66,7 +66,8 @@ class app {
   /// after close().
   interactive_queries& queries() noexcept;
   const topology& get_topology() const noexcept;
-  /// Called on every state change, from the thread that changed it.
+  /// Called on every state change with (previous state, new state), the reverse of Kafka
+  /// Streams' (new, old), from the thread that changed it.
   void on_state_change(std::function<void(app_state, app_state)> listener);
 
   /// The bootstrap address the app uses (the embedded cluster's when bootstrap.servers=embedded).
