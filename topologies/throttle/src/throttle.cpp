@@ -204,21 +204,22 @@ class key_field_scanner {
     }
   }
 
-  // Nesting is bounded by the caller's json_nesting_depth check.
-  bool object() {
+  // The elements of an object or an array up to `close`, separated by commas; `element` reads
+  // one (a member, a value). p_ is at the opening bracket. Nesting is bounded by the caller's
+  // json_nesting_depth check.
+  template <class Element>
+  bool elements(char close, Element element) {
     ++p_;
     skip_ws();
-    if (p_ != end_ && *p_ == '}') {
+    if (p_ != end_ && *p_ == close) {
       ++p_;
       return true;
     }
     for (;;) {
-      std::string_view name;
-      skip_ws();
-      if (p_ == end_ || *p_ != '"' || !string(name) || !expect(':') || !value()) return false;
+      if (!element()) return false;
       skip_ws();
       if (p_ == end_) return false;
-      if (*p_ == '}') {
+      if (*p_ == close) {
         ++p_;
         return true;
       }
@@ -227,58 +228,39 @@ class key_field_scanner {
     }
   }
 
-  bool array() {
-    ++p_;
+  // A member's name and the colon after it.
+  bool member_name(std::string_view& name) {
     skip_ws();
-    if (p_ != end_ && *p_ == ']') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      if (!value()) return false;
-      skip_ws();
-      if (p_ == end_) return false;
-      if (*p_ == ']') {
-        ++p_;
-        return true;
-      }
-      if (*p_ != ',') return false;
-      ++p_;
-    }
+    return p_ != end_ && *p_ == '"' && string(name) && expect(':');
+  }
+
+  bool object() {
+    return elements('}', [this] {
+      std::string_view name;
+      return member_name(name) && value();
+    });
+  }
+
+  bool array() {
+    return elements(']', [this] { return value(); });
   }
 
   // The top-level object: as object(), noting the key fields. A repeated member counts by its
   // last occurrence, as in nlohmann's document.
   bool top_object() {
-    ++p_;
-    skip_ws();
-    if (p_ != end_ && *p_ == '}') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
+    return elements('}', [this] {
       std::string_view name;
-      skip_ws();
-      if (p_ == end_ || *p_ != '"' || !string(name) || !expect(':')) return false;
+      if (!member_name(name)) return false;
       skip_ws();
       if (p_ == end_) return false;
       std::size_t field = 0;
       while (field < fields_.size() && fields_[field] != name) ++field;
       if (field < fields_.size() && *p_ == '"') {
-        if (!string(values_[field])) return false;  // a view into the text: data() is never null
-      } else {
-        if (field < fields_.size()) values_[field] = {};  // null, a number, ...: nlohmann's verdict
-        if (!value()) return false;
+        return string(values_[field]);  // a view into the text: data() is never null
       }
-      skip_ws();
-      if (p_ == end_) return false;
-      if (*p_ == '}') {
-        ++p_;
-        return true;
-      }
-      if (*p_ != ',') return false;
-      ++p_;
-    }
+      if (field < fields_.size()) values_[field] = {};  // null, a number, ...: nlohmann's verdict
+      return value();
+    });
   }
 
   const unsigned char* p_;
