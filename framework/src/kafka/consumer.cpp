@@ -379,4 +379,6 @@ consumer_group_metadata consumer::group_metadata() const {
   return consumer_group_metadata(md);
 }
 
+bool consumer::assignment_lost() const { return rd_kafka_assignment_lost(rk_.get()) != 0; }
+
 }  // namespace sluice::kafka

@@ -108,6 +108,10 @@ class consumer {
 
   /// For send_offsets_to_transaction.
   consumer_group_metadata group_metadata() const;
+  /// True once the group has moved on without this member (its session timed out, or it
+  /// was fenced) and before the rebalance listener's on_lost() has run: the assignment may
+  /// already be another member's.
+  bool assignment_lost() const;
 
   /// Makes a poll() or poll_batch() blocked on another thread return now (with what it has,
   /// possibly nothing). Thread-safe; the only member that is. A wake with no poll blocked

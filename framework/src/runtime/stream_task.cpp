@@ -324,12 +324,27 @@ std::int32_t stream_task::output_partitions(std::string_view topic) const {
   throw error(errc::invalid_topology, "topic '" + std::string(topic) + "' is not an output topic of the topology");
 }
 
-std::vector<kafka::topic_partition_offset> stream_task::offsets_to_commit() const {
+std::vector<kafka::topic_partition_offset> stream_task::offsets_to_commit(bool every_known) const {
   std::vector<kafka::topic_partition_offset> out;
-  if (!dirty_offsets_) return out;
+  if (!dirty_offsets_ && !every_known) return out;
   for (std::size_t i = 0; i < inputs_.size(); ++i)
     if (next_offsets_[i] >= 0) out.push_back({inputs_[i].topic, inputs_[i].partition, next_offsets_[i]});
   return out;
+}
+
+std::vector<kafka::topic_partition> stream_task::inputs_without_offset() const {
+  std::vector<kafka::topic_partition> out;
+  for (std::size_t i = 0; i < inputs_.size(); ++i)
+    if (next_offsets_[i] < 0) out.push_back(inputs_[i]);
+  return out;
+}
+
+void stream_task::learn_start_offsets(const std::vector<kafka::topic_partition_offset>& committed) {
+  for (const auto& c : committed) {
+    auto i = input_index(c.topic);
+    if (i < inputs_.size() && c.partition == inputs_[i].partition && next_offsets_[i] < 0 && c.offset >= 0)
+      next_offsets_[i] = c.offset;
+  }
 }
 
 void stream_task::mark_committed() {

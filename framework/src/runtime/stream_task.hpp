@@ -99,8 +99,14 @@ class stream_task final : public detail::task_context {
   void punctuate_wall_clock(std::int64_t now_ms);
 
   /// Offsets to commit: next offset per input partition processed since the last call
-  /// to mark_committed().
-  std::vector<kafka::topic_partition_offset> offsets_to_commit() const;
+  /// to mark_committed(); with `every_known`, also those of partitions with nothing new
+  /// (the last processed one's, or the start offset learned by learn_start_offsets()).
+  std::vector<kafka::topic_partition_offset> offsets_to_commit(bool every_known = false) const;
+  /// Input partitions the task knows no offset of: nothing processed, no start offset learned.
+  std::vector<kafka::topic_partition> inputs_without_offset() const;
+  /// Takes the group's committed offsets as the offsets of inputs the task has not processed
+  /// yet (a record processed later replaces them); negative ones (nothing committed) are ignored.
+  void learn_start_offsets(const std::vector<kafka::topic_partition_offset>& committed);
   void mark_committed();
   bool commit_requested() const noexcept { return commit_requested_; }
   /// Closes nodes and stores; dirty drops pending writes.

@@ -233,6 +233,22 @@ void stream_thread::on_revoked(const std::vector<kafka::topic_partition>& parts)
   assignment_.clear();
 }
 
+void stream_thread::on_lost(const std::vector<kafka::topic_partition>& parts) {
+  // Lost, not revoked: the group has moved on without this instance (its session timed out
+  // while it was stopped or cut off), and another member may be processing the partitions
+  // already. Nothing since the last commit may commit now: the open transaction is aborted
+  // and the tasks close dirty, as Kafka Streams does with lost tasks.
+  spdlog::warn(
+      "stream thread {}: lost {} (the group moved on without this instance); what was not committed is "
+      "dropped, the next owner processes it",
+      settings_.index, parts_text(parts));
+  if (collector_) collector_->abort_transaction();
+  close_tasks(close_mode::dirty);
+  if (services_.guarantee == processing_guarantee::exactly_once && collector_) collector_->recreate();
+  retire_lag();
+  assignment_.clear();
+}
+
 void stream_thread::create_tasks(const std::vector<kafka::topic_partition>& parts) {
   tasks_->assign(parts);
   tasks_->pause_restoring_inputs();
@@ -258,7 +274,13 @@ void stream_thread::commit_all() {
   auto started = clock_type::now();
   if (services_.guarantee == processing_guarantee::exactly_once) {
     if (offsets.empty() && !collector_->transaction_open()) return;
-    collector_->commit_transaction(offsets, consumer_->group_metadata());
+    if (offsets.empty()) offsets = fencing_offsets();
+    auto group = consumer_->group_metadata();
+    if (consumer_->assignment_lost())  // after the metadata: a lost flag set later finds it stale
+      throw sluice::error(errc::fenced,
+                          "the consumer group moved on without this instance (its session timed out); the open "
+                          "transaction is aborted, the partitions' next owner processes what it held");
+    collector_->commit_transaction(offsets, group);
   } else {
     collector_->flush();
     if (!offsets.empty()) consumer_->commit(offsets);
@@ -283,6 +305,39 @@ void stream_thread::commit_all() {
     if (task->running() && (interval_passed || task->stores().checkpoint_due(settings_.checkpoint_tail_fraction,
                                                                              settings_.checkpoint_min_records)))
       task->stores().checkpoint();
+}
+
+std::vector<kafka::topic_partition_offset> stream_thread::fencing_offsets() {
+  // A transaction with output but no new input (a wall-clock punctuation's: an overflow
+  // buffer's drain) still carries offsets: they go with the consumer group's generation, and
+  // the broker refuses them from an instance the group has moved on from (one stopped past
+  // its session timeout, or cut off). Without them such a zombie's transaction would commit
+  // beside the new owner's, and its output and changelog writes would count twice. One
+  // offset suffices; they are the tasks' own (re-committing an offset changes nothing). When
+  // no task has processed a record yet, the group's committed offsets are learned, once.
+  auto known = [this] {
+    std::vector<kafka::topic_partition_offset> offsets;
+    for (auto& [id, task] : tasks_->tasks()) {
+      if (!task->running()) continue;
+      auto o = task->offsets_to_commit(true);
+      offsets.insert(offsets.end(), o.begin(), o.end());
+    }
+    return offsets;
+  };
+  if (auto offsets = known(); !offsets.empty()) return offsets;
+  std::vector<kafka::topic_partition> unknown;
+  for (auto& [id, task] : tasks_->tasks())
+    if (task->running())
+      for (auto& p : task->inputs_without_offset()) unknown.push_back(std::move(p));
+  if (unknown.empty()) return {};
+  auto committed = consumer_->committed(unknown, 30s);
+  for (auto& [id, task] : tasks_->tasks())
+    if (task->running()) task->learn_start_offsets(committed);
+  auto offsets = known();
+  if (offsets.empty())
+    spdlog::debug("stream thread {}: a transaction carries no offset (the group has committed none yet)",
+                  settings_.index);
+  return offsets;
 }
 
 void stream_thread::update_lag() {

@@ -96,6 +96,7 @@ class stream_thread final : kafka::rebalance_listener {
   void set_state(thread_state s);
   void on_assigned(const std::vector<kafka::topic_partition>& parts) override;
   void on_revoked(const std::vector<kafka::topic_partition>& parts) override;
+  void on_lost(const std::vector<kafka::topic_partition>& parts) override;
 
   /// Re-creates the tasks of `parts` outside a rebalance (recovery from a failure):
   /// their restoring inputs are paused at once, before any seek.
@@ -165,6 +166,9 @@ class stream_thread final : kafka::rebalance_listener {
   std::mutex finished_mutex_;
   std::condition_variable finished_changed_;
   bool finished_ = false;  // run() returned
+  /// Offsets for a transaction that has none of its own, so the broker checks the group
+  /// generation (fences a zombie): every running task's known offsets.
+  std::vector<kafka::topic_partition_offset> fencing_offsets();
   /// Sets the lag gauge of each assigned partition (after each commit).
   void update_lag();
   /// Hides the lag gauges of assignment_ (revoked, or the thread ends).

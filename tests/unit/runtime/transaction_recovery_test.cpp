@@ -7,6 +7,10 @@
 // interactive queries at least the tally kept here: a thread that did not rewind counts too
 // little).
 //
+// A transaction whose only output comes from a wall-clock punctuation (an overflow buffer's
+// drain) still carries the group's offsets, so the broker can refuse it from an instance the
+// group has moved on from: the refusal injected here aborts it.
+//
 // Exactness is checked against the real broker (tests/reliability): the mock cluster does not
 // hide aborted records from read_committed readers, so the restore after the abort applies the
 // aborted transaction's changelog records too and the counts here end above the tally.
@@ -158,6 +162,79 @@ TEST(transaction_recovery, a_fenced_producer_is_replaced_and_loses_nothing) {
 
   job.feed(200);
   expect_recovered_with_nothing_lost(job);
+}
+
+/// Forwards its input, and while `armed` emits a tick every 20 ms of wall clock: output with no
+/// input behind it.
+class ticker : public sluice::processor<std::string, std::string, std::string, std::string> {
+ public:
+  explicit ticker(const std::atomic<bool>& armed) : armed_(armed) {}
+  void init(context_type& ctx) override {
+    processor::init(ctx);
+    schedule_ = ctx.schedule(20ms, sluice::punctuation_type::wall_clock, [this](std::int64_t now) {
+      if (armed_.load()) context().forward(sluice::record<std::string, std::string>{"tick", "t", now, {}});
+    });
+  }
+  void process(const sluice::record<std::string, std::string>& r) override { context().forward(r); }
+
+ private:
+  const std::atomic<bool>& armed_;
+  sluice::cancellable schedule_;
+};
+
+/// Waits until `name`'s total passes `above`; false after 30 s.
+bool metric_passes(sluice::app& app, const std::string& name, double above) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (app.metrics().total(name) <= above)
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    else
+      std::this_thread::sleep_for(20ms);
+  return true;
+}
+
+TEST(transaction_recovery, a_transaction_of_punctuation_output_alone_carries_the_group_offsets) {
+  sluice::kafka::mock_cluster cluster{1};
+  const auto input = sluice::test::unique_name("ticks-in"), output = sluice::test::unique_name("ticks-out");
+  cluster.create_topic(input, 1);
+  cluster.create_topic(output, 1);
+  sluice::config cfg;
+  const auto app_id = sluice::test::unique_name("ticks");
+  cfg.set("application.id", app_id);
+  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
+  cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("ticks-state")).string());
+  cfg.set("processing.guarantee", "exactly_once");
+  cfg.set("commit.interval.ms", "100");
+  std::atomic<bool> armed{false};
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>(input).process([&armed] { return std::make_unique<ticker>(armed); }).to(output);
+  sluice::app app(b.build(), cfg);
+  app.start();
+  {
+    sluice::topic_writer writer(cfg);
+    writer.send<std::string, std::string>(input, "k", "v");
+    writer.flush();
+  }
+  // Before the ticks, the only transaction is the one that commits the record's offset.
+  ASSERT_TRUE(metric_passes(app, "sluice_commit_latency_ms_count", 0)) << "the input record was never committed";
+
+  // The group coordinator refuses the next offset commit. Only ticks are in the
+  // transactions from now on: the refusal aborts one only if it carries offsets.
+  auto aborts = app.metrics().total("sluice_transaction_aborts_total");
+  rd_kafka_mock_push_request_errors(cluster.native(), 28 /* TxnOffsetCommit */, 1,
+                                    RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+  armed = true;
+  EXPECT_TRUE(metric_passes(app, "sluice_transaction_aborts_total", aborts))
+      << "a transaction of ticks alone committed without the group's offsets";
+
+  // The rewound task has processed nothing since: its offsets come from the group's commit.
+  aborts = app.metrics().total("sluice_transaction_aborts_total");
+  rd_kafka_mock_push_request_errors(cluster.native(), 28 /* TxnOffsetCommit */, 1,
+                                    RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+  EXPECT_TRUE(metric_passes(app, "sluice_transaction_aborts_total", aborts))
+      << "a task that processed nothing yet committed ticks without the group's offsets";
+  app.close(30s);
+  std::filesystem::remove_all(cfg.get("state.dir").value_or(""));
 }
 
 }  // namespace
