@@ -242,9 +242,13 @@ void stream_thread::on_lost(const std::vector<kafka::topic_partition>& parts) {
       "stream thread {}: lost {} (the group moved on without this instance); what was not committed is "
       "dropped, the next owner processes it",
       settings_.index, parts_text(parts));
-  if (collector_) collector_->abort_transaction();
+  const bool open = collector_ && collector_->transaction_open();
+  if (open) collector_->abort_transaction();
   close_tasks(close_mode::dirty);
-  if (services_.guarantee == processing_guarantee::exactly_once && collector_) collector_->recreate();
+  if (open && services_.guarantee == processing_guarantee::exactly_once) {
+    services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
+    collector_->recreate();  // the abort may have failed with the coordinator away
+  }
   retire_lag();
   assignment_.clear();
 }
