@@ -148,3 +148,124 @@ TEST(stream_join, unmatched_records_of_one_time_come_out_in_key_order_not_arriva
   const results expected = {{"ka", "y+null", 0}, {"kb", "x+null", 0}};
   EXPECT_EQ(read_results(d, "out"), expected);
 }
+
+// Asymmetric windows (Kafka Streams' JoinWindows.before/after): a left record at t joins right
+// records in [t - before, t + after]; a right record at t' joins left records in
+// [t' - after, t' + before]. Each store keeps before + after + grace past its own stream time.
+
+TEST(stream_join, asymmetric_inner_join_matches_records_exactly_on_both_bounds_of_each_side) {
+  sluice::streams_builder b;
+  auto l = b.stream<std::string, std::string>("left");
+  auto r = b.stream<std::string, std::string>("right");
+  // before 5, after 10: left at t sees right [t - 5, t + 10]; right at t' sees left [t' - 10, t' + 5].
+  const auto windows = sluice::join_windows::of_time_difference_and_grace(10ms, 3ms).before(5ms);
+  EXPECT_EQ(windows.before(), 5ms);
+  EXPECT_EQ(windows.after(), 10ms);
+  EXPECT_EQ(windows.grace(), 3ms);
+  EXPECT_EQ(windows.size(), 15ms);
+  l.join(r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, windows).to("out");
+  topology_test_driver d(b.build());
+  auto left = d.input_topic<std::string, std::string>("left");
+  auto right = d.input_topic<std::string, std::string>("right");
+  left.pipe("k", "a", 10);
+  right.pipe("k", "r5", 5);    // left [0, 10]: a@10 on the upper bound: a+r5 at 10
+  right.pipe("k", "r4", 4);    // left [0, 9]: none
+  right.pipe("k", "r20", 20);  // left [10, 25]: a@10 on the lower bound: a+r20 at 20
+  right.pipe("k", "r21", 21);  // left [11, 26]: none
+  left.pipe("k", "c", 26);     // right [21, 36]: r21 on the lower bound: c+r21 at 26
+  left.pipe("k", "d", 10);     // right [5, 20]: r5 and r20 on the bounds, not r4 or r21
+  const results expected = {
+      {"k", "a+r5", 10}, {"k", "a+r20", 20}, {"k", "c+r21", 26}, {"k", "d+r5", 10}, {"k", "d+r20", 20},
+  };
+  EXPECT_EQ(read_results(d, "out"), expected);
+}
+
+TEST(stream_join, asymmetric_left_join_with_a_window_after_the_record_releases_unmatched_records_at_time_plus_after_plus_grace) {
+  sluice::streams_builder b;
+  auto l = b.stream<std::string, std::string>("left");
+  auto r = b.stream<std::string, std::string>("right");
+  // before -3, after 10, grace 2: left at t sees right [t + 3, t + 10]; right at t' sees left
+  // [t' - 10, t' - 3]; an unmatched left record closes once stream time passes t + 10 + 2.
+  // Each store keeps 7 + 2 = 9 ms. (Times from 100: the bounds are clamped at 0.)
+  const auto windows = sluice::join_windows::of_time_difference_and_grace(0ms, 2ms).after(10ms).before(-3ms);
+  EXPECT_EQ(windows.size(), 7ms);
+  l.left_join(r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); }, windows)
+      .to("out");
+  topology_test_driver d(b.build());
+  auto left = d.input_topic<std::string, std::string>("left");
+  auto right = d.input_topic<std::string, std::string>("right");
+  left.pipe("k", "a", 100);     // right [103, 110]: none yet; waits
+  right.pipe("k", "r102", 102); // left [92, 99]: none (a is 2 ms before, not 3)
+  right.pipe("k", "r103", 103); // left [93, 100]: a on its bound: a+r103 at 103; a no longer waits
+  right.pipe("k", "r110", 110); // left [100, 107]: a+r110 at 110
+  right.pipe("k", "r111", 111); // left [101, 108]: none
+  left.pipe("k", "b", 100);     // out of order; right [103, 110] (r102 also left the right store's 9 ms): b+r103, b+r110
+  left.pipe("k2", "c", 105);    // right [108, 115]: none; waits until stream time passes 117
+  right.pipe("k5", "x", 117);   // stream time 117: c's window is still open
+  left.pipe("k3", "d", 118);    // stream time 118 releases c+null (at 105); d waits
+  left.pipe("k6", "f", 100);    // its window closed (110 < 118) without a match: f+null at once
+  const results expected = {
+      {"k", "a+r103", 103}, {"k", "a+r110", 110}, {"k", "b+r103", 103},
+      {"k", "b+r110", 110}, {"k2", "c+null", 105}, {"k6", "f+null", 100},
+  };
+  EXPECT_EQ(read_results(d, "out"), expected);
+}
+
+TEST(stream_join, asymmetric_outer_join_closes_each_sides_unmatched_records_with_its_own_bound) {
+  sluice::streams_builder b;
+  auto l = b.stream<std::string, std::string>("left");
+  auto r = b.stream<std::string, std::string>("right");
+  // before 8, after 2, grace 1: left at t sees right [t - 8, t + 2]; right at t' sees left
+  // [t' - 2, t' + 8]. An unmatched left record closes once stream time passes t + 2 + 1, a
+  // right one once it passes t' + 8 + 1.
+  const auto windows = sluice::join_windows::of_time_difference_and_grace(2ms, 1ms).before(8ms);
+  l.outer_join(r,
+               [](const std::optional<std::string>& lv, const std::optional<std::string>& rv) {
+                 return show(lv) + "+" + show(rv);
+               },
+               windows)
+      .to("out");
+  topology_test_driver d(b.build());
+  auto left = d.input_topic<std::string, std::string>("left");
+  auto right = d.input_topic<std::string, std::string>("right");
+  left.pipe("k", "a", 100);      // right [92, 102]: none; waits
+  right.pipe("k", "r92", 92);    // left [90, 100]: a on its bound: a+r92 at 100
+  right.pipe("k", "r102", 102);  // left [100, 110]: a+r102 at 102
+  right.pipe("k", "r91", 91);    // left [89, 99]: none, and its window closed (91 + 8 < 102): null+r91 at once
+  right.pipe("k", "r103", 103);  // left [101, 111]: none; waits until stream time passes 112
+  left.pipe("k2", "b", 105);     // right [97, 107] of k2: none; waits until stream time passes 108
+  left.pipe("k3", "c", 109);     // stream time 109 releases b+null (at 105); r103 still waits; c waits until 112
+  left.pipe("k4", "d", 112);     // stream time 112: r103 (103 + 9) and c (109 + 3) still wait
+  right.pipe("k5", "e", 113);    // stream time 113, but the oldest-waiting hint (109) + the right
+                                 // side's after (8) + grace says nothing is due: no scan (as Kafka Streams)
+  left.pipe("k6", "f", 114);     // stream time 114 releases null+r103 (at 103), c+null (at 109)
+  const results expected = {
+      {"k", "a+r92", 100}, {"k", "a+r102", 102}, {"k", "null+r91", 91},
+      {"k2", "b+null", 105}, {"k", "null+r103", 103}, {"k3", "c+null", 109},
+  };
+  EXPECT_EQ(read_results(d, "out"), expected);
+}
+
+TEST(stream_join, join_windows_before_and_after_refuse_a_negative_size_and_a_join_that_keeps_nothing) {
+  const auto w = sluice::join_windows::of_time_difference_without_grace(5ms);
+  EXPECT_NO_THROW(w.before(-5ms));
+  try {
+    (void)w.after(-6ms);
+    FAIL() << "before 5 + after -6 < 0 was accepted";
+  } catch (const sluice::error& e) {
+    EXPECT_NE(std::string(e.what()).find("before + after must be >= 0"), std::string::npos) << e.what();
+  }
+  // before + after + grace = 0: Kafka Streams' join stores would have retention 0 and find
+  // no partner ever; sluice refuses the topology instead.
+  sluice::streams_builder b;
+  auto l = b.stream<std::string, std::string>("left");
+  auto r = b.stream<std::string, std::string>("right");
+  try {
+    (void)l.join(r, [](const std::string& lv, const std::string&) { return lv; }, w.before(-5ms));
+    FAIL() << "a join window of size 0 without grace was accepted";
+  } catch (const sluice::error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("before + after + grace = 0 ms"), std::string::npos) << message;
+    EXPECT_NE(message.find("grace period above 0"), std::string::npos) << message;
+  }
+}

@@ -38,6 +38,11 @@ auto kstream<K, V>::stream_joined(const kstream<K, VO>& other, F joiner, const j
     throw error(errc::invalid_topology,
                 "stream join: the two streams come from different streams_builders; build both "
                 "with one");
+  if (windows.size().count() + windows.grace().count() == 0)
+    throw error(errc::invalid_topology,
+                "stream join: join_windows with before + after + grace = 0 ms keep no record in the join's "
+                "window stores (their retention is before + after + grace, as in Kafka Streams, where such a "
+                "join never finds a partner); give a time difference, after() or a grace period above 0");
   auto& g = *g_;
   // Kafka Streams' names: JOINTHIS/JOINOTHER (inner), JOINTHIS/OUTEROTHER (left),
   // OUTERTHIS/OUTEROTHER (outer); their stores "<node>-store", the shared outer store
@@ -61,7 +66,8 @@ auto kstream<K, V>::stream_joined(const kstream<K, VO>& other, F joiner, const j
   auto left_in = repartitioned(this_store);
   auto right_in = other.repartitioned(other_store);
 
-  // Kafka Streams' join stores: retention = window size + grace, duplicates kept.
+  // Kafka Streams' join stores: retention = window size (before + after) + grace, duplicates
+  // kept; each store's records expire by that store's own observed stream time.
   const state::window_store_options options{.retention = windows.size() + windows.grace()};
   for (const auto& s : {this_store, other_store})
     g.add_store({.name = s,

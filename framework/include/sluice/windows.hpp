@@ -159,40 +159,66 @@ class session_windows {
   std::chrono::milliseconds gap_, grace_;
 };
 
-/// The windows of a stream–stream join (Kafka Streams' JoinWindows): a record joins the
-/// other stream's records of its key whose timestamps are within `time_difference` of its
-/// own, before or after; a record's left/outer result without a match comes out once stream
-/// time passes its timestamp + time difference + `grace`. See docs/time-and-windows.md,
-/// "Stream–stream joins".
+/// The windows of a stream–stream join (Kafka Streams' JoinWindows): a record of the left
+/// stream at time t joins the right stream's records of its key with times in
+/// [t - before, t + after]; a right record at t joins left records in [t - after, t + before]
+/// (the mirrored window). The factories make before = after = the time difference; before()
+/// and after() move one bound and keep the other and the grace. A record's left/outer result
+/// without a match comes out once stream time passes its timestamp + after (a left record)
+/// or + before (a right record) + `grace`. Each stream's records are kept for
+/// before + after + grace. See docs/time-and-windows.md, "Stream–stream joins".
 class join_windows {
  public:
   static join_windows of_time_difference_without_grace(std::chrono::milliseconds time_difference) {
-    return join_windows(time_difference, {});
+    check_time_difference(time_difference);
+    return join_windows(time_difference, time_difference, {});
   }
   static join_windows of_time_difference_and_grace(std::chrono::milliseconds time_difference,
                                                    std::chrono::milliseconds grace) {
-    return join_windows(time_difference, grace);
+    check_time_difference(time_difference);
+    return join_windows(time_difference, time_difference, grace);
   }
 
-  /// How far before a record's time the other stream's records join it.
-  std::chrono::milliseconds before() const noexcept { return difference_; }
-  /// How far after a record's time the other stream's records join it.
-  std::chrono::milliseconds after() const noexcept { return difference_; }
+  /// These windows with the start bound moved: a left record at t joins right records from
+  /// t - time_difference (Kafka Streams' JoinWindows.before). May be negative (the window then
+  /// starts after t) as long as before + after stays >= 0; after and grace are kept.
+  join_windows before(std::chrono::milliseconds time_difference) const {
+    return join_windows(time_difference, after_, grace_);
+  }
+  /// These windows with the end bound moved: a left record at t joins right records up to
+  /// t + time_difference (Kafka Streams' JoinWindows.after). May be negative (the window then
+  /// ends before t) as long as before + after stays >= 0; before and grace are kept.
+  join_windows after(std::chrono::milliseconds time_difference) const {
+    return join_windows(before_, time_difference, grace_);
+  }
+
+  /// How far before a left record's time the right stream's records join it.
+  std::chrono::milliseconds before() const noexcept { return before_; }
+  /// How far after a left record's time the right stream's records join it.
+  std::chrono::milliseconds after() const noexcept { return after_; }
   std::chrono::milliseconds grace() const noexcept { return grace_; }
   /// before + after, Kafka Streams' JoinWindows.size().
-  std::chrono::milliseconds size() const noexcept { return before() + after(); }
+  std::chrono::milliseconds size() const noexcept { return before_ + after_; }
 
  private:
-  join_windows(std::chrono::milliseconds difference, std::chrono::milliseconds grace)
-      : difference_(difference), grace_(grace) {
-    if (difference.count() < 0)
+  join_windows(std::chrono::milliseconds before, std::chrono::milliseconds after, std::chrono::milliseconds grace)
+      : before_(before), after_(after), grace_(grace) {
+    if (size().count() < 0)
       throw error(errc::invalid_topology,
-                  "join_windows: the time difference must be >= 0, got " + std::to_string(difference.count()) + " ms");
+                  "join_windows: before + after must be >= 0 (a window cannot end before it starts), got before " +
+                      std::to_string(before.count()) + " ms and after " + std::to_string(after.count()) +
+                      " ms; make the negative bound's magnitude at most the other bound");
     if (grace.count() < 0)
       throw error(errc::invalid_topology,
                   "join_windows: the grace period must be >= 0, got " + std::to_string(grace.count()) + " ms");
   }
-  std::chrono::milliseconds difference_, grace_;
+  static void check_time_difference(std::chrono::milliseconds time_difference) {
+    if (time_difference.count() < 0)
+      throw error(errc::invalid_topology,
+                  "join_windows: the time difference must be >= 0, got " + std::to_string(time_difference.count()) +
+                      " ms; for a window that starts or ends after the record use before()/after()");
+  }
+  std::chrono::milliseconds before_, after_, grace_;
 };
 
 /// A key and its session (Kafka Streams' Windowed<K> over a SessionWindow): window.start and
