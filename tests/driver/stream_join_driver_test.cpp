@@ -269,3 +269,41 @@ TEST(stream_join, join_windows_before_and_after_refuse_a_negative_size_and_a_joi
     EXPECT_NE(message.find("grace period above 0"), std::string::npos) << message;
   }
 }
+
+// A stream joined with itself runs as Kafka Streams 3.9 runs it without
+// topology.optimization: both windowing nodes read the one source, this side first, so a
+// record meets the other side's store without itself, then this side's store with itself.
+TEST(stream_join, self_join_pairs_each_record_with_itself_and_with_the_others_in_the_window_both_ways) {
+  sluice::streams_builder b;
+  auto s = b.stream<std::string, std::string>("events");
+  s.join(s, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; },
+         sluice::join_windows::of_time_difference_without_grace(10ms))
+      .to("out");
+  const auto t = b.build();
+  EXPECT_EQ(t.subtopologies().size(), 1u);
+  topology_test_driver d(t);
+  auto events = d.input_topic<std::string, std::string>("events");
+  events.pipe("k", "a", 0);   // this side: the other store is empty; other side: a+a
+  events.pipe("k", "b", 5);   // this side: b+a; other side, this store [0, 15]: a+b, b+b
+  events.pipe("k", "c", 20);  // this side: other store [10, 30] empty; other side: c+c
+  events.pipe("k2", "x", 6);  // another key: only x+x
+  const results expected = {
+      {"k", "a+a", 0}, {"k", "b+a", 5}, {"k", "a+b", 5}, {"k", "b+b", 5}, {"k", "c+c", 20}, {"k2", "x+x", 6},
+  };
+  EXPECT_EQ(read_results(d, "out"), expected);
+}
+
+TEST(stream_join, self_left_join_never_leaves_a_record_unmatched_since_it_meets_itself) {
+  sluice::streams_builder b;
+  auto s = b.stream<std::string, std::string>("events");
+  s.left_join(s, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
+              sluice::join_windows::of_time_difference_and_grace(10ms, 0ms))
+      .to("out");
+  topology_test_driver d(b.build());
+  auto events = d.input_topic<std::string, std::string>("events");
+  events.pipe("k", "a", 0);   // this side (the left): no match yet, waits; other side: a+a removes it
+  events.pipe("k", "b", 50);  // stream time 50: nothing waits; this side: none in [40, 60], waits; other: b+b
+  events.pipe("k", "c", 100); // again: c+c, and no b+null ever
+  const results expected = {{"k", "a+a", 0}, {"k", "b+b", 50}, {"k", "c+c", 100}};
+  EXPECT_EQ(read_results(d, "out"), expected);
+}
