@@ -470,6 +470,20 @@ TEST(overflow_buffer, backlog_alarm_is_raised_at_most_once_per_customer_per_alar
   EXPECT_EQ(h.metric("sluice_overflow_direct_total") + h.metric("sluice_overflow_drained_total"), 2000);
 }
 
+TEST(overflow_buffer, backlog_alarm_counts_a_records_own_ttl) {
+  // At 1 record per 100 s, 3 buffered records drain in about 5 minutes: far within the
+  // default TTL of 6 h, but past a TTL of 1 minute that the last record asks for.
+  overflow_buffer_options o;
+  o.default_rate_per_second = 0.01;
+  harness h(o);
+  for (int i = 0; i < 4; ++i) h.pipe("patient", msg(i));  // the first goes direct, 3 wait
+  h.run_for(1000);
+  EXPECT_EQ(h.metric("sluice_overflow_alarms_total"), 0) << "5 minutes of backlog, 6 h of TTL: no alarm";
+  for (int i = 0; i < 4; ++i) h.pipe("hurried", i < 3 ? msg(i) : R"({"n":3,"ttl_ms":60000})");
+  h.run_for(1000);
+  EXPECT_EQ(h.metric("sluice_overflow_alarms_total"), 1) << "the last record of the line expires in 1 minute";
+}
+
 TEST(overflow_buffer, a_buffer_store_of_another_kind_is_refused_with_its_name) {
   overflow_buffer_options o;
   sluice::streams_builder b;

@@ -471,8 +471,10 @@ void processor::process(const record<bytes, bytes>& r) {
     ++it->second.scheduled;
     it->second.earliest_scheduled = std::min(it->second.earliest_scheduled, b.deliver_at);
     schedule_at(customer, b.deliver_at);
-  } else if (it->second.line++ == 0) {
-    schedule_at(customer, now);  // a line that was empty: look at the next tick
+  } else {
+    it->second.line_tail_ttl_ms = b.ttl_ms;
+    it->second.line_tail_expires_at = b.expires_at();
+    if (it->second.line++ == 0) schedule_at(customer, now);  // a line that was empty: look at the next tick
   }
 }
 
@@ -651,11 +653,16 @@ void processor::report(std::int64_t now) {
     if (auto head = buffer_->front(line_queue(customer))) {
       oldest = std::max(oldest, now - buffered_record::deserialize(head->value).buffered_at);
     }
+    // The line's last record is emitted last: it expires before the backlog drains when
+    // now + drain time passes its expiry (its own ttl_ms counts). Its TTL is not known after
+    // a restart until the next record joins the line: the default TTL stands in for it.
     const double rate = rate_for(customer);
-    const std::int64_t ttl = options_.default_ttl.count();
     const std::int64_t drain_ms = rate > 0 ? static_cast<std::int64_t>(static_cast<double>(w.buffered()) * 1000.0 / rate)
                                            : std::numeric_limits<std::int64_t>::max();
-    if (drain_ms > ttl) {
+    const bool tail_known = w.line > 0 && w.line_tail_ttl_ms > 0;
+    const std::int64_t ttl = tail_known ? w.line_tail_ttl_ms : options_.default_ttl.count();
+    const bool will_expire = tail_known ? drain_ms > w.line_tail_expires_at - now : drain_ms > ttl;
+    if (will_expire) {
       auto [a, inserted] = last_alarm_.try_emplace(customer, now);
       if (inserted || now - a->second >= options_.alarm_interval.count()) {
         a->second = now;

@@ -177,6 +177,10 @@ class processor final : public sluice::processor<bytes, bytes> {
     std::uint64_t line = 0;       ///< entries due at once, in input order
     std::uint64_t scheduled = 0;  ///< entries held for deliver_at_ms
     std::int64_t earliest_scheduled = std::numeric_limits<std::int64_t>::max();
+    /// The TTL of the line's last record (0: not known since a restart) and when it expires:
+    /// the record a backlog alarm is about, since it is emitted last.
+    std::int64_t line_tail_ttl_ms = 0;
+    std::int64_t line_tail_expires_at = 0;
     std::uint64_t buffered() const noexcept { return line + scheduled; }
   };
 
