@@ -179,6 +179,36 @@ TEST(dsl, stream_table_join_and_left_join_look_up_the_latest_table_value) {
   EXPECT_EQ(left[0].value, -1);
 }
 
+TEST(dsl, a_table_forwards_a_deletion_to_its_stream_as_a_tombstone_as_kafka_streams_to_stream_does) {
+  sluice::streams_builder b;
+  auto prices = b.table<std::string, std::int64_t>("prices", "prices-store");
+  prices.to_stream().to("price-updates");
+  b.stream<std::string, std::int64_t>("orders")
+      .left_join(prices, [](std::int64_t qty, const std::optional<std::int64_t>& price) { return price ? qty * *price : -1; })
+      .to("totals");
+  topology_test_driver d(b.build());
+  auto p = d.input_topic<std::string, std::int64_t>("prices");
+  auto o = d.input_topic<std::string, std::int64_t>("orders");
+  p.pipe("apple", 100, 1);
+  d.pipe_raw("prices", std::string_view("apple"), std::nullopt, 2);  // deletes apple
+  d.pipe_raw("prices", std::string_view("pear"), std::nullopt, 3);   // a key the table never had: forwarded too
+  o.pipe("apple", 2, 4);
+  // The tombstones are null values on the output topic, not empty ones.
+  const auto& raw = d.records("price-updates");
+  ASSERT_EQ(raw.size(), 3u);
+  EXPECT_TRUE(raw[0].value.has_value());
+  EXPECT_FALSE(raw[1].value.has_value());
+  EXPECT_FALSE(raw[2].value.has_value());
+  using update = std::tuple<std::string, std::optional<std::int64_t>, std::int64_t>;
+  std::vector<update> updates;
+  for (auto& r : d.output_topic<std::string, std::optional<std::int64_t>>("price-updates").read_all())
+    updates.emplace_back(r.key, r.value, r.timestamp);
+  const std::vector<update> expected = {{"apple", 100, 1}, {"apple", std::nullopt, 2}, {"pear", std::nullopt, 3}};
+  EXPECT_EQ(updates, expected);
+  EXPECT_FALSE((d.store<std::string, std::int64_t>("prices-store").get("apple").has_value()));
+  EXPECT_EQ((d.output_topic<std::string, std::int64_t>("totals").read_value()), -1);  // the join saw the deletion
+}
+
 TEST(dsl, stream_global_table_join_uses_a_key_selector) {
   sluice::streams_builder b;
   auto names = b.global_table<std::string, std::string>("customer-names");

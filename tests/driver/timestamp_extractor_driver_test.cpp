@@ -167,8 +167,10 @@ TEST(timestamp_extractor, a_table_source_takes_an_extractor_and_its_updates_carr
   topology_test_driver d(b.build());
   d.input_topic<std::string, reading>("sensors").pipe("s", reading{"s", 42, 1}, 7000);
   d.pipe_raw("sensors", std::string_view("s"), std::nullopt, 8000);  // a tombstone: record time, no extractor call
-  auto r = d.output_topic<std::string, reading>("sensor-updates").read_all();
-  ASSERT_EQ(r.size(), 1u);
+  auto r = d.output_topic<std::string, std::optional<reading>>("sensor-updates").read_all();
+  ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].timestamp, 42);
+  EXPECT_FALSE(r[1].value.has_value());  // the deletion, forwarded as Kafka Streams' toStream() does
+  EXPECT_EQ(r[1].timestamp, 8000);
   EXPECT_FALSE((d.store<std::string, reading>("sensors").get("s").has_value()));
 }

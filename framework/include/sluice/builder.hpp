@@ -174,8 +174,8 @@ class ktable {
  public:
   /// `window_grace`: set on the result of a windowed aggregation (its windows' grace), for
   /// suppress(until_window_closes()).
-  /// `update_node`: set on a table read from a topic, the node whose output, record<K,
-  /// std::optional<V>>, carries its deletions too (after its store applied them), for joins.
+  /// `update_node`: set on a table read from a topic (V is std::optional of the stored
+  /// value), its source node, whose output carries its deletions too, for joins.
   ktable(std::shared_ptr<detail::graph_builder> g, std::size_t node, std::string store,
          std::optional<std::chrono::milliseconds> window_grace = std::nullopt,
          std::optional<std::size_t> update_node = std::nullopt)
@@ -184,7 +184,9 @@ class ktable {
         store_(std::move(store)),
         window_grace_(window_grace),
         update_node_(update_node) {}
-  /// The stream of the table's updates.
+  /// The stream of the table's updates. A table whose updates are std::optional (one read
+  /// from a topic, a join's result) forwards a deletion as std::nullopt, written as a null
+  /// value (a tombstone) by to(topic).
   kstream<K, V> to_stream() const { return kstream<K, V>(g_, node_, false); }
   /// Holds updates back in a durable buffer and emits them later, as `how` says:
   /// until_window_closes() (one final result per window) or until_time_limit(...) (defined
@@ -459,9 +461,11 @@ class kstream {
     return kstream<KOut, VOut>(g_, idx, repartition_);
   }
 
-  /// Inner join with a table on the record key: joiner(value, table_value) -> VR.
-  template <class VT, class F>
-  auto join(const ktable<K, VT>& table, F joiner) const {
+  /// Inner join with a table on the record key: joiner(value, table_value) -> VR. The
+  /// joiner sees the value the table's store holds (V of a table<K, V>(topic, ...)).
+  template <class VU, class F>
+  auto join(const ktable<K, VU>& table, F joiner) const {
+    using VT = typename detail::unwrap_optional<VU>::type;
     static_assert(std::is_invocable_v<F&, const V&, const VT&>,
                   "join: the joiner must be callable as VR(const V& value, const VT& table_value)");
     using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const VT&>>;
@@ -472,8 +476,9 @@ class kstream {
   }
 
   /// Left join with a table: joiner(value, std::optional<VT>) -> VR; every record passes.
-  template <class VT, class F>
-  auto left_join(const ktable<K, VT>& table, F joiner) const {
+  template <class VU, class F>
+  auto left_join(const ktable<K, VU>& table, F joiner) const {
+    using VT = typename detail::unwrap_optional<VU>::type;
     static_assert(std::is_invocable_v<F&, const V&, const std::optional<VT>&>,
                   "left_join: the joiner must be callable as VR(const V& value, const std::optional<VT>& table_value)");
     using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const std::optional<VT>&>>;
@@ -699,15 +704,18 @@ class streams_builder {
   }
 
   /// A table of `topic`: the latest value per key, in the store `store` (a null value
-  /// deletes the key). Co-partitioned with the streams it joins.
+  /// deletes the key). Co-partitioned with the streams it joins. Its updates are
+  /// std::optional<V>, as a table join's: to_stream() forwards a deletion as std::nullopt
+  /// (a null value, a tombstone, on an output topic), as Kafka Streams' toStream() forwards
+  /// it as a null value. Joins see the values the store holds (V).
   template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
-  ktable<K, V> table(const std::string& topic, materialized store) {
+  ktable<K, std::optional<V>> table(const std::string& topic, materialized store) {
     return table<K, V, KS, VS>(topic, std::move(store), detail::record_timestamp{});
   }
   /// A table whose records' timestamps come from `extractor(key, value, record_timestamp)`
   /// (see stream(topic, extractor)); a tombstone keeps its record timestamp.
   template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>, class X>
-  ktable<K, V> table(const std::string& topic, materialized store, X extractor) {
+  ktable<K, std::optional<V>> table(const std::string& topic, materialized store, X extractor) {
     static_assert(std::is_invocable_r_v<std::int64_t, X&, const K&, const V&, std::int64_t>,
                   "table: the timestamp extractor must be callable as std::int64_t(const K& key, const V& value, "
                   "std::int64_t record_timestamp)");
@@ -726,10 +734,10 @@ class streams_builder {
                         .stores = {store.name},
                         .parents = {src},
                         .factory = detail::factory_of(detail::table_node<K, V>(store.name))});
-    return ktable<K, V>(g_, idx, store.name, std::nullopt, src);
+    return ktable<K, std::optional<V>>(g_, idx, store.name, std::nullopt, src);
   }
   template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
-  ktable<K, V> table(const std::string& topic, std::string store) {
+  ktable<K, std::optional<V>> table(const std::string& topic, std::string store) {
     return table<K, V, KS, VS>(topic, materialized{.name = std::move(store)});
   }
 

@@ -414,20 +414,21 @@ class reduce_node final : public emitting_node<K, V, K, V> {
 
 /// Materializes a table topic into its store; a null value deletes the key.
 template <class K, class V>
-class table_node final : public emitting_node<K, std::optional<V>, K, V> {
+class table_node final : public typed_node<K, std::optional<V>> {
  public:
   explicit table_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
     node::init(task);
     store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
   }
+  /// Applies the update to the store, then forwards it, a deletion too (as Kafka Streams'
+  /// KTableSource forwards a tombstone, also for a key the table did not hold).
   void on_record(const record<K, std::optional<V>>& r) override {
-    if (!r.value) {
+    if (r.value)
+      store_->put(r.key, *r.value);
+    else
       store_->remove(r.key);
-      return;
-    }
-    store_->put(r.key, *r.value);
-    this->emit(r.key, *r.value, r);
+    this->forward_erased(&r);
   }
 
  private:
