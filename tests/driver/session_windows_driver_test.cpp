@@ -12,27 +12,19 @@
 
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
+#include "windowed_output.hpp"
 
 using sluice::testing::topology_test_driver;
 using namespace std::chrono_literals;
 
 namespace {
 
-/// (key, session start, session end, value or nullopt for a tombstone, timestamp).
-template <class V>
-using session_updates = std::vector<std::tuple<std::string, std::int64_t, std::int64_t, std::optional<V>, std::int64_t>>;
+using sluice::test::read_sessions;
+using sluice::test::session_updates;
 
-template <class V>
-session_updates<V> read_sessions(topology_test_driver& d, const std::string& topic) {
-  session_updates<V> out;
-  for (auto& r : d.output_topic<sluice::session_windowed<std::string>, std::optional<V>>(topic).read_all())
-    out.emplace_back(r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp);
-  return out;
-}
-
-}  // namespace
-
-TEST(session_windows, count_merges_sessions_a_record_bridges_and_drops_late_records) {
+/// clicks counted per session (gap 5 ms, grace 10 ms) into the store "sessions", every
+/// update to "session-counts".
+sluice::topology session_counts() {
   sluice::streams_builder b;
   b.stream<std::string, std::string>("clicks")
       .group_by_key()
@@ -40,7 +32,13 @@ TEST(session_windows, count_merges_sessions_a_record_bridges_and_drops_late_reco
       .count("sessions")
       .to_stream()
       .to("session-counts");
-  topology_test_driver d(b.build());
+  return b.build();
+}
+
+}  // namespace
+
+TEST(session_windows, count_merges_sessions_a_record_bridges_and_drops_late_records) {
+  topology_test_driver d(session_counts());
   auto in = d.input_topic<std::string, std::string>("clicks");
   in.pipe("a", "", 0);   // new session [0,0]
   in.pipe("a", "", 3);   // within 5 of [0,0]: merged into [0,3]
@@ -72,14 +70,7 @@ TEST(session_windows, count_merges_sessions_a_record_bridges_and_drops_late_reco
 }
 
 TEST(session_windows, a_session_closes_at_its_end_plus_gap_plus_grace_as_in_kafka_streams) {
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>("clicks")
-      .group_by_key()
-      .windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(5ms, 10ms))
-      .count("sessions")
-      .to_stream()
-      .to("session-counts");
-  topology_test_driver d(b.build());
+  topology_test_driver d(session_counts());
   auto in = d.input_topic<std::string, std::string>("clicks");
   in.pipe("a", "", 0);
   in.pipe("b", "", 20);  // stream time 20: sessions ending before 20 - 10 - 5 = 5 are closed

@@ -31,6 +31,18 @@ results read_results(topology_test_driver& d, const std::string& topic) {
 
 std::string show(const std::optional<std::string>& v) { return v ? *v : "null"; }
 
+/// "left" left-joined with "right" within 10 ms, grace 5 ms, into "out" as "left+right"
+/// ("left+null" for an unmatched left record).
+sluice::topology left_join_within_10ms_grace_5ms() {
+  sluice::streams_builder b;
+  auto l = b.stream<std::string, std::string>("left");
+  auto r = b.stream<std::string, std::string>("right");
+  l.left_join(r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
+              sluice::join_windows::of_time_difference_and_grace(10ms, 5ms))
+      .to("out");
+  return b.build();
+}
+
 }  // namespace
 
 TEST(stream_join, inner_join_pairs_records_within_the_time_difference_in_time_then_arrival_order) {
@@ -60,13 +72,7 @@ TEST(stream_join, inner_join_pairs_records_within_the_time_difference_in_time_th
 }
 
 TEST(stream_join, left_join_emits_an_unmatched_left_record_once_its_window_closes) {
-  sluice::streams_builder b;
-  auto l = b.stream<std::string, std::string>("left");
-  auto r = b.stream<std::string, std::string>("right");
-  l.left_join(r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
-              sluice::join_windows::of_time_difference_and_grace(10ms, 5ms))
-      .to("out");
-  topology_test_driver d(b.build());
+  topology_test_driver d(left_join_within_10ms_grace_5ms());
   auto left = d.input_topic<std::string, std::string>("left");
   auto right = d.input_topic<std::string, std::string>("right");
   left.pipe("k", "a", 0);    // no match yet: waits (closes after stream time 15)
@@ -134,13 +140,7 @@ TEST(stream_join, join_windows_refuse_a_negative_time_difference_or_grace) {
 }
 
 TEST(stream_join, unmatched_records_of_one_time_come_out_in_key_order_not_arrival_order) {
-  sluice::streams_builder b;
-  auto l = b.stream<std::string, std::string>("left");
-  auto r = b.stream<std::string, std::string>("right");
-  l.left_join(r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
-              sluice::join_windows::of_time_difference_and_grace(10ms, 5ms))
-      .to("out");
-  topology_test_driver d(b.build());
+  topology_test_driver d(left_join_within_10ms_grace_5ms());
   auto left = d.input_topic<std::string, std::string>("left");
   left.pipe("kb", "x", 0);
   left.pipe("ka", "y", 0);

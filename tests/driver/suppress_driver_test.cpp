@@ -11,21 +11,14 @@
 
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
+#include "windowed_output.hpp"
 
 using sluice::testing::topology_test_driver;
 using namespace std::chrono_literals;
 
 namespace {
 
-/// (key, window start, value, timestamp) of every record on `topic`.
-template <class V>
-std::vector<std::tuple<std::string, std::int64_t, V, std::int64_t>> windowed_records(topology_test_driver& d,
-                                                                                     const std::string& topic) {
-  std::vector<std::tuple<std::string, std::int64_t, V, std::int64_t>> out;
-  for (auto& r : d.output_topic<sluice::windowed<std::string>, V>(topic).read_all())
-    out.emplace_back(r.key.key, r.key.window.start, r.value, r.timestamp);
-  return out;
-}
+using sluice::test::windowed_records;
 
 /// (key, value, timestamp) of every record on `topic`.
 std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> records(topology_test_driver& d,
@@ -36,7 +29,7 @@ std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> records(topolog
   return out;
 }
 
-using windowed_counts = std::vector<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t>>;
+using windowed_counts = sluice::test::window_updates<std::int64_t>;
 using counts = std::vector<std::tuple<std::string, std::int64_t, std::int64_t>>;
 
 sluice::topology suppressed_tumbling_count(sluice::buffer_config buffer = {}) {

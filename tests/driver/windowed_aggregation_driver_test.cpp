@@ -10,23 +10,15 @@
 
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
+#include "windowed_output.hpp"
 
 using sluice::testing::topology_test_driver;
 using namespace std::chrono_literals;
 
 namespace {
 
-/// (key, window start, value, timestamp) of every record on `topic`.
-template <class V>
-std::vector<std::tuple<std::string, std::int64_t, V, std::int64_t>> updates(topology_test_driver& d,
-                                                                            const std::string& topic) {
-  std::vector<std::tuple<std::string, std::int64_t, V, std::int64_t>> out;
-  for (auto& r : d.output_topic<sluice::windowed<std::string>, V>(topic).read_all())
-    out.emplace_back(r.key.key, r.key.window.start, r.value, r.timestamp);
-  return out;
-}
-
-using counts = std::vector<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t>>;
+using sluice::test::windowed_records;
+using counts = sluice::test::window_updates<std::int64_t>;
 
 }  // namespace
 
@@ -49,7 +41,7 @@ TEST(windowed_aggregation, tumbling_count_with_grace_emits_every_update_and_drop
   in.pipe("b", "", 15);
   in.pipe("a", "", 25);  // stream time 25: [10,20) closes (20 + 5 <= 25, the boundary counts as late)
   in.pipe("a", "", 19);  // late for [10,20): dropped
-  EXPECT_EQ(updates<std::int64_t>(d, "counts"), (counts{{"a", 0, 1, 1},
+  EXPECT_EQ(windowed_records<std::int64_t>(d, "counts"), (counts{{"a", 0, 1, 1},
                                                         {"a", 0, 2, 7},
                                                         {"a", 10, 1, 12},
                                                         {"a", 0, 3, 7},
@@ -79,7 +71,7 @@ TEST(windowed_aggregation, hopping_aggregate_updates_every_window_a_record_falls
   in.pipe("a", 100, 4);    // only [0,10), which ended at 10 <= 12: late, dropped
   in.pipe("a", 1000, 14);  // [5,15) (15 > 14, open) and [10,20)
   in.pipe("a", 5, 15);     // [10,20) and [15,25); [5,15) is not one of its windows
-  EXPECT_EQ(updates<std::int64_t>(d, "sums-out"), (counts{{"a", 0, 1, 7},
+  EXPECT_EQ(windowed_records<std::int64_t>(d, "sums-out"), (counts{{"a", 0, 1, 7},
                                                           {"a", 5, 1, 7},
                                                           {"a", 5, 11, 12},
                                                           {"a", 10, 10, 12},
@@ -101,7 +93,7 @@ TEST(windowed_aggregation, windows_start_at_multiples_of_the_advance_counted_fro
   topology_test_driver d(b.build());
   // 2023-11-14T22:13:20.123Z: the minute windows containing it start on 20 s boundaries.
   d.input_topic<std::string, std::string>("in").pipe("k", "", 1'700'000'000'123);
-  auto r = updates<std::int64_t>(d, "out");
+  auto r = windowed_records<std::int64_t>(d, "out");
   ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(std::get<1>(r[0]), 1'699'999'960'000);
   EXPECT_EQ(std::get<1>(r[1]), 1'699'999'980'000);
@@ -122,7 +114,7 @@ TEST(windowed_aggregation, windowed_reduce_after_group_by_repartitions_and_keys_
   in.pipe("ann", 5, 10);
   in.pipe("amy", 3, 20);
   in.pipe("al", 9, 150);
-  EXPECT_EQ(updates<std::int64_t>(d, "best"), (counts{{"a", 0, 5, 10}, {"a", 0, 5, 20}, {"a", 100, 9, 150}}));
+  EXPECT_EQ(windowed_records<std::int64_t>(d, "best"), (counts{{"a", 0, 5, 10}, {"a", 0, 5, 20}, {"a", 100, 9, 150}}));
   EXPECT_EQ(d.records(d.application_id() + "-best-per-team-repartition").size(), 3u);
   // Kafka Streams' TimeWindowedSerializer: the key's bytes, then the start as 8 bytes big-endian.
   in.pipe("al", 1, 160);

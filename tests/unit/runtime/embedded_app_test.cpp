@@ -44,6 +44,18 @@ sluice::config job_config(const std::string& app_id) {
   return c;
 }
 
+/// A job of `app_id` on the embedded cluster with a fresh state.dir each call: a second call
+/// is the same job restarted on an empty disk, its state only in its changelogs.
+sluice::config restartable_embedded_config(const std::string& app_id) {
+  auto c = job_config(app_id);
+  c.set("bootstrap.servers", "embedded");
+  // The mock cluster waits out the first member's session before the second one's join
+  // completes; keep that short.
+  c.set("consumer.session.timeout.ms", "6000");
+  c.set("consumer.heartbeat.interval.ms", "500");
+  return c;
+}
+
 }  // namespace
 
 TEST(embedded_app, a_job_without_bootstrap_servers_stops_naming_the_key) {
@@ -128,16 +140,7 @@ TEST(embedded_app, a_suppression_buffer_comes_back_from_its_changelog_after_a_re
     return b.build();
   };
   const std::string app_id = unique("suppress-restart");
-  auto settings = [&] {
-    auto c = job_config(app_id);  // a fresh state.dir each time
-    c.set("bootstrap.servers", "embedded");
-    // The mock cluster waits out the first member's session before the second one's join
-    // completes; keep that short.
-    c.set("consumer.session.timeout.ms", "6000");
-    c.set("consumer.heartbeat.interval.ms", "500");
-    return c;
-  };
-  auto cfg = settings();
+  auto cfg = restartable_embedded_config(app_id);
   sluice::topic_writer writer(cfg);
   {
     sluice::app app(topology(), cfg);
@@ -149,7 +152,7 @@ TEST(embedded_app, a_suppression_buffer_comes_back_from_its_changelog_after_a_re
     ASSERT_EQ(reader.read_at_least(2, 30s).size(), 2u);  // both counted, the window still open
     app.close();                                          // commits
   }
-  auto restarted = settings();
+  auto restarted = restartable_embedded_config(app_id);
   sluice::app app(topology(), restarted);
   app.start();
   writer.send<std::string, std::string>(in, "a", "", 61'000);  // stream time 61 s closes [0, 60 s)
@@ -187,14 +190,7 @@ TEST(embedded_app, stream_join_stores_come_back_from_their_changelogs_after_a_re
     return b.build();
   };
   const std::string app_id = unique("join-restart");
-  auto settings = [&] {
-    auto c = job_config(app_id);  // a fresh state.dir each time
-    c.set("bootstrap.servers", "embedded");
-    c.set("consumer.session.timeout.ms", "6000");
-    c.set("consumer.heartbeat.interval.ms", "500");
-    return c;
-  };
-  auto cfg = settings();
+  auto cfg = restartable_embedded_config(app_id);
   sluice::topic_admin admin(cfg);
   for (const auto& t : {left, right, out}) admin.create_topic(t, 1);  // one task: one stream time
   sluice::topic_writer writer(cfg);
@@ -209,7 +205,7 @@ TEST(embedded_app, stream_join_stores_come_back_from_their_changelogs_after_a_re
     ASSERT_EQ(shared.read_at_least(2, 30s).size(), 2u);
     app.close();
   }
-  auto restarted = settings();
+  auto restarted = restartable_embedded_config(app_id);
   sluice::app app(topology(), restarted);
   app.start();
   writer.send<std::string, std::string>(right, "k", "r1", 1'500);     // joins l1 from the restored store

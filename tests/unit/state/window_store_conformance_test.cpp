@@ -104,6 +104,16 @@ std::size_t keys_in(kv_store& s) {
 
 using W = std::vector<std::pair<std::int64_t, std::string>>;
 
+/// 200 keys in each of segments 0 (starts 0..49) and 1 (50..99) of a store with segments of
+/// 50 ms, at observed time 0, committed at changelog offset 1.
+void fill_segments_0_and_1(window_store& s) {
+  for (int k = 0; k < 200; ++k) {
+    s.put("k" + std::to_string(k), k % 50, "x", 0);
+    s.put("k" + std::to_string(k), 50 + k % 50, "x", 0);
+  }
+  s.commit(changelog_offset(1));
+}
+
 class window_store_conformance : public ::testing::TestWithParam<backend> {
  protected:
   std::unique_ptr<kv_store> open_kv(const std::string& name = "windows") {
@@ -162,12 +172,7 @@ TEST_P(window_store_conformance, retention_drops_whole_segments_with_one_range_d
   auto counting = std::make_unique<delete_counting_store>(open_kv());
   auto* kv = counting.get();
   window_store s(std::move(counting), nullptr, {.retention = 100ms, .segment_interval = 50ms});
-  // 200 keys in each of segments 0 (starts 0..49) and 1 (50..99).
-  for (int k = 0; k < 200; ++k) {
-    s.put("k" + std::to_string(k), k % 50, "x", 0);
-    s.put("k" + std::to_string(k), 50 + k % 50, "x", 0);
-  }
-  s.commit(changelog_offset(1));
+  fill_segments_0_and_1(s);
   EXPECT_EQ(keys_in(*kv), 400u);
   // Observed 160: live starts are > 60, so segment 0 is wholly expired; segment 1 holds
   // live windows (61..99) and stays whole.
@@ -260,12 +265,7 @@ TEST(window_store_on_rocksdb, retention_drops_segments_so_rocksdb_holds_fewer_ke
   auto kv = open_rocksdb_store(so, shared_environment());
   kv_store* rocks = kv.get();
   window_store s(std::move(kv), nullptr, {.retention = 100ms, .segment_interval = 50ms});
-  // 200 keys in each of segments 0 (starts 0..49) and 1 (50..99).
-  for (int k = 0; k < 200; ++k) {
-    s.put("k" + std::to_string(k), k % 50, "x", 0);
-    s.put("k" + std::to_string(k), 50 + k % 50, "x", 0);
-  }
-  s.commit(changelog_offset(1));
+  fill_segments_0_and_1(s);
   s.flush();
   rocksdb_compact_now(*rocks);
   EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.estimate-num-keys"), 400u);
