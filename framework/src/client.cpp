@@ -18,6 +18,11 @@ kafka::config_map client_map(const config& c, std::string_view client) {
   kafka::apply_embedded(props);
   return props;
 }
+
+/// Copies a polled batch into `out` (the batch keeps its capacity for the next poll).
+void append_batch(const std::vector<kafka::message>& batch, std::vector<raw_message>& out) {
+  for (const auto& m : batch) out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
+}
 }  // namespace
 
 struct topic_admin::impl {
@@ -105,8 +110,7 @@ std::vector<raw_message> topic_reader::poll(std::chrono::milliseconds timeout, s
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (out.size() < max && std::chrono::steady_clock::now() < deadline) {
     impl_->scan.poll_batch(impl_->batch, std::min<std::size_t>(10000, max - out.size()), 50ms);
-    for (auto& m : impl_->batch)
-      out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
+    append_batch(impl_->batch, out);
   }
   return out;
 }
@@ -126,8 +130,7 @@ std::vector<raw_message> topic_reader::read_to_end(std::chrono::milliseconds tim
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!impl_->scan.at_end() && std::chrono::steady_clock::now() < deadline) {
     impl_->scan.poll_batch(impl_->batch, 10000, 50ms);
-    for (auto& m : impl_->batch)
-      out.push_back({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, m.headers});
+    append_batch(impl_->batch, out);
   }
   return out;
 }

@@ -57,6 +57,9 @@ struct response {
   static response json(http::status code, std::string body) { return json(static_cast<int>(code), std::move(body)); }
   /// `{"error": "<message>"}` with `code`; the message is JSON-escaped.
   static response error(http::status code, std::string_view message);
+  /// A header of this response by name (case-insensitive, as request::header); nullopt
+  /// when absent. Valid while `headers` is unchanged.
+  std::optional<std::string_view> header(std::string_view name) const noexcept;
 };
 
 class request;

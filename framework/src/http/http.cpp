@@ -9,6 +9,19 @@
 
 namespace sluice::http {
 
+namespace {
+/// The value of header `name` among `headers` (names compared case-insensitively).
+std::optional<std::string_view> find_header(const std::vector<std::pair<std::string, std::string>>& headers,
+                                            std::string_view name) noexcept {
+  for (const auto& [n, v] : headers)
+    if (n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        }))
+      return std::string_view(v);
+  return std::nullopt;
+}
+}  // namespace
+
 std::string_view request::path_param(std::string_view name) const noexcept {
   for (const auto& [n, v] : path_params_)
     if (n == name) return v;
@@ -22,12 +35,11 @@ std::optional<std::string_view> request::query(std::string_view name) const noex
 }
 
 std::optional<std::string_view> request::header(std::string_view name) const noexcept {
-  for (const auto& [n, v] : headers_)
-    if (n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-        }))
-      return std::string_view(v);
-  return std::nullopt;
+  return find_header(headers_, name);
+}
+
+std::optional<std::string_view> response::header(std::string_view name) const noexcept {
+  return find_header(headers, name);
 }
 
 store_access& request::stores() const {

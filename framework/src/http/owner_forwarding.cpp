@@ -10,9 +10,7 @@
 namespace sluice::http {
 
 response owner_forwarding::stamp(response r) const {
-  const bool stamped =
-      std::any_of(r.headers.begin(), r.headers.end(), [](const auto& h) { return h.first == served_by_header; });
-  if (!stamped) r.headers.emplace_back(served_by_header, self_);
+  if (!r.header(served_by_header)) r.headers.emplace_back(served_by_header, self_);
   return r;
 }
 

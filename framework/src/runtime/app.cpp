@@ -218,7 +218,7 @@ std::map<std::string, std::int32_t, std::less<>> validate_output_topics(const to
 /// its topic's limit is caught before it is produced (stream_task::send).
 runtime::record_size_limits learn_record_limits(const topology& topo, const config& cfg, kafka::admin& admin,
                                                 kafka::config_map& producer) {
-  runtime::record_size_limits limits(runtime::producer_max_message_bytes(producer));
+  runtime::record_size_limits limits(runtime::producer_max_message_bytes(cfg));
   std::set<std::string> topics;
   for (const auto& n : detail::topology_access::nodes(topo))
     if (n.kind == detail::node_kind::sink)

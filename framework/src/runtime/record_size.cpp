@@ -2,22 +2,17 @@
 #include "runtime/record_size.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 #include "sluice/error.hpp"
 
 namespace sluice::runtime {
 
-std::int64_t producer_max_message_bytes(const std::map<std::string, std::string>& producer) {
-  const auto it = producer.find("message.max.bytes");
-  if (it == producer.end()) return default_producer_max_message_bytes;
-  const auto& text = it->second;
-  std::int64_t bytes = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), bytes);
-  if (ec != std::errc{} || end != text.data() + text.size() || bytes < 1000 || bytes > 1000000000)
-    throw error(errc::invalid_config, "configuration key 'producer.message.max.bytes' has value '" + text +
-                                          "'; allowed: a whole number of bytes from 1000 to 1000000000");
-  return bytes;
+std::int64_t producer_max_message_bytes(const config& cfg) {
+  // The key the producer's properties take it from (config::client_properties): the
+  // "producer." one over a bare one.
+  for (const char* key : {"producer.message.max.bytes", "message.max.bytes"})
+    if (cfg.contains(key)) return cfg.get_int(key, 1000, 1000000000);  // librdkafka's range
+  return default_producer_max_message_bytes;
 }
 
 std::int64_t record_wire_bytes(const std::optional<std::string_view>& key, const std::optional<std::string_view>& value,

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "sluice/config.hpp"
 #include "sluice/record.hpp"
 
 namespace sluice::runtime {
@@ -22,10 +23,11 @@ namespace sluice::runtime {
 /// librdkafka's message.max.bytes when the producer's configuration does not set it.
 inline constexpr std::int64_t default_producer_max_message_bytes = 1000000;
 
-/// The message.max.bytes a producer made from `producer` (its librdkafka properties) uses:
-/// the configured value, or librdkafka's default. Throws sluice::error(errc::invalid_config)
-/// naming the key when it is not a number in librdkafka's range (1000 .. 1000000000).
-std::int64_t producer_max_message_bytes(const std::map<std::string, std::string>& producer);
+/// The message.max.bytes the job's producer uses: producer.message.max.bytes, else a bare
+/// message.max.bytes, else librdkafka's default; read with config::get_int, which throws
+/// sluice::error(errc::invalid_config) naming the key when it is not an integer in
+/// librdkafka's range (1000 .. 1000000000).
+std::int64_t producer_max_message_bytes(const config& cfg);
 
 /// Bytes one record takes on the wire in a v2 record batch, an upper bound: key, value,
 /// header names and values, and their framing (varint lengths, attributes, deltas) at its

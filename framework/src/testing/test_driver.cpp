@@ -225,8 +225,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   s.dead_letter_topic = d.cfg.dead_letter_topic();
   // The producer's limit as the app's producer would use it; the driver's topics have no
   // max.message.bytes of their own.
-  s.record_limits =
-      runtime::record_size_limits(runtime::producer_max_message_bytes(d.cfg.client_properties("producer")));
+  s.record_limits = runtime::record_size_limits(runtime::producer_max_message_bytes(d.cfg));
   s.metrics = &d.metrics;
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };

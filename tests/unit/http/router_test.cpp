@@ -88,6 +88,18 @@ TEST(http_query, parameters_are_split_and_decoded_with_plus_as_space) {
   EXPECT_FALSE(sluice::http::parse_query("a=%G1"));
 }
 
+TEST(http_headers, requests_and_responses_find_a_header_by_name_whatever_its_case) {
+  sluice::http::request req("/x", {}, {}, nullptr, "/x", {{"X-Sluice-Forwarded", "a:1"}});
+  EXPECT_EQ(req.header("x-sluice-forwarded"), "a:1");
+  EXPECT_FALSE(req.header("X-Sluice-Served-By"));
+  auto r = sluice::http::response::json(200, "{}");
+  r.headers.emplace_back("Retry-After", "1");
+  r.headers.emplace_back("x-sluice-served-by", "b:2");  // as another client may spell it
+  EXPECT_EQ(r.header("X-Sluice-Served-By"), "b:2");
+  EXPECT_EQ(r.header("retry-after"), "1");
+  EXPECT_FALSE(r.header("Authorization"));
+}
+
 TEST(http_json, escape_keeps_json_valid_for_quotes_backslashes_and_control_bytes) {
   EXPECT_EQ(sluice::http::json_escape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
   auto r = sluice::http::response::error(sluice::http::status::not_found, "no \"x\"");

@@ -188,12 +188,6 @@ std::string error_text(const http::response& r) {
   return r.body.substr(0, 200);
 }
 
-std::optional<std::string> header_of(const http::response& r, std::string_view name) {
-  for (const auto& [n, v] : r.headers)
-    if (n == name) return v;
-  return std::nullopt;
-}
-
 /// GET /overflow/backlog with scope=application: this instance's partitions, then the others
 /// from their owners, one forwarded request per owner (its answer covers every partition it
 /// runs), merged into the `limit` largest. What could not be asked is named in the answer,
@@ -230,7 +224,7 @@ http::response gathered_backlog(const http::request& req, const overflow_buffer_
                              {"error", r.status == 200 ? "the owner answered malformed JSON" : error_text(r)}});
       continue;
     }
-    const auto instance = header_of(r, http::served_by_header).value_or("unknown");
+    const std::string instance(r.header(http::served_by_header).value_or("unknown"));
     std::set<std::int32_t> theirs;
     for (const auto& q : j["partitions"]) {
       if (!q.is_number_integer()) continue;
