@@ -56,8 +56,9 @@ class global_table_store final : public detail::global_view {
 
 /// Whether the global table record `m` is applied: true when it decodes as `spec`'s types.
 /// One that does not goes to `policy`: fail throws sluice::error(errc::serialization) naming
-/// the topic, partition, offset and key; log_and_continue and dead_letter (the global thread
-/// has no producer: nothing is dead-lettered) skip it, add it to `skipped` and log it.
+/// the topic, partition, offset and key; log_and_continue and dead_letter skip it, add it to
+/// `skipped` and log it naming the same. Under dead_letter nothing is dead-lettered (the
+/// global tables' thread has no producer), and the log line says "not dead-lettered".
 /// Shared by the runtime and the test driver.
 bool accept_global_record(const detail::store_spec& spec, const kafka::message& m, error_policy policy,
                           counter& skipped);

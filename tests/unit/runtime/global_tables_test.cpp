@@ -120,6 +120,23 @@ TEST(global_tables, record_that_does_not_decode_under_log_and_continue_is_skippe
   app.close(30s);
 }
 
+TEST(global_tables, record_that_does_not_decode_under_dead_letter_is_skipped_and_counted_and_not_dead_lettered) {
+  global_job job("global-dead-letter");
+  job.cfg.set("deserialization.error.handler", "dead_letter");
+  job.write_item("i1", R"({"name":"bolt","qty":3})");
+  job.write_item("i1", "{not json");
+  job.write_item("end", R"({"name":"marker","qty":0})");  // read after the bad one
+  sluice::app app(job.topology(), job.cfg);
+  app.start();  // creates the dead-letter topic; catch-up reads all three before start() returns
+  EXPECT_EQ(app.metrics().total("sluice_records_skipped_total"), 1);
+  EXPECT_EQ(app.metrics().total("sluice_global_records_applied_total"), 2);
+  EXPECT_EQ(app.metrics().total("sluice_records_dead_lettered_total"), 0);
+  // The global tables' thread has no producer: the dead-letter topic, read to its end, is empty.
+  sluice::topic_reader dead_letters(job.cfg, {job.cfg.dead_letter_topic()});
+  EXPECT_TRUE(dead_letters.read_to_end(30s).empty());
+  app.close(30s);
+}
+
 namespace {
 
 /// Blocks in process() until the test releases it: a stream thread provably still busy.
