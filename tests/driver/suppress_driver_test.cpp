@@ -194,3 +194,36 @@ TEST(suppress, the_buffer_is_a_changelogged_store_named_as_in_kafka_streams) {
   for (const auto& m : log) tombstones += m.value ? 0 : 1;
   EXPECT_EQ(tombstones, 2u);
 }
+
+// Session windows (Kafka Streams 3.9): a session's buffer time is its end (its last record's
+// timestamp) and it is final once stream time reaches end + inactivity gap + grace (a session
+// can grow until end + gap); the tombstones of merged-away sessions replace their buffered
+// value and are dropped, so each final session comes out once.
+TEST(suppress, until_window_closes_emits_each_final_session_once_after_gap_plus_grace) {
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("clicks")
+      .group_by_key()
+      .windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(10ms, 5ms))
+      .count("sessions")
+      .suppress(sluice::until_window_closes())
+      .to_stream()
+      .to("final-sessions");
+  topology_test_driver d(b.build());
+  auto in = d.input_topic<std::string, std::string>("clicks");
+  in.pipe("a", "", 0);    // a [0,0] = 1, buffered at 0
+  in.pipe("a", "", 5);    // a [0,0] tombstone (keeps buffer time 0), a [0,5] = 2 at 5
+  in.pipe("b", "", 12);   // b [12,12] = 1
+  in.pipe("c", "", 19);   // c [19,19] = 1; due up to 19 - 15 = 4: a [0,0]'s tombstone (dropped); a [0,5] waits
+  in.pipe("c", "", 20);   // c [19,19] tombstone, c [19,20] = 2; due up to 5: a [0,5] = 2 (at 5), exactly on its bound
+  in.pipe("b", "", 26);   // b [26,26] = 1 (14 after b's session: a new one); due up to 11: b [12,12] waits
+  in.pipe("a", "", 27);   // a [27,27] = 1; due up to 12: b [12,12] = 1 exactly on its bound
+  in.pipe("d", "", 100);  // due up to 85: c [19,19]'s tombstone (dropped), c [19,20] = 2, b [26,26], a [27,27]
+  std::vector<std::tuple<std::string, std::int64_t, std::int64_t, std::optional<std::int64_t>, std::int64_t>> out;
+  for (auto& r : d.output_topic<sluice::session_windowed<std::string>, std::optional<std::int64_t>>("final-sessions")
+                     .read_all())
+    out.emplace_back(r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp);
+  const decltype(out) expected = {
+      {"a", 0, 5, 2, 5}, {"b", 12, 12, 1, 12}, {"c", 19, 20, 2, 20}, {"b", 26, 26, 1, 26}, {"a", 27, 27, 1, 27},
+  };
+  EXPECT_EQ(out, expected);
+}

@@ -191,3 +191,38 @@ TEST(table_join, describe_names_both_join_sides_the_merge_and_the_result_store) 
   // Both tables and the join are one sub-topology (the tables must be co-partitioned).
   EXPECT_EQ(t.subtopologies().size(), 1u);
 }
+
+// A suppressed table's store is its suppression buffer, not its rows: joining it is refused
+// when the topology is built, naming the table and the fix, which works. (A windowed table
+// cannot be joined either: tests/compile_fail/dsl/join_windowed_table.cpp.)
+TEST(table_join, joining_a_suppressed_table_is_refused_at_build_naming_the_table_and_the_fix) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  auto limits = b.table<std::string, std::string>("limits", "limits-store");
+  auto rates = b.table<std::string, std::string>("rates", "rates-store");
+  auto suppressed = limits.suppress(sluice::until_time_limit(1s, {}));
+  try {
+    (void)rates.outer_join(suppressed, [](const text& r, const text& l) { return show(r) + "/" + show(l); }, "both");
+    FAIL() << "a join with a suppressed table was accepted";
+  } catch (const sluice::error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(e.code(), sluice::errc::invalid_topology);
+    EXPECT_NE(message.find("'KTABLE-SUPPRESS-STATE-STORE-0000000005' is a suppressed table"), std::string::npos) << message;
+    EXPECT_NE(message.find("join the table before suppressing it"), std::string::npos) << message;
+  }
+  // The fix: join, then suppress the result.
+  sluice::streams_builder ok;
+  auto l = ok.table<std::string, std::string>("limits", "limits-store");
+  auto r = ok.table<std::string, std::string>("rates", "rates-store");
+  r.join(l, [](const std::string& rv, const std::string& lv) { return rv + "/" + lv; }, "both")
+      .suppress(sluice::until_time_limit(10ms, {}))
+      .to_stream()
+      .to("out");
+  topology_test_driver d(ok.build());
+  d.input_topic<std::string, std::string>("rates").pipe("k", "r", 0);
+  d.input_topic<std::string, std::string>("limits").pipe("k", "l", 1);
+  d.input_topic<std::string, std::string>("rates").pipe("k2", "y", 20);
+  d.input_topic<std::string, std::string>("limits").pipe("k2", "x", 21);  // y/x at 21 releases k's r/l (1 + 10 <= 21)
+  const updates expected = {{"k", text("r/l"), 1}};
+  EXPECT_EQ(read_updates(d, "out"), expected);
+}

@@ -76,6 +76,10 @@ class graph_builder {
 
 /// Which rows a table–table join keeps (sluice/detail/table_join_nodes.hpp).
 enum class table_join_kind;
+/// What keeps a ktable's rows: a key-value store (a table read from a topic, an aggregation,
+/// a join), a window or session store (a windowed aggregation), or a suppression buffer.
+/// Only the first can be joined.
+enum class table_store_kind { key_value, window, suppression_buffer };
 /// Which records a stream–stream join keeps (sluice/detail/stream_join_nodes.hpp).
 enum class stream_join_kind;
 
@@ -172,18 +176,21 @@ class kgrouped_stream {
 template <class K, class V>
 class ktable {
  public:
-  /// `window_grace`: set on the result of a windowed aggregation (its windows' grace), for
-  /// suppress(until_window_closes()).
+  /// `window_grace`: set on the result of a windowed aggregation (its windows' grace; for
+  /// session windows gap + grace), for suppress(until_window_closes()).
   /// `update_node`: set on a table read from a topic (V is std::optional of the stored
   /// value), its source node, whose output carries its deletions too, for joins.
+  /// `store_kind`: what keeps the rows (windowed aggregations and suppress say).
   ktable(std::shared_ptr<detail::graph_builder> g, std::size_t node, std::string store,
          std::optional<std::chrono::milliseconds> window_grace = std::nullopt,
-         std::optional<std::size_t> update_node = std::nullopt)
+         std::optional<std::size_t> update_node = std::nullopt,
+         detail::table_store_kind store_kind = detail::table_store_kind::key_value)
       : g_(std::move(g)),
         node_(node),
         store_(std::move(store)),
         window_grace_(window_grace),
-        update_node_(update_node) {}
+        update_node_(update_node),
+        store_kind_(store_kind) {}
   /// The stream of the table's updates. A table whose updates are std::optional (one read
   /// from a topic, a join's result) forwards a deletion as std::nullopt, written as a null
   /// value (a tombstone) by to(topic).
@@ -235,6 +242,7 @@ class ktable {
   std::string store_;
   std::optional<std::chrono::milliseconds> window_grace_;
   std::optional<std::size_t> update_node_;
+  detail::table_store_kind store_kind_;
 };
 
 /// A table every instance reads in full (customer rates, rules); joined by a key selector.

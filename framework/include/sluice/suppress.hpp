@@ -29,11 +29,11 @@ ktable<K, V> ktable<K, V>::suppress(const suppressed& how) const {
   detail::suppression_spec spec{
       .wait = how.time_to_wait(), .buffer = how.buffer(), .buffer_time = detail::suppression_time::record_timestamp};
   if (how.what() == suppressed::kind::until_window_closes) {
-    if constexpr (!detail::is_windowed<K>::value) {
+    if constexpr (!detail::is_windowed<K>::value && !detail::is_session_windowed<K>::value) {
       throw error(errc::invalid_topology,
                   "suppress(until_window_closes()): the table's key is not windowed; it applies to the result of a "
-                  "windowed aggregation over time_windows or sliding_windows (session windows are not supported "
-                  "yet); use until_time_limit(...) here");
+                  "windowed aggregation over time_windows, sliding_windows or session_windows; use "
+                  "until_time_limit(...) here");
     } else {
       if (!window_grace_)
         throw error(errc::invalid_topology,
@@ -54,7 +54,7 @@ ktable<K, V> ktable<K, V>::suppress(const suppressed& how) const {
                     .stores = {store},
                     .parents = {node_},
                     .factory = detail::factory_of(detail::suppress_node<K, V>(store, spec))});
-  return ktable<K, V>(g_, idx, store, window_grace_);
+  return ktable<K, V>(g_, idx, store, window_grace_, std::nullopt, detail::table_store_kind::suppression_buffer);
 }
 
 }  // namespace sluice

@@ -15,10 +15,12 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "sluice/builder.hpp"
 #include "sluice/detail/table_join_nodes.hpp"
 #include "sluice/error.hpp"
+#include "sluice/windows.hpp"
 
 namespace sluice {
 
@@ -32,12 +34,23 @@ auto ktable<K, V>::joined(const ktable<K, VO>& other, F joiner, materialized sto
   using L = std::conditional_t<Kind == detail::table_join_kind::outer, std::optional<VL>, VL>;
   using R = std::conditional_t<Kind == detail::table_join_kind::inner, VR, std::optional<VR>>;
   using Out = std::remove_cvref_t<std::invoke_result_t<F&, const L&, const R&>>;
+  static_assert(!detail::is_windowed<K>::value && !detail::is_session_windowed<K>::value,
+                "table join: windowed tables (the result of windowed_by(...).count/reduce/aggregate) cannot be "
+                "joined in sluice yet; join the streams within join_windows before aggregating, or re-key the "
+                "table's stream to a plain key (to_stream().map(...).to(topic)) and join the table read from that "
+                "topic");
   if (g_ != other.g_)
     throw error(errc::invalid_topology, "table join: the two tables ('" + store_ + "' and '" + other.store_ +
                                             "') come from different streams_builders; build both with one");
   if (store.name.empty())
     throw error(errc::invalid_topology, "table join of '" + store_ + "' and '" + other.store_ +
                                             "': the result's store needs a name (materialized{.name = ...})");
+  for (const auto& [kind, name] : {std::pair{store_kind_, store_}, std::pair{other.store_kind_, other.store_}})
+    if (kind == detail::table_store_kind::suppression_buffer)
+      throw error(errc::invalid_topology,
+                  "table join of '" + store_ + "' and '" + other.store_ + "': '" + name +
+                      "' is a suppressed table, whose store is the suppression buffer, not the table's rows; join "
+                      "the table before suppressing it (suppress the join's result instead)");
   constexpr const char* this_kind = Kind == detail::table_join_kind::inner  ? "KTABLE-JOINTHIS"
                                     : Kind == detail::table_join_kind::left ? "KTABLE-LEFTJOINTHIS"
                                                                             : "KTABLE-OUTERJOINTHIS";

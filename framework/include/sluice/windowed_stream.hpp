@@ -116,7 +116,8 @@ class ktime_windowed_stream {
                       .stores = {store.name},
                       .parents = {in.node_index()},
                       .factory = factory<A>(store.name, std::move(fold))});
-    return ktable<windowed<K>, A>(g_, idx, store.name, windows_.grace());
+    return ktable<windowed<K>, A>(g_, idx, store.name, windows_.grace(), std::nullopt,
+                                  detail::table_store_kind::window);
   }
 
   std::chrono::milliseconds retention() const {
@@ -247,7 +248,11 @@ class ksession_windowed_stream {
                       .parents = {in.node_index()},
                       .factory = detail::factory_of(detail::session_aggregate_node<K, V, A, Fold, Merge>(
                           store.name, windows_, std::move(fold), std::move(merge)))});
-    return ktable<session_windowed<K>, std::optional<A>>(g_, idx, store.name);
+    // A session ending at e can still grow until e + gap: Kafka Streams suppresses its final
+    // result for gap + grace past its end.
+    return ktable<session_windowed<K>, std::optional<A>>(g_, idx, store.name,
+                                                         windows_.inactivity_gap() + windows_.grace(), std::nullopt,
+                                                         detail::table_store_kind::window);
   }
 
   std::shared_ptr<detail::graph_builder> g_;

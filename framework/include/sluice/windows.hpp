@@ -284,6 +284,18 @@ struct session_windowed_serde {
   }
 };
 
+namespace detail {
+/// Whether K is a time-windowed key (windowed<K>) or a session key (session_windowed<K>).
+template <class K>
+struct is_windowed : std::false_type {};
+template <class K>
+struct is_windowed<windowed<K>> : std::true_type {};
+template <class K>
+struct is_session_windowed : std::false_type {};
+template <class K>
+struct is_session_windowed<session_windowed<K>> : std::true_type {};
+}  // namespace detail
+
 namespace serde_detail {
 template <class K>
 struct default_serde_for<windowed<K>> {

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
+#include "sluice/detail/dsl_nodes.hpp"
 #include "sluice/detail/node.hpp"
 #include "sluice/error.hpp"
 #include "sluice/metrics.hpp"
@@ -21,10 +23,28 @@
 
 namespace sluice::detail {
 
-template <class K>
-struct is_windowed : std::false_type {};
-template <class K>
-struct is_windowed<windowed<K>> : std::true_type {};
+/// A buffered value in its state encoding. A std::optional value (a session table's, nullopt
+/// for a session merged into another) as a presence byte, then the value.
+template <class V>
+struct buffered_value_serde {
+  static void serialize(const V& v, std::string& out) { default_state_serde<V>::serialize(v, out); }
+  static V deserialize(std::string_view in) { return default_state_serde<V>::deserialize(in); }
+};
+template <class T>
+struct buffered_value_serde<std::optional<T>> {
+  static void serialize(const std::optional<T>& v, std::string& out) {
+    out.clear();
+    out.push_back(v ? '\1' : '\0');
+    if (!v) return;
+    std::string bytes;
+    default_state_serde<T>::serialize(*v, bytes);
+    out.append(bytes);
+  }
+  static std::optional<T> deserialize(std::string_view in) {
+    if (in.empty() || in[0] == '\0') return std::nullopt;
+    return default_state_serde<T>::deserialize(in.substr(1));
+  }
+};
 
 /// The time a buffered key is due by: its window's end (until_window_closes) or the
 /// timestamp of the update that first buffered it (until_time_limit).
@@ -55,13 +75,13 @@ inline std::uint32_t read_u32(std::string_view in, std::size_t at) {
 }
 
 /// Buffers each update of a key, replacing the key's earlier buffered update, and emits a
-/// key's latest update when it is due (buffer time <= observed stream time - wait) or, with
-/// buffer_full::emit_early, when the buffer is over its limits (oldest first). Exactly as
-/// Kafka Streams: observed stream time is the highest timestamp of the updates this node
-/// has received (it starts again at -1 after a restart, so nothing is emitted before the
-/// next update arrives); a key keeps the buffer time of its first buffered update
-/// (non-resetting); due keys come out in (buffer time, serialized key) order, each with the
-/// timestamp and headers of its latest update.
+/// key's latest update when it is due (a session's: its end, the last record's timestamp;
+/// until_window_closes drops tombstones, which only merged-away sessions produce) (buffer time <= observed stream time
+/// - wait) or, with buffer_full::emit_early, when the buffer is over its limits (oldest first). Exactly as Kafka
+/// Streams: observed stream time is the highest timestamp of the updates this node has received (it starts again at -1
+/// after a restart, so nothing is emitted before the next update arrives); a key keeps the buffer time of its first
+/// buffered update (non-resetting); due keys come out in (buffer time, serialized key) order, each with the timestamp
+/// and headers of its latest update.
 ///
 /// Store layout (one key-value store, changelogged, so the buffer survives restarts and
 /// commits with the outputs under exactly-once):
@@ -73,7 +93,7 @@ template <class K, class V>
 class suppress_node final : public typed_node<K, V> {
  public:
   using KS = default_serde<K>;
-  using VS = default_state_serde<V>;
+  using VS = buffered_value_serde<V>;
 
   suppress_node(std::string store, suppression_spec spec) : store_name_(std::move(store)), spec_(spec) {}
 
@@ -104,7 +124,7 @@ class suppress_node final : public typed_node<K, V> {
     key_bytes_.clear();
     KS::serialize(r.key, key_bytes_);
     std::int64_t window_end = 0;
-    if constexpr (is_windowed<K>::value) window_end = r.key.window.end;
+    if constexpr (is_windowed<K>::value || is_session_windowed<K>::value) window_end = r.key.window.end;
     std::int64_t time = spec_.buffer_time == suppression_time::window_end ? window_end : r.timestamp;
 
     index_key_.assign("k").append(key_bytes_);
@@ -195,6 +215,10 @@ class suppress_node final : public typed_node<K, V> {
       index_key_.assign("k").append(key_bytes);
       remove(index_key_);
       remove(std::string(key));
+      // Final results drop tombstones (a session merged into another), as Kafka Streams'
+      // final-results suppression, which counts them safe to drop.
+      if constexpr (is_optional_v<V>)
+        if (spec_.buffer_time == suppression_time::window_end && !out_.value) continue;
       emitted_->add();
       this->forward_erased(&out_);
     }
