@@ -53,6 +53,13 @@ struct materialized {
 
 namespace detail {
 
+/// The store a `materialized` asks for, as far as the storage goes: its name, backend,
+/// changelog, ttl and RocksDB hook. Each operation adds what it knows: the store's kind
+/// (make_store) or the codec of its key and value types.
+inline store_spec store_spec_for(const materialized& m) {
+  return {.name = m.name, .backend = m.backend, .logged = m.logged, .ttl = m.ttl, .rocksdb_options = m.rocksdb_options};
+}
+
 /// Collects nodes and stores while the DSL is used; shared by every stream handle.
 class graph_builder {
  public:
@@ -628,12 +635,9 @@ class kstream {
   }
 
   void add_store_ref(std::vector<std::string>& names, const materialized& store) const {
-    g_->add_store({.name = store.name,
-                   .backend = store.backend,
-                   .logged = store.logged,
-                   .ttl = store.ttl,
-                   .rocksdb_options = store.rocksdb_options,
-                   .make_store = store.make_store});
+    auto spec = detail::store_spec_for(store);
+    spec.make_store = store.make_store;
+    g_->add_store(std::move(spec));
     names.push_back(store.name);
   }
   static void add_store_ref(std::vector<std::string>& names, const std::string& n) { names.push_back(n); }
@@ -658,12 +662,9 @@ ktable<K, A> kgrouped_stream<K, V>::stateful(N prototype, materialized store) {
   kstream<K, V> in(g_, node_, repartition_);
   in = in.repartitioned(store.name);
   auto& g = *g_;
-  g.add_store({.name = store.name,
-               .backend = store.backend,
-               .logged = store.logged,
-               .ttl = store.ttl,
-               .rocksdb_options = store.rocksdb_options,
-               .codec = detail::make_store_codec<K, A>()});
+  auto spec = detail::store_spec_for(store);
+  spec.codec = detail::make_store_codec<K, A>();
+  g.add_store(std::move(spec));
   auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
                     .kind = detail::node_kind::processor,
                     .stores = {store.name},
@@ -731,12 +732,9 @@ class streams_builder {
                         .kind = detail::node_kind::source,
                         .topics = {topic},
                         .factory = detail::factory_of(detail::table_source<K, V, KS, VS>(std::move(extractor)))});
-    g_->add_store({.name = store.name,
-                   .backend = store.backend,
-                   .logged = store.logged,
-                   .ttl = store.ttl,
-                   .rocksdb_options = store.rocksdb_options,
-                   .codec = detail::make_store_codec<K, V>()});
+    auto spec = detail::store_spec_for(store);
+    spec.codec = detail::make_store_codec<K, V>();
+    g_->add_store(std::move(spec));
     auto idx = g_->add({.name = g_->name("KTABLE-MATERIALIZE"),
                         .kind = detail::node_kind::processor,
                         .stores = {store.name},
@@ -774,12 +772,9 @@ class streams_builder {
 
   /// Adds a store for processors to use (Processor API); name it in process(..., "name").
   void add_state_store(materialized store) {
-    g_->add_store({.name = store.name,
-                   .backend = store.backend,
-                   .logged = store.logged,
-                   .ttl = store.ttl,
-                   .rocksdb_options = store.rocksdb_options,
-                   .make_store = store.make_store});
+    auto spec = detail::store_spec_for(store);
+    spec.make_store = store.make_store;
+    g_->add_store(std::move(spec));
   }
 
   /// Adds a read-only endpoint to the instance HTTP server (on when application.server is

@@ -68,14 +68,8 @@ auto kstream<K, V>::stream_joined(const kstream<K, VO>& other, F joiner, const j
 
   // Kafka Streams' join stores: retention = window size (before + after) + grace, duplicates
   // kept; each store's records expire by that store's own observed stream time.
-  const state::window_store_options options{.retention = windows.size() + windows.grace()};
   for (const auto& s : {this_store, other_store})
-    g.add_store({.name = s,
-                 .make_store = [options](std::unique_ptr<state::kv_store> storage,
-                                         state::changelog_sink* changelog) -> std::unique_ptr<state::state_store> {
-                   return std::make_unique<state::window_store>(std::move(storage), changelog, options);
-                 },
-                 .changelog_retention = options.retention + std::chrono::hours(24)});
+    g.add_store(detail::window_store_spec({.name = s}, {.retention = windows.size() + windows.grace()}));
   if (!outer_store.empty()) g.add_store({.name = outer_store});
 
   auto this_win = g.add({.name = this_windowed,

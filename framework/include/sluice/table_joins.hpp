@@ -58,12 +58,9 @@ auto ktable<K, V>::joined(const ktable<K, VO>& other, F joiner, materialized sto
                                      : Kind == detail::table_join_kind::left ? "KTABLE-LEFTJOINOTHER"
                                                                              : "KTABLE-OUTERJOINOTHER";
   auto& g = *g_;
-  g.add_store({.name = store.name,
-               .backend = store.backend,
-               .logged = store.logged,
-               .ttl = store.ttl,
-               .rocksdb_options = store.rocksdb_options,
-               .codec = detail::make_store_codec<K, Out>()});
+  auto spec = detail::store_spec_for(store);
+  spec.codec = detail::make_store_codec<K, Out>();
+  g.add_store(std::move(spec));
   // A table read from a topic passes its deletions on from its source node (after its store
   // applied them: the source's children run in the order they were added, the store's
   // materializing node first); an aggregation's table never deletes and passes its values.

@@ -16,6 +16,7 @@
 // to close().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -78,15 +79,33 @@ class window_store_handle {
 /// Declares a window store named `name` with `options` (retention, segment interval) for
 /// streams_builder::add_state_store(); RocksDB with a changelog unless `backend` says
 /// otherwise.
+namespace detail {
+
+/// Builds a state::window_store with `options` over a store's key-value storage.
+inline store_factory window_store_factory(state::window_store_options options) {
+  return [options](std::unique_ptr<state::kv_store> storage,
+                   state::changelog_sink* changelog) -> std::unique_ptr<state::state_store> {
+    return std::make_unique<state::window_store>(std::move(storage), changelog, options);
+  };
+}
+
+/// `storage` as a window store with `options`, as the windowed aggregations and the
+/// stream–stream joins keep theirs. Its changelog keeps a window a day past the store
+/// (Kafka Streams' windowstore.changelog.additional.retention.ms), then the broker deletes it.
+inline store_spec window_store_spec(store_spec storage, state::window_store_options options) {
+  storage.make_store = window_store_factory(options);
+  storage.changelog_retention = options.retention + std::chrono::hours(24);
+  return storage;
+}
+
+}  // namespace detail
+
 inline materialized window_store_materialized(std::string name, state::window_store_options options = {},
                                               detail::store_backend backend = detail::store_backend::rocksdb) {
   materialized m;
   m.name = std::move(name);
   m.backend = backend;
-  m.make_store = [options](std::unique_ptr<state::kv_store> storage,
-                           state::changelog_sink* changelog) -> std::unique_ptr<state::state_store> {
-    return std::make_unique<state::window_store>(std::move(storage), changelog, options);
-  };
+  m.make_store = detail::window_store_factory(options);
   return m;
 }
 

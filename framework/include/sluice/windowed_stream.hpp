@@ -99,18 +99,7 @@ class ktime_windowed_stream {
     kstream<K, V> in(g_, node_, repartition_);
     in = in.repartitioned(store.name);
     auto& g = *g_;
-    const state::window_store_options options{.retention = retention()};
-    // The changelog keeps a window a day past the store (Kafka Streams'
-    // windowstore.changelog.additional.retention.ms), then the broker deletes it.
-    g.add_store({.name = store.name,
-                 .backend = store.backend,
-                 .logged = store.logged,
-                 .rocksdb_options = store.rocksdb_options,
-                 .make_store = [options](std::unique_ptr<state::kv_store> storage,
-                                         state::changelog_sink* changelog) -> std::unique_ptr<state::state_store> {
-                   return std::make_unique<state::window_store>(std::move(storage), changelog, options);
-                 },
-                 .changelog_retention = options.retention + std::chrono::hours(24)});
+    g.add_store(detail::window_store_spec(detail::store_spec_for(store), {.retention = retention()}));
     auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
                       .kind = detail::node_kind::processor,
                       .stores = {store.name},
@@ -232,16 +221,8 @@ class ksession_windowed_stream {
     kstream<K, V> in(g_, node_, repartition_);
     in = in.repartitioned(store.name);
     auto& g = *g_;
-    const state::window_store_options options{.retention = windows_.inactivity_gap() + windows_.grace()};
-    g.add_store({.name = store.name,
-                 .backend = store.backend,
-                 .logged = store.logged,
-                 .rocksdb_options = store.rocksdb_options,
-                 .make_store = [options](std::unique_ptr<state::kv_store> storage,
-                                         state::changelog_sink* changelog) -> std::unique_ptr<state::state_store> {
-                   return std::make_unique<state::window_store>(std::move(storage), changelog, options);
-                 },
-                 .changelog_retention = options.retention + std::chrono::hours(24)});
+    g.add_store(detail::window_store_spec(detail::store_spec_for(store),
+                                          {.retention = windows_.inactivity_gap() + windows_.grace()}));
     auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
                       .kind = detail::node_kind::processor,
                       .stores = {store.name},
