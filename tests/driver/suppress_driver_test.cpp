@@ -218,12 +218,8 @@ TEST(suppress, until_window_closes_emits_each_final_session_once_after_gap_plus_
   in.pipe("b", "", 26);   // b [26,26] = 1 (14 after b's session: a new one); due up to 11: b [12,12] waits
   in.pipe("a", "", 27);   // a [27,27] = 1; due up to 12: b [12,12] = 1 exactly on its bound
   in.pipe("d", "", 100);  // due up to 85: c [19,19]'s tombstone (dropped), c [19,20] = 2, b [26,26], a [27,27]
-  std::vector<std::tuple<std::string, std::int64_t, std::int64_t, std::optional<std::int64_t>, std::int64_t>> out;
-  for (auto& r : d.output_topic<sluice::session_windowed<std::string>, std::optional<std::int64_t>>("final-sessions")
-                     .read_all())
-    out.emplace_back(r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp);
-  const decltype(out) expected = {
+  const sluice::test::session_updates<std::int64_t> expected = {
       {"a", 0, 5, 2, 5}, {"b", 12, 12, 1, 12}, {"c", 19, 20, 2, 20}, {"b", 26, 26, 1, 26}, {"a", 27, 27, 1, 27},
   };
-  EXPECT_EQ(out, expected);
+  EXPECT_EQ(sluice::test::read_sessions<std::int64_t>(d, "final-sessions"), expected);
 }
