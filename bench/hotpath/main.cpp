@@ -1,7 +1,8 @@
-// sluice-bench-hotpath: the per-record processing path of the count and the throttle job, in
-// process and without a broker, for instruction counts (bench/callgrind) and quick CPU figures.
+// sluice-bench-hotpath: the per-record processing path of the count, the throttle and the
+// overflow buffer job, in process and without a broker, for instruction counts
+// (bench/callgrind) and quick CPU figures.
 //
-//   sluice-bench-hotpath --workload count|throttle [--records N] [--keys K] [--commit-every C]
+//   sluice-bench-hotpath --workload count|throttle|overflow [--records N] [--keys K] [--commit-every C]
 //
 // The records are those bench/run loads (sluice-bench-tool load): key k<i % K> (default: 10,000
 // keys for count; N/100 for throttle, bench/run's density, so the same share is throttled); count: 100-byte
@@ -10,7 +11,11 @@
 // are made before the measured loop. The topologies are the jobs': count =
 // group_by_key().count("bench-counts") into RocksDB; throttle = throttle_job_topology (key
 // fields workflow,recipient, window 60 s, limit 3, throttled records forwarded with their
-// reason), so every record goes through the repartition topic and the throttle processor.
+// reason), so every record goes through the repartition topic and the throttle processor;
+// overflow = the sluice-overflow-buffer job's topology (overflow_buffer_job_topology with a
+// rates table, expired records forwarded) on its direct path as bench/run measures it: rate
+// 1,000,000/s for every customer, ~100-byte JSON notifications (bench/run's overflow load:
+// 10,000 customers, timestamps = the wall clock), so every record goes out in process().
 // They run through the TopologyTestDriver with RocksDB stores and 4 partitions, committing
 // every C records (default 10,000: a job commits once per interval, not per record); the
 // driver stands in for the consumer and producer (records are copied into and out of it).
@@ -31,6 +36,7 @@
 
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
+#include "sluice/topologies/overflow_buffer.hpp"
 #include "sluice/topologies/throttle.hpp"
 
 namespace {
@@ -52,19 +58,23 @@ std::vector<input> make_inputs(std::string_view workload, long long records, lon
   for (long long i = 0; i < records; ++i) {
     const long long k = i % keys;
     input in{"k" + std::to_string(k), {}, now_ms};
-    if (workload == "throttle") {
+    if (workload == "throttle" || workload == "overflow") {
+      // bench/run's JSON values: 200 bytes for the throttle, 100 for the overflow buffer.
+      const long long size = workload == "throttle" ? 200 : 100;
       in.value = "{\"id\":" + std::to_string(i) + ",\"workflow\":\"wf" + std::to_string(k % 100) +
                  "\",\"recipient\":\"user" + std::to_string(k) + "\",\"tenant\":\"t" + std::to_string(k % 8) +
                  "\",\"channel\":\"email\",\"body\":\"";
-      in.value.append(static_cast<std::size_t>(std::max(0LL, 200LL - static_cast<long long>(in.value.size()) - 2)),
+      in.value.append(static_cast<std::size_t>(std::max(0LL, size - static_cast<long long>(in.value.size()) - 2)),
                       static_cast<char>('a' + i % 26));
       in.value += "\"}";
+    }
+    if (workload == "throttle") {
       in.timestamp = now_ms - span_ms + span_ms * i / records;
       lateness ^= lateness << 13;
       lateness ^= lateness >> 7;
       lateness ^= lateness << 17;
       if (lateness % 5 == 0) in.timestamp -= static_cast<std::int64_t>(lateness / 5 % 5001);
-    } else {
+    } else if (workload == "count") {
       value[static_cast<std::size_t>(i % 100)] = static_cast<char>('a' + i % 26);
       in.value = value;
     }
@@ -83,18 +93,27 @@ double process_cpu_s() {
 // Output, changelog and repartition records pile up in the driver: count the outputs and
 // drop everything every 10,000 records, as a producer would have sent them.
 // A digest of the records on "out" (order-independent: a sum of FNV-1a hashes of key and
-// value) lets two builds be compared for the same outputs, e.g. the same throttle decisions.
+// value; for the overflow buffer also of the timestamp and the headers it adds) lets two
+// builds be compared for the same outputs, e.g. the same throttle decisions.
 struct output_counter {
-  std::size_t out = 0, throttled = 0;
+  bool with_headers = false;       // overflow: the emission timestamp and headers count too
+  std::size_t out = 0, other = 0;  // other: the throttled or expired records
   std::uint64_t out_digest = 0;
   void drain(sluice::testing::topology_test_driver& driver) {
     for (const auto& name : driver.topics()) {
       auto& q = driver.records(name);
       if (name == "out") {
         out += q.size();
-        for (const auto& m : q) out_digest += fnv1a(m.key.value_or("")) * 31 + fnv1a(m.value.value_or(""));
-      } else if (name == "throttled") {
-        throttled += q.size();
+        for (const auto& m : q) {
+          std::uint64_t h = fnv1a(m.key.value_or("")) * 31 + fnv1a(m.value.value_or(""));
+          if (with_headers) {
+            h = h * 31 + static_cast<std::uint64_t>(m.timestamp);
+            for (const auto& hd : m.headers) h = h * 31 + fnv1a(hd.key) * 7 + fnv1a(hd.value.value_or(""));
+          }
+          out_digest += h;
+        }
+      } else if (name == "throttled" || name == "expired") {
+        other += q.size();
       }
       q.clear();
     }
@@ -130,6 +149,15 @@ sluice::topology throttle_topology() {
   return sluice::topologies::throttle_job_topology("in", "out", "throttled", o, 0);
 }
 
+// The sluice-overflow-buffer job as bench/run runs it (overflow_buffer.properties plus a rate
+// far above what a customer sends): every record takes the direct path.
+sluice::topology overflow_topology() {
+  sluice::topologies::overflow_buffer_options o;
+  o.default_rate_per_second = 1'000'000;
+  o.http_endpoints = false;
+  return sluice::topologies::overflow_buffer_job_topology("in", "out", "expired", o);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,10 +165,14 @@ int main(int argc, char** argv) {
   long long records = 100'000, keys = 0, commit_every = 10'000;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    if (i + 1 < argc && a == "--workload") workload = argv[++i];
-    else if (i + 1 < argc && a == "--records") records = std::atoll(argv[++i]);
-    else if (i + 1 < argc && a == "--keys") keys = std::atoll(argv[++i]);
-    else if (i + 1 < argc && a == "--commit-every") commit_every = std::atoll(argv[++i]);
+    if (i + 1 < argc && a == "--workload")
+      workload = argv[++i];
+    else if (i + 1 < argc && a == "--records")
+      records = std::atoll(argv[++i]);
+    else if (i + 1 < argc && a == "--keys")
+      keys = std::atoll(argv[++i]);
+    else if (i + 1 < argc && a == "--commit-every")
+      commit_every = std::atoll(argv[++i]);
     else {
       workload.clear();
       break;
@@ -149,11 +181,14 @@ int main(int argc, char** argv) {
   // The throttle's default keys keep bench/run's density (1,000,000 records over 10,000 keys,
   // so the same share is throttled); the count's are bench/run's 10,000.
   if (keys == 0) keys = workload == "throttle" ? std::max(1LL, records / 100) : 10'000;
-  if ((workload != "count" && workload != "throttle") || records < 1 || keys < 1 || commit_every < 1) {
-    std::fprintf(stderr,
-                 "usage: %s --workload count|throttle [--records N (100000)] [--keys K (count: 10000, throttle: N/100)] "
-                 "[--commit-every C (10000)]\n",
-                 argv[0]);
+  if ((workload != "count" && workload != "throttle" && workload != "overflow") || records < 1 || keys < 1 ||
+      commit_every < 1) {
+    std::fprintf(
+        stderr,
+        "usage: %s --workload count|throttle|overflow [--records N (100000)] [--keys K (count, overflow: 10000; "
+        "throttle: N/100)] "
+        "[--commit-every C (10000)]\n",
+        argv[0]);
     return 2;
   }
   try {
@@ -165,17 +200,22 @@ int main(int argc, char** argv) {
     d.commit_every_records = static_cast<std::size_t>(commit_every);
     sluice::config cfg;
     cfg.set("application.id", "bench-hotpath");
-    sluice::testing::topology_test_driver driver(workload == "count" ? count_topology() : throttle_topology(), cfg, d);
+    sluice::testing::topology_test_driver driver(workload == "count"      ? count_topology()
+                                                 : workload == "throttle" ? throttle_topology()
+                                                                          : overflow_topology(),
+                                                 cfg, d);
     output_counter outputs;
+    outputs.with_headers = workload == "overflow";
     const double cpu0 = process_cpu_s();
     process_records(driver, inputs, outputs);
     const double cpu = process_cpu_s() - cpu0;
-    std::printf("{\"workload\":\"%s\",\"records\":%lld,\"out\":%zu,\"throttled\":%zu,\"out_digest\":\"%016llx\","
-                "\"cpu_s\":%.3f,\"cpu_us_per_record\":%.2f}\n",
-                workload.c_str(), records, outputs.out, outputs.throttled,
-                static_cast<unsigned long long>(outputs.out_digest), cpu, cpu * 1e6 / static_cast<double>(records));
-    // Every record counted (count) or decided (throttle) exactly once.
-    return outputs.out + outputs.throttled == static_cast<std::size_t>(records) ? 0 : 1;
+    std::printf(
+        "{\"workload\":\"%s\",\"records\":%lld,\"out\":%zu,\"%s\":%zu,\"out_digest\":\"%016llx\","
+        "\"cpu_s\":%.3f,\"cpu_us_per_record\":%.2f}\n",
+        workload.c_str(), records, outputs.out, workload == "overflow" ? "expired" : "throttled", outputs.other,
+        static_cast<unsigned long long>(outputs.out_digest), cpu, cpu * 1e6 / static_cast<double>(records));
+    // Every record counted (count), decided (throttle) or emitted or expired (overflow) exactly once.
+    return outputs.out + outputs.other == static_cast<std::size_t>(records) ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-bench-hotpath: %s\n", e.what());
     return 1;
