@@ -25,16 +25,18 @@ namespace {
 constexpr std::int64_t start_ms = 1'700'000'000'000;
 
 struct harness {
-  explicit harness(overflow_buffer_options o = {}, sluice::config c = {}) {
+  explicit harness(overflow_buffer_options o = {}, sluice::config c = {}, sluice::testing::driver_options d = {}) {
     sluice::streams_builder b;
     auto out = sluice::topologies::apply_overflow_buffer(
-        b, b.stream<sluice::topologies::overflow_detail::bytes, sluice::topologies::overflow_detail::bytes>("notifications"),
+        b,
+        b.stream<sluice::topologies::overflow_detail::bytes, sluice::topologies::overflow_detail::bytes>(
+            "notifications"),
         o);
     out.emitted.to("out");
     if (out.expired) out.expired->to("expired");
     if (!c.contains("processing.error.handler")) c.set("processing.error.handler", "dead_letter");
-    driver = std::make_unique<topology_test_driver>(b.build(), std::move(c),
-                                                    sluice::testing::driver_options{.start_wall_clock_ms = start_ms});
+    d.start_wall_clock_ms = start_ms;
+    driver = std::make_unique<topology_test_driver>(b.build(), std::move(c), d);
   }
 
   void pipe(const std::string& customer, const std::string& value, std::optional<std::int64_t> ts = std::nullopt) {
@@ -127,8 +129,8 @@ TEST(overflow_buffer, a_record_arriving_without_a_token_is_buffered_then_drained
   harness h(rate_opts(2));
   for (int i = 0; i < 3; ++i) h.pipe("c", msg(i));  // 2 direct, 1 buffered
   h.take("out");
-  h.advance(400);  // not yet a full token
-  h.advance(300);  // 700 ms: one token, the buffered record (n=2) goes
+  h.advance(400);       // not yet a full token
+  h.advance(300);       // 700 ms: one token, the buffered record (n=2) goes
   h.pipe("c", msg(3));  // 0.4 tokens: buffered, waits for its token
   auto out = h.take("out");
   ASSERT_EQ(out.size(), 1u);
@@ -264,8 +266,8 @@ TEST(overflow_buffer, records_expire_after_the_default_ttl_into_the_expired_topi
 
 TEST(overflow_buffer, a_per_record_ttl_shorter_than_the_default_applies) {
   harness h(rate_opts(1));
-  h.pipe("c", msg(0));                    // direct
-  h.pipe("c", R"({"n":1,"ttl_ms":1500})");  // buffered, expires at +1.5 s
+  h.pipe("c", msg(0));                              // direct
+  h.pipe("c", R"({"n":1,"ttl_ms":1500})");          // buffered, expires at +1.5 s
   h.pipe("c", R"({"n":2,"ttl_ms":999999999999})");  // capped at the default 6 h
   h.run_for(3000);
   auto out = h.take("out");
@@ -423,6 +425,44 @@ TEST(overflow_buffer, one_hundred_thousand_customers_of_which_one_percent_buffer
   expect_token_bucket_bound(buffered_customers, 5);
 }
 
+// The customer store on RocksDB updates a customer's state in place in the memtable
+// (add_overflow_buffer_stores sets inplace_update_support for it): the same input gives the
+// same emissions, in the same order, at the same times and with the same headers, and the
+// same customer states, as with in-memory stores, across commits that rewrite every state.
+TEST(overflow_buffer, customer_states_on_rocksdb_decide_as_on_in_memory_stores) {
+  auto run = [](bool rocksdb) {
+    harness h(rate_opts(2), {}, {.rocksdb_stores = rocksdb, .commit_every_records = 7});
+    std::vector<raw_message> out;
+    int n = 0;
+    for (int round = 0; round < 12; ++round) {
+      for (int c = 0; c < 40; ++c)
+        for (int i = 0; i < 1 + (c + round) % 3; ++i) h.pipe("c" + std::to_string(c), msg(n++));
+      h.run_for(300);
+      for (auto& m : h.take("out")) out.push_back(std::move(m));
+    }
+    h.run_for(10'000);
+    for (auto& m : h.take("out")) out.push_back(std::move(m));
+    std::map<std::string, std::string> states;
+    for (int c = 0; c < 40; ++c) {
+      const std::string customer = "c" + std::to_string(c);
+      if (auto s = h.driver->store<std::string, std::string>("overflow-customers").get(customer)) states[customer] = *s;
+    }
+    return std::tuple(out, states, n);
+  };
+  const auto [in_memory, memory_states, sent] = run(false);
+  const auto [on_rocksdb, rocksdb_states, sent_again] = run(true);
+  ASSERT_EQ(in_memory.size(), static_cast<std::size_t>(sent));  // every record out by the end
+  ASSERT_EQ(on_rocksdb.size(), in_memory.size());
+  for (std::size_t i = 0; i < in_memory.size(); ++i) {
+    EXPECT_EQ(on_rocksdb[i].key, in_memory[i].key) << i;
+    EXPECT_EQ(on_rocksdb[i].value, in_memory[i].value) << i;
+    EXPECT_EQ(on_rocksdb[i].timestamp, in_memory[i].timestamp) << i;
+    EXPECT_EQ(on_rocksdb[i].headers, in_memory[i].headers) << i;
+  }
+  EXPECT_EQ(memory_states.size(), 40u);
+  EXPECT_EQ(rocksdb_states, memory_states);
+}
+
 TEST(overflow_buffer, invalid_options_are_rejected_with_the_allowed_range) {
   overflow_buffer_options o;
   o.drain_interval = 0ms;
@@ -501,7 +541,8 @@ TEST(overflow_buffer, a_buffer_store_of_another_kind_is_refused_with_its_name) {
     FAIL() << "expected an error";
   } catch (const sluice::error& e) {
     EXPECT_EQ(e.code(), sluice::errc::invalid_topology);
-    EXPECT_NE(std::string(e.what()).find("store 'overflow-buffer' is not a queue store"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("store 'overflow-buffer' is not a queue store"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -591,7 +632,8 @@ class fields_reader final : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& k) override {
-    if (depth_ == 1) pending_ = k == "ttl_ms" ? field::ttl_ms : k == "deliver_at_ms" ? field::deliver_at_ms : field::none;
+    if (depth_ == 1)
+      pending_ = k == "ttl_ms" ? field::ttl_ms : k == "deliver_at_ms" ? field::deliver_at_ms : field::none;
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
@@ -621,13 +663,13 @@ class fields_reader final : public nlohmann::json_sax<nlohmann::json> {
   }
   void check_range(double d, const std::string& text) const {
     if (!std::isfinite(d) || d < 0 || d > 9.2e15)
-      throw sluice::error(sluice::errc::processing, std::string("overflow buffer: field '") + name() + "' is out of range (" + text +
-                                        "); use milliseconds >= 0");
+      throw sluice::error(sluice::errc::processing, std::string("overflow buffer: field '") + name() +
+                                                        "' is out of range (" + text + "); use milliseconds >= 0");
   }
   void wrong_type(const char* type) const {
     if (pending_ == field::none) return;
     throw sluice::error(sluice::errc::processing,
-                std::string("overflow buffer: field '") + name() + "' must be a number (got " + type + ")");
+                        std::string("overflow buffer: field '") + name() + "' must be a number (got " + type + ")");
   }
   const char* name() const noexcept { return pending_ == field::ttl_ms ? "ttl_ms" : "deliver_at_ms"; }
   void store(std::int64_t v) {
@@ -686,7 +728,9 @@ class value_generator {
  private:
   std::size_t pick(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
   template <class T>
-  const T& one_of(const std::vector<T>& xs) { return xs[pick(xs.size())]; }
+  const T& one_of(const std::vector<T>& xs) {
+    return xs[pick(xs.size())];
+  }
 
   void value(std::string& v, int depth, bool object) {
     if (object || (depth < 4 && pick(4) == 0)) {
@@ -737,23 +781,72 @@ class value_generator {
   }
 
   std::mt19937 rng_;
-  const std::vector<std::string> keys_ = {R"("ttl_ms")", R"("deliver_at_ms")", R"("ttl\u005fms")",
-                                          R"("deliver_at\u005Fms")", R"("ttl_ms ")", R"("TTL_MS")", R"("a")",
-                                          R"("")", R"("ttl_m\u0073")", R"("\u00e9")", R"("ttl_ms\u0000")",
-                                          R"("x\ud83d\ude00")", R"("body")"};
-  const std::vector<std::string> numbers_ = {"0", "-0", "5", "-1", "7.9", "1e3", "1E+2", "2.5e-3", "1e300",
-                                             "1e400", "-1e400", "9200000000000000", "9200000000000001",
-                                             "18446744073709551615", "18446744073709551616",
-                                             "-9223372036854775808", "-9223372036854775809", "01", "1.", ".5",
-                                             "-", "+1", "1e", "0.0", "-0.0", "123456789012", "1700000000000"};
-  const std::vector<std::string> strings_ = {
-      R"("x")", R"("")", R"("a\"b")", R"("\\")", R"("\/\b\f\n\r\t")", R"("\u0041")", R"("\u00")",
-      R"("\ud83d\ude00")", R"("\ud83d")", R"("\ude00")", R"("\ud83d\u0041")", R"("\x")",
-      "\"\xC3\xA9\"", "\"\xC0\xAF\"", "\"\xE0\x9F\xBF\"", "\"\xED\xA0\x80\"", "\"\xF4\x90\x80\x80\"",
-      "\"\xF0\x9F\x98\x80\"", "\"\xEF\xBF\xBF\"", "\"\x7F\"", "\"\x01\"", "\"\xFF\"", "\"\xC3\""};
+  const std::vector<std::string> keys_ = {R"("ttl_ms")",
+                                          R"("deliver_at_ms")",
+                                          R"("ttl\u005fms")",
+                                          R"("deliver_at\u005Fms")",
+                                          R"("ttl_ms ")",
+                                          R"("TTL_MS")",
+                                          R"("a")",
+                                          R"("")",
+                                          R"("ttl_m\u0073")",
+                                          R"("\u00e9")",
+                                          R"("ttl_ms\u0000")",
+                                          R"("x\ud83d\ude00")",
+                                          R"("body")"};
+  const std::vector<std::string> numbers_ = {"0",
+                                             "-0",
+                                             "5",
+                                             "-1",
+                                             "7.9",
+                                             "1e3",
+                                             "1E+2",
+                                             "2.5e-3",
+                                             "1e300",
+                                             "1e400",
+                                             "-1e400",
+                                             "9200000000000000",
+                                             "9200000000000001",
+                                             "18446744073709551615",
+                                             "18446744073709551616",
+                                             "-9223372036854775808",
+                                             "-9223372036854775809",
+                                             "01",
+                                             "1.",
+                                             ".5",
+                                             "-",
+                                             "+1",
+                                             "1e",
+                                             "0.0",
+                                             "-0.0",
+                                             "123456789012",
+                                             "1700000000000"};
+  const std::vector<std::string> strings_ = {R"("x")",
+                                             R"("")",
+                                             R"("a\"b")",
+                                             R"("\\")",
+                                             R"("\/\b\f\n\r\t")",
+                                             R"("\u0041")",
+                                             R"("\u00")",
+                                             R"("\ud83d\ude00")",
+                                             R"("\ud83d")",
+                                             R"("\ude00")",
+                                             R"("\ud83d\u0041")",
+                                             R"("\x")",
+                                             "\"\xC3\xA9\"",
+                                             "\"\xC0\xAF\"",
+                                             "\"\xE0\x9F\xBF\"",
+                                             "\"\xED\xA0\x80\"",
+                                             "\"\xF4\x90\x80\x80\"",
+                                             "\"\xF0\x9F\x98\x80\"",
+                                             "\"\xEF\xBF\xBF\"",
+                                             "\"\x7F\"",
+                                             "\"\x01\"",
+                                             "\"\xFF\"",
+                                             "\"\xC3\""};
   const std::vector<std::string> literals_ = {"true", "false", "null", "nul", "True", "nulll"};
-  const std::vector<char> bytes_ = {'{', '}', '[', ']', ',', ':', '"', '\\', ' ', '0', '9', '-', 'e', '.', 'n',
-                                    '\0', '\x1f', '\xef', '\xbb', '\xbf', '\x80', 'x', '\t'};
+  const std::vector<char> bytes_ = {'{', '}', '[', ']',  ',',    ':',    '"',    '\\',   ' ',    '0', '9', '-',
+                                    'e', '.', 'n', '\0', '\x1f', '\xef', '\xbb', '\xbf', '\x80', 'x', '\t'};
 };
 
 }  // namespace

@@ -4,9 +4,11 @@
 #include "sluice/topologies/overflow_buffer.hpp"
 
 #include <nlohmann/json.hpp>
+#include <rocksdb/options.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -103,10 +105,11 @@ void validate(const overflow_buffer_options& o) {
     throw error(errc::invalid_config, "overflow buffer: the default rate " + format_rate(o.default_rate_per_second) +
                                           " is invalid; use a number of records per second >= 0");
   if (o.default_ttl.count() <= 0)
-    throw error(errc::invalid_config, "overflow buffer: the default TTL must be > 0 ms (got " +
-                                          std::to_string(o.default_ttl.count()) + ")");
+    throw error(errc::invalid_config,
+                "overflow buffer: the default TTL must be > 0 ms (got " + std::to_string(o.default_ttl.count()) + ")");
   if (o.drain_interval.count() < 1 || o.drain_interval.count() > 60'000)
-    throw error(errc::invalid_config, "overflow buffer: the drain interval " + std::to_string(o.drain_interval.count()) +
+    throw error(errc::invalid_config, "overflow buffer: the drain interval " +
+                                          std::to_string(o.drain_interval.count()) +
                                           " ms is out of range; allowed 1 .. 60000 ms");
   if (o.alarm_interval.count() < 0)
     throw error(errc::invalid_config, "overflow buffer: the alarm interval must be >= 0 ms");
@@ -122,7 +125,17 @@ void validate(const overflow_buffer_options& o) {
 void add_overflow_buffer_stores(streams_builder& builder, const overflow_buffer_options& o) {
   validate(o);
   builder.add_state_store(queue_store_materialized(o.buffer_store));
-  builder.add_state_store({.name = o.customer_store});
+  // Every direct record rewrites its customer's state (33 bytes stored, always the same size),
+  // so each commit writes every active customer once. In place, a write of a customer already
+  // in the memtable overwrites its entry instead of adding a version: the memtable keeps one
+  // entry per customer and each commit's writes search thousands of keys, not every version
+  // of them (bench/README.md, "Direct path: instruction counts"). In-place values are not
+  // snapshot-consistent for iterators; nothing iterates this store (gets only, on the task's
+  // thread).
+  builder.add_state_store({.name = o.customer_store, .rocksdb_options = [](rocksdb::Options& ro) {
+                             ro.inplace_update_support = true;
+                             ro.allow_concurrent_memtable_write = false;
+                           }});
   if (!o.rates_topic.empty()) builder.global_table<std::string, std::string>(o.rates_topic, o.rates_store);
 }
 
@@ -142,7 +155,7 @@ overflow_buffer_outlets apply_overflow_buffer(streams_builder& builder,
   auto buffered = options.rates_topic.empty()
                       ? by_customer.process(overflow_buffer(options), options.buffer_store, options.customer_store)
                       : by_customer.process(overflow_buffer(options), options.buffer_store, options.customer_store,
-                                   options.rates_store);
+                                            options.rates_store);
   auto all = [](const bytes&, const bytes&) { return true; };
   // Created in this order, so they are the processor's first and second children.
   auto emitted = buffered.filter(all);
@@ -361,20 +374,49 @@ void processor::refill(customer_state& st, double rate, std::int64_t now) {
   }
 }
 
+namespace {
+void assign_decimal(std::optional<std::string>& out, std::int64_t v) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  if (!out) out.emplace();
+  out->assign(digits, end);
+}
+}  // namespace
+
+void processor::forward_emitted(std::string_view customer, const bytes& value, const sluice::headers& headers,
+                                std::int64_t now, std::int64_t input_timestamp, std::int64_t delay_ms) {
+  if (!out_.key) out_.key.emplace();
+  out_.key->assign(customer);
+  out_.value = value;
+  out_.timestamp = now;
+  // Element-wise assignment into a vector of the final size reuses each header's buffers.
+  auto& items = out_.headers.items();
+  const auto& in = headers.items();
+  items.resize(in.size() + 2);
+  std::copy(in.begin(), in.end(), items.begin());
+  items[in.size()].key.assign(overflow_input_timestamp_header);
+  assign_decimal(items[in.size()].value, input_timestamp);
+  items[in.size() + 1].key.assign(overflow_delay_header);
+  assign_decimal(items[in.size() + 1].value, delay_ms);
+  context().forward(out_, emitted_child_);
+}
+
 void processor::emit_direct(const record<bytes, bytes>& r, std::int64_t now) {
-  record<bytes, bytes> out{r.key, r.value, now, r.headers};
-  out.headers.add(std::string(overflow_input_timestamp_header), std::to_string(r.timestamp));
-  out.headers.add(std::string(overflow_delay_header), "0");
-  context().forward(out, emitted_child_);
+  // The record's key is the customer (an absent key is the customer "" and stays absent).
+  if (!r.key) {
+    record<bytes, bytes> out{std::nullopt, r.value, now, r.headers};
+    out.headers.add(std::string(overflow_input_timestamp_header), std::to_string(r.timestamp));
+    out.headers.add(std::string(overflow_delay_header), "0");
+    context().forward(out, emitted_child_);
+  } else {
+    forward_emitted(*r.key, r.value, r.headers, now, r.timestamp, 0);
+  }
   direct_->add();
 }
 
 void processor::emit(std::string_view customer, const buffered_record& b, std::int64_t now) {
-  record<bytes, bytes> out{std::string(customer), b.value, now, b.headers};
-  out.headers.add(std::string(overflow_input_timestamp_header), std::to_string(b.input_timestamp));
   const std::int64_t waited_from = std::max(b.buffered_at, b.deliver_at);
-  out.headers.add(std::string(overflow_delay_header), std::to_string(std::max<std::int64_t>(0, now - waited_from)));
-  context().forward(out, emitted_child_);
+  forward_emitted(customer, b.value, b.headers, now, b.input_timestamp, std::max<std::int64_t>(0, now - waited_from));
   drained_->add();
 }
 
@@ -438,8 +480,7 @@ void processor::process(const record<bytes, bytes>& r) {
   // "Nothing buffered": no record waiting in the line and no scheduled record due. A
   // scheduled record for later does not hold back the customer's other records.
   auto known = waiting_.find(customer);
-  const bool buffering = known != waiting_.end() &&
-                         (known->second.line > 0 || known->second.earliest_scheduled <= now);
+  const bool buffering = known != waiting_.end() && (known->second.line > 0 || known->second.earliest_scheduled <= now);
   if (!scheduled && !buffering) {
     const double rate = rate_for(customer);
     refill(st, rate, now);
@@ -657,8 +698,9 @@ void processor::report(std::int64_t now) {
     // now + drain time passes its expiry (its own ttl_ms counts). Its TTL is not known after
     // a restart until the next record joins the line: the default TTL stands in for it.
     const double rate = rate_for(customer);
-    const std::int64_t drain_ms = rate > 0 ? static_cast<std::int64_t>(static_cast<double>(w.buffered()) * 1000.0 / rate)
-                                           : std::numeric_limits<std::int64_t>::max();
+    const std::int64_t drain_ms = rate > 0
+                                      ? static_cast<std::int64_t>(static_cast<double>(w.buffered()) * 1000.0 / rate)
+                                      : std::numeric_limits<std::int64_t>::max();
     const bool tail_known = w.line > 0 && w.line_tail_ttl_ms > 0;
     const std::int64_t ttl = tail_known ? w.line_tail_ttl_ms : options_.default_ttl.count();
     const bool will_expire = tail_known ? drain_ms > w.line_tail_expires_at - now : drain_ms > ttl;

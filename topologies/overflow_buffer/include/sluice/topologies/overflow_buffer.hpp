@@ -111,9 +111,9 @@ using bytes = std::optional<std::string>;
 struct buffered_record {
   std::int64_t input_timestamp = 0;
   std::int64_t offset = 0;
-  std::int64_t buffered_at = 0;    ///< wall clock when it entered the buffer
-  std::int64_t deliver_at = 0;     ///< 0: not scheduled
-  std::int64_t ttl_ms = 0;         ///< the TTL that applies to it
+  std::int64_t buffered_at = 0;  ///< wall clock when it entered the buffer
+  std::int64_t deliver_at = 0;   ///< 0: not scheduled
+  std::int64_t ttl_ms = 0;       ///< the TTL that applies to it
   bytes value;
   sluice::headers headers;
 
@@ -190,6 +190,10 @@ class processor final : public sluice::processor<bytes, bytes> {
   static void refill(customer_state& st, double rate, std::int64_t now);
   void emit(std::string_view customer, const buffered_record& b, std::int64_t now);
   void emit_direct(const record<bytes, bytes>& r, std::int64_t now);
+  /// Fills out_ with an emitted record (key, value and headers copied into its reused buffers,
+  /// the two overflow headers appended) and forwards it to the emitted child.
+  void forward_emitted(std::string_view customer, const bytes& value, const sluice::headers& headers, std::int64_t now,
+                       std::int64_t input_timestamp, std::int64_t delay_ms);
   void expire(std::string_view customer, const buffered_record& b, std::int64_t now, std::int64_t ttl_ms,
               std::int64_t reference);
   void schedule_at(const std::string& customer, std::int64_t wake_at);
@@ -214,6 +218,9 @@ class processor final : public sluice::processor<bytes, bytes> {
   std::int64_t next_report_ = 0;
   std::uint64_t buffered_total_ = 0;
   std::string scratch_;
+  // The record every emission is built in: its strings and header vector keep their capacity
+  // from one record to the next, so emitting allocates nothing once they are large enough.
+  record<bytes, bytes> out_;
   std::vector<state::queue_entry> peeked_;
   counter* direct_ = nullptr;
   counter* buffered_ = nullptr;
