@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -461,6 +462,94 @@ TEST(overflow_buffer, customer_states_on_rocksdb_decide_as_on_in_memory_stores) 
   }
   EXPECT_EQ(memory_states.size(), 40u);
   EXPECT_EQ(rocksdb_states, memory_states);
+}
+
+/// The driver's stores as one instance sees them from its HTTP handler: partitions in `local`
+/// run here, the others elsewhere. Time runs on `now`: a local read that times out and an ask
+/// of another instance take the time they are given, as on a busy or unreachable cluster, so
+/// the budget of GET /overflow/backlog is checked without waiting for it.
+class slow_instance final : public sluice::http::store_access {
+ public:
+  slow_instance(sluice::interactive_queries& all, std::set<std::int32_t> local, bool reads_time_out)
+      : all_(all), local_(std::move(local)), reads_time_out_(reads_time_out) {}
+
+  std::optional<std::int32_t> partition_of(std::string_view store, std::string_view key) const override {
+    return all_.partition_of(store, key);
+  }
+  std::int32_t partitions(std::string_view store) const override { return all_.partitions(store); }
+  outcome run_binding(std::string_view store, std::int32_t partition, binding_reader fn,
+                      std::chrono::milliseconds timeout, std::string* failure) override {
+    read_timeouts.push_back(timeout);
+    if (!local_.contains(partition)) return outcome::not_local;
+    if (reads_time_out_) {
+      now += timeout;  // the stream thread did not answer in time
+      return outcome::timed_out;
+    }
+    return all_.run_binding(store, partition, std::move(fn), timeout, failure);
+  }
+  sluice::http::response forward(const sluice::http::request&, std::string_view, std::int32_t partition) override {
+    asked.push_back(partition);
+    now += 3s;  // the owner did not answer within the forwarding's bound
+    return sluice::http::response::error(sluice::http::status::gateway_timeout, "the owner did not answer in time");
+  }
+
+  std::chrono::steady_clock::time_point now{};
+  std::vector<std::chrono::milliseconds> read_timeouts;
+  std::vector<std::int32_t> asked;
+
+ private:
+  sluice::interactive_queries& all_;
+  std::set<std::int32_t> local_;
+  bool reads_time_out_;
+};
+
+sluice::http::response gather(slow_instance& stores, const overflow_buffer_options& o) {
+  sluice::topologies::backlog_gather_limits limits;
+  limits.clock = [&stores] { return stores.now; };
+  const std::string target = "/overflow/backlog";
+  return sluice::topologies::overflow_gathered_backlog(sluice::http::request(target, {}, {}, &stores, target), o, 10,
+                                                       start_ms, limits);
+}
+
+// One slow owner used 3 s of the 4.5 s budget: the gather asks no other owner (an ask may take
+// 3 s and would overrun), answers with this instance's partition and names the rest.
+TEST(overflow_buffer, backlog_gather_starts_no_ask_that_could_overrun_its_budget) {
+  const auto o = rate_opts(0);
+  harness h(o, {}, {.partitions = 4});
+  for (int c = 0; c < 20; ++c) h.pipe("c" + std::to_string(c), msg(c));
+  slow_instance stores(h.driver->queries(), {0}, /*reads_time_out=*/false);
+  const auto r = gather(stores, o);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(stores.asked, (std::vector<std::int32_t>{1}));
+  for (auto t : stores.read_timeouts) EXPECT_LE(t, 4500ms);
+  const auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["partitions"], nlohmann::json::array({0}));
+  EXPECT_EQ(j["partitions_unavailable"], nlohmann::json::array({1, 2, 3}));
+  ASSERT_EQ(j["unreachable"].size(), 3u) << r.body;
+  EXPECT_EQ(j["unreachable"][0]["status"], 504);
+  for (int i : {1, 2}) {
+    const auto error = j["unreachable"][i]["error"].get<std::string>();
+    EXPECT_NE(error.find("not asked: the request's 4500 ms"), std::string::npos) << error;
+  }
+  EXPECT_FALSE(j["customers"].empty());  // partition 0's backlogs
+}
+
+// The stream thread does not answer: the first read waits what the budget allows, no other
+// read or ask waits at all, and the answer is a 503 with Retry-After, not an empty list.
+TEST(overflow_buffer, backlog_answers_503_with_retry_after_when_no_partition_is_read_in_time) {
+  const auto o = rate_opts(0);
+  harness h(o, {}, {.partitions = 4});
+  h.pipe("c1", msg(1));
+  slow_instance stores(h.driver->queries(), {0, 1, 2, 3}, /*reads_time_out=*/true);
+  const auto r = gather(stores, o);
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.header("Retry-After"), "1");
+  EXPECT_NE(r.body.find("within the request's 4500 ms"), std::string::npos) << r.body;
+  EXPECT_EQ(stores.read_timeouts, (std::vector<std::chrono::milliseconds>{4500ms}));
+  const auto j = nlohmann::json::parse(r.body);
+  ASSERT_EQ(j["unreachable"].size(), 4u) << r.body;  // every partition, with its reason
+  EXPECT_NE(j["unreachable"][1]["error"].get<std::string>().find("were spent before it"), std::string::npos) << r.body;
+  EXPECT_TRUE(stores.asked.empty());
 }
 
 TEST(overflow_buffer, invalid_options_are_rejected_with_the_allowed_range) {

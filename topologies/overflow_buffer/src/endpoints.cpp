@@ -78,8 +78,10 @@ nlohmann::json row_json(const backlog_row& row, const overflow_buffer_options& o
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 // Fills each row's rate from the customer store of its partition (one query per partition).
-interactive_queries::outcome read_rates(interactive_queries& q, const overflow_buffer_options& o, std::int32_t partition,
-                                        const std::vector<backlog_row*>& rows, std::string* failure) {
+interactive_queries::outcome read_rates(interactive_queries& q, const overflow_buffer_options& o,
+                                        std::int32_t partition, const std::vector<backlog_row*>& rows,
+                                        std::string* failure,
+                                        std::chrono::milliseconds timeout = interactive_queries::default_timeout) {
   return q.run<key_value_store<std::string, std::string>>(
       o.customer_store, partition,
       [&](key_value_store<std::string, std::string>& customers) {
@@ -87,18 +89,41 @@ interactive_queries::outcome read_rates(interactive_queries& q, const overflow_b
           if (auto raw = customers.get(row->customer)) row->rate = customer_state::deserialize(*raw).rate;
         }
       },
-      interactive_queries::default_timeout, failure);
+      timeout, failure);
 }
-
 
 /// The backlog of the partitions this instance runs: the `limit` largest, with their rates.
 struct local_backlog {
   std::vector<backlog_row> rows;
   std::vector<std::int32_t> local, not_local, unavailable;
+  std::vector<std::int32_t> timed_out;    ///< local partitions whose read timed out (the budget's rest)
+  std::vector<std::int32_t> not_reached;  ///< partitions not looked at: the budget was spent
   std::optional<http::response> refusal;  ///< a failure that is not about where a partition is
 };
 
-local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_options& o, std::size_t limit) {
+/// The one time budget of a backlog request: every read and ask takes at most what is left.
+class request_budget {
+ public:
+  explicit request_budget(const backlog_gather_limits& limits)
+      : limits_(limits), deadline_(limits.clock() + limits.budget) {}
+  std::chrono::milliseconds remaining() const {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - limits_.clock());
+    return std::max(left, std::chrono::milliseconds(0));
+  }
+  /// A local read's timeout: the queries' default, or what is left when that is less.
+  std::chrono::milliseconds read_timeout() const { return std::min(interactive_queries::default_timeout, remaining()); }
+  /// Whether an ask of another instance (bounded by the forwarding's own timeout) still fits.
+  bool ask_fits() const { return remaining() >= limits_.ask_bound; }
+
+ private:
+  const backlog_gather_limits& limits_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+std::string budget_text(const backlog_gather_limits& limits) { return std::to_string(limits.budget.count()) + " ms"; }
+
+local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_options& o, std::size_t limit,
+                                 const request_budget& budget) {
   local_backlog out;
   const std::int32_t partitions = q.partitions(o.buffer_store);
   if (partitions <= 0) {  // the app is starting: an empty answer would read as "no backlog"
@@ -110,6 +135,10 @@ local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_o
   for (std::int32_t p = 0; p < partitions; ++p) {
     std::vector<backlog_row> mine;
     std::string failure;
+    if (budget.remaining().count() == 0) {  // spent: the rest are named, not waited for
+      out.not_reached.push_back(p);
+      continue;
+    }
     auto outcome = q.run<queue_store_handle>(
         o.buffer_store, p,
         [&](queue_store_handle& buffer) {
@@ -128,20 +157,21 @@ local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_o
           const std::size_t n = std::min(limit, mine.size());
           std::partial_sort(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(n), mine.end(),
                             [](const backlog_row& a, const backlog_row& b) {
-                              return a.buffered() != b.buffered() ? a.buffered() > b.buffered() : a.customer < b.customer;
+                              return a.buffered() != b.buffered() ? a.buffered() > b.buffered()
+                                                                  : a.customer < b.customer;
                             });
           mine.resize(n);
           for (auto& row : mine) read_queues(buffer, row);
         },
-        interactive_queries::default_timeout, &failure);
+        budget.read_timeout(), &failure);
     switch (outcome) {
       case interactive_queries::outcome::done:
         out.local.push_back(p);
         for (auto& row : mine) out.rows.push_back(std::move(row));
         break;
       case interactive_queries::outcome::not_local: out.not_local.push_back(p); break;
-      case interactive_queries::outcome::unavailable:
-      case interactive_queries::outcome::timed_out: out.unavailable.push_back(p); break;
+      case interactive_queries::outcome::unavailable: out.unavailable.push_back(p); break;
+      case interactive_queries::outcome::timed_out: out.timed_out.push_back(p); break;
       default: out.refusal = http::store_access::refusal(outcome, o.buffer_store, p, failure); return out;
     }
   }
@@ -155,8 +185,8 @@ local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_o
   for (auto& row : out.rows) by_partition[row.partition].push_back(&row);
   for (auto& [p, members] : by_partition) {
     std::string failure;
-    // A partition that moved since: its rows keep the default rate (rate unknown).
-    (void)read_rates(q, o, p, members, &failure);
+    // A partition that moved since, or out of time: its rows keep the default rate (unknown).
+    if (budget.remaining().count() > 0) (void)read_rates(q, o, p, members, &failure, budget.read_timeout());
   }
   return out;
 }
@@ -178,10 +208,6 @@ void keep_largest(std::vector<nlohmann::json>& rows, std::size_t limit) {
   rows.resize(n);
 }
 
-// How long the gather of GET /overflow/backlog may spend asking other instances (each ask is
-// bounded by the forwarding's own 3 s): owners not asked by then are reported unreachable.
-constexpr std::chrono::seconds gather_budget{8};
-
 std::string error_text(const http::response& r) {
   auto j = nlohmann::json::parse(r.body, nullptr, false);
   if (j.is_object() && j.contains("error") && j["error"].is_string()) return j["error"].get<std::string>();
@@ -193,9 +219,10 @@ std::string error_text(const http::response& r) {
 /// runs), merged into the `limit` largest. What could not be asked is named in the answer,
 /// never left out silently.
 http::response gathered_backlog(const http::request& req, const overflow_buffer_options& o, std::size_t limit,
-                                std::int64_t now_ms) {
+                                std::int64_t now_ms, const backlog_gather_limits& limits) {
   auto& stores = req.stores();
-  auto mine = read_local_backlog(stores, o, limit);
+  const request_budget budget(limits);
+  auto mine = read_local_backlog(stores, o, limit, budget);
   if (mine.refusal) return std::move(*mine.refusal);
   std::vector<nlohmann::json> rows;
   for (const auto& row : mine.rows) rows.push_back(backlog_row_json(row, o, now_ms));
@@ -203,16 +230,28 @@ http::response gathered_backlog(const http::request& req, const overflow_buffer_
   std::set<std::int32_t> unavailable(mine.unavailable.begin(), mine.unavailable.end());
   nlohmann::json asked = nlohmann::json::array(), unreachable = nlohmann::json::array();
   for (auto p : mine.unavailable)
-    unreachable.push_back({{"partition", p}, {"error", "partition " + std::to_string(p) +
-                                                           " is restoring or moving on this instance; retry"}});
-  const auto deadline = std::chrono::steady_clock::now() + gather_budget;
+    unreachable.push_back(
+        {{"partition", p},
+         {"error", "partition " + std::to_string(p) + " is restoring or moving on this instance; retry"}});
+  for (auto p : mine.timed_out) {
+    unavailable.insert(p);
+    unreachable.push_back({{"partition", p},
+                           {"error", "not read: its stream thread did not answer within the request's " +
+                                         budget_text(limits) + "; retry"}});
+  }
+  for (auto p : mine.not_reached) {
+    unavailable.insert(p);
+    unreachable.push_back(
+        {{"partition", p},
+         {"error", "not read: the request's " + budget_text(limits) + " were spent before it; retry"}});
+  }
   for (const auto p : mine.not_local) {
     if (answered.count(p)) continue;  // its owner answered for it with an earlier partition
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (!budget.ask_fits()) {         // an ask may take its whole bound: start none that could overrun
       unavailable.insert(p);
       unreachable.push_back({{"partition", p},
-                             {"error", "not asked: the gather spent its " + std::to_string(gather_budget.count()) +
-                                           " s on other instances"}});
+                             {"error", "not asked: the request's " + budget_text(limits) +
+                                           " did not leave time to ask its owner; retry"}});
       continue;
     }
     const auto r = stores.forward(req, o.buffer_store, p);
@@ -248,13 +287,20 @@ http::response gathered_backlog(const http::request& req, const overflow_buffer_
     }
   }
   for (auto p : answered) unavailable.erase(p);
+  if (answered.empty() && !unavailable.empty()) {
+    // Nothing to show: an empty list would read as "no backlog anywhere".
+    nlohmann::json body = {
+        {"error", "no partition of store '" + o.buffer_store + "' could be read within the request's " +
+                      budget_text(limits) + " (restoring, moving, busy or unreachable); retry"},
+        {"unreachable", unreachable}};
+    auto r = http::response::json(http::status::service_unavailable, dump(body));
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
   keep_largest(rows, limit);
-  nlohmann::json body = {{"customers", rows},
-                         {"scope", "application"},
-                         {"partitions", answered},
-                         {"partitions_unavailable", unavailable},
-                         {"instances_asked", asked},
-                         {"unreachable", unreachable}};
+  nlohmann::json body = {{"customers", rows},        {"scope", "application"},
+                         {"partitions", answered},   {"partitions_unavailable", unavailable},
+                         {"instances_asked", asked}, {"unreachable", unreachable}};
   return http::response::json(http::status::ok, dump(body));
 }
 
@@ -262,8 +308,17 @@ http::response gathered_backlog(const http::request& req, const overflow_buffer_
 
 http::response overflow_backlog_response(interactive_queries& q, const overflow_buffer_options& o, std::size_t limit,
                                          std::int64_t now_ms) {
-  auto mine = read_local_backlog(q, o, limit);
+  // This answer is often another instance's ask, which gives up after its ask bound: answer
+  // within less, partially if need be, rather than not at all.
+  backlog_gather_limits limits;
+  limits.budget = limits.ask_bound - std::chrono::milliseconds(500);
+  const request_budget budget(limits);
+  auto mine = read_local_backlog(q, o, limit, budget);
   if (mine.refusal) return std::move(*mine.refusal);
+  // Not read in time: unavailable for now, as the forwarding instance reports it.
+  mine.unavailable.insert(mine.unavailable.end(), mine.timed_out.begin(), mine.timed_out.end());
+  mine.unavailable.insert(mine.unavailable.end(), mine.not_reached.begin(), mine.not_reached.end());
+  std::sort(mine.unavailable.begin(), mine.unavailable.end());
   nlohmann::json customers = nlohmann::json::array();
   for (const auto& row : mine.rows) customers.push_back(backlog_row_json(row, o, now_ms));
   nlohmann::json body = {{"customers", customers},
@@ -311,6 +366,11 @@ http::response customer_answer(interactive_queries& q, const overflow_buffer_opt
 
 }  // namespace
 
+http::response overflow_gathered_backlog(const http::request& req, const overflow_buffer_options& o, std::size_t limit,
+                                         std::int64_t now_ms, const backlog_gather_limits& limits) {
+  return gathered_backlog(req, o, limit, now_ms, limits);
+}
+
 http::response overflow_customer_response(interactive_queries& q, const overflow_buffer_options& o,
                                           std::string_view customer, std::int64_t now_ms) {
   std::optional<std::int32_t> not_local;
@@ -328,19 +388,21 @@ void add_overflow_buffer_endpoints(streams_builder& builder, const overflow_buff
       std::size_t n = 0;
       auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
       if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > max_backlog_limit)
-        return http::response::error(http::status::bad_request,
-                                     "limit must be a whole number from 1 to " + std::to_string(max_backlog_limit) +
-                                         " (got '" + std::string(*v) + "')");
+        return http::response::error(http::status::bad_request, "limit must be a whole number from 1 to " +
+                                                                    std::to_string(max_backlog_limit) + " (got '" +
+                                                                    std::string(*v) + "')");
       limit = n;
     }
     const auto scope = r.query("scope").value_or("application");
     if (scope != "application" && scope != "instance")
       return http::response::error(http::status::bad_request,
                                    "scope must be 'application' (every instance's partitions, the default) or "
-                                   "'instance' (this instance's only); got '" + std::string(scope) + "'");
+                                   "'instance' (this instance's only); got '" +
+                                       std::string(scope) + "'");
     // A request forwarded by another instance's gather answers for this instance only (one hop).
-    if (scope == "instance" || r.header(http::forwarded_header)) return overflow_backlog_response(r.stores(), o, limit, wall_ms());
-    return gathered_backlog(r, o, limit, wall_ms());
+    if (scope == "instance" || r.header(http::forwarded_header))
+      return overflow_backlog_response(r.stores(), o, limit, wall_ms());
+    return overflow_gathered_backlog(r, o, limit, wall_ms());
   });
   builder.add_endpoint("/overflow/customers/{customer}", [o, wall_ms](const http::request& r) {
     std::optional<std::int32_t> not_local;

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -269,6 +270,30 @@ http::response overflow_backlog_response(interactive_queries& queries, const ove
                                          std::size_t limit, std::int64_t now_ms);
 http::response overflow_customer_response(interactive_queries& queries, const overflow_buffer_options& options,
                                           std::string_view customer, std::int64_t now_ms);
+
+/// How long GET /overflow/backlog (scope=application) may hold the HTTP handler thread that
+/// answers it: its local reads and its asks of other instances share one budget. A local read
+/// waits at most what is left; an ask of another instance is started only while its whole
+/// bound still fits, so the request never overruns the budget. What was not read or asked in
+/// time is named in the answer ("unreachable"); when no partition could be read at all, the
+/// answer is 503 with Retry-After.
+struct backlog_gather_limits {
+  /// The whole request's budget.
+  /// Default: 4.5 s.
+  std::chrono::milliseconds budget{4500};
+  /// How long one ask of another instance may take (the forwarding's own timeout,
+  /// http::store_access::forward).
+  /// Default: 3 s.
+  std::chrono::milliseconds ask_bound{3000};
+  /// The clock the budget runs on (tests substitute their own).
+  /// Default: std::chrono::steady_clock::now.
+  std::function<std::chrono::steady_clock::time_point()> clock = [] { return std::chrono::steady_clock::now(); };
+};
+/// GET /overflow/backlog with scope=application as the endpoint answers it: this instance's
+/// partitions, then the others asked of their owners, within `limits`.
+http::response overflow_gathered_backlog(const http::request& req, const overflow_buffer_options& options,
+                                         std::size_t limit, std::int64_t now_ms,
+                                         const backlog_gather_limits& limits = {});
 
 /// The sluice-overflow-buffer job's topology: `input` -> overflow buffer -> `output`, expired
 /// records to `expired` (dropped and counted when it is empty).
