@@ -59,6 +59,10 @@ constexpr config_key keys[] = {
     {"http.max.connections", "512", "Open HTTP connections at most; more are closed as soon as they are accepted."},
     {"http.request.timeout.ms", "10000",
      "Time for a whole HTTP request to arrive (slow clients and idle keep-alive connections are closed after it)."},
+    {"max.task.idle.ms", "0",
+     "How long a task reading several partitions (joins, merges) waits, once an empty one is caught up, before it "
+     "processes the others' records anyway; it always waits while the empty one has records on the broker. -1: never "
+     "wait (process in arrival order)."},
     {"task.timeout.ms", "300000",
      "How long a stream thread retries after retriable failures (broker outage, leader move, fenced producer) without "
      "a successful commit before the job stops."},
@@ -74,6 +78,8 @@ struct numeric_range {
 };
 
 constexpr std::int64_t int32_max = 2147483647;
+/// About 35,000 years: wall time plus this never overflows.
+constexpr std::int64_t max_task_idle = std::int64_t{1} << 50;
 
 constexpr numeric_range ranges[] = {
     {"poll.ms", 0, 10000,
@@ -82,6 +88,7 @@ constexpr numeric_range ranges[] = {
     {"commit.interval.ms", 0, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
     {"restore.log.interval.ms", 1, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
     {"task.timeout.ms", 0, int32_max, "librdkafka's timeouts are 32-bit milliseconds"},
+    {"max.task.idle.ms", -1, max_task_idle, "-1 turns task idling off"},
     {"max.poll.records", 1, 1000000, "a stream thread holds up to twice this many records per partition"},
     {"num.stream.threads", 1, 256, "each thread has three Kafka clients"},
     {"state.memory.budget.bytes", std::int64_t{8} << 20, std::int64_t{1} << 40,
@@ -329,6 +336,8 @@ std::string config::dead_letter_topic() const {
   auto v = get("dead.letter.topic");
   return v && !v->empty() ? *v : application_id() + "-dlq";
 }
+
+std::int64_t config::max_task_idle_ms() const { return get_int("max.task.idle.ms", -1, max_task_idle); }
 
 std::string config::instance_id() const {
   if (auto v = get("instance.id"); v && !v->empty()) return *v;

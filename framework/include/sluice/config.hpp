@@ -89,7 +89,10 @@ class config {
   std::string bootstrap_servers() const;
   bool embedded() const { return bootstrap_servers() == "embedded"; }
   std::string dead_letter_topic() const;  ///< default <application.id>-dlq
-  std::string instance_id() const;        ///< stable per host and state.dir unless set
+  /// max.task.idle.ms: -1 (never wait) or the milliseconds a task reading several partitions
+  /// waits for a caught-up empty one before processing the others (docs/configuration.md).
+  std::int64_t max_task_idle_ms() const;
+  std::string instance_id() const;  ///< stable per host and state.dir unless set
 
   /// Properties for one librdkafka client: bare non-sluice keys plus `<client>.` keys
   /// with the prefix removed. `client` is "consumer", "producer" or "admin".

@@ -227,11 +227,13 @@ std::optional<message> consumer::poll(std::chrono::milliseconds timeout) {
 bool consumer::poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout) {
   rethrow_pending();
   std::size_t count = 0;
+  bool partition_end = false;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (count < max) {
     // Only the first record is waited for (within the one budget); then take what is there.
+    // A partition end also ends the wait: it may be what the caller waits for (an idling task).
     int wait = 0;
-    if (count == 0) {
+    if (count == 0 && !partition_end) {
       // Rounded up: a 1 ms budget truncated to 0 would make the caller spin.
       wait = static_cast<int>(std::max<std::int64_t>(
           std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count(), 0));
@@ -239,6 +241,7 @@ bool consumer::poll_batch(std::vector<message>& out, std::size_t max, std::chron
     message_ptr m(next(wait));
     if (!m) break;
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      partition_end = partition_end || m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
       handle_error_message(*m);
       continue;
     }

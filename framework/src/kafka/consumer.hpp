@@ -99,8 +99,8 @@ class consumer {
   /// One message, or nullopt if none arrived within `timeout`.
   std::optional<message> poll(std::chrono::milliseconds timeout);
   /// Up to `max` messages into `out`, reusing its elements (and their string capacity);
-  /// `out` is resized to the count read. Waits up to `timeout` for the first message only.
-  /// Returns true when at least one message was read.
+  /// `out` is resized to the count read. Waits up to `timeout` for the first message or
+  /// partition end (enable.partition.eof) only. Returns true when at least one message was read.
   bool poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout);
 
   /// Sets the callback for partition ends (needs enable.partition.eof=true).

@@ -371,6 +371,7 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
   s.on_deserialization_error = cfg.get_error_policy("deserialization.error.handler");
   s.on_processing_error = cfg.get_error_policy("processing.error.handler");
   s.dead_letter_topic = cfg.dead_letter_topic();
+  s.max_task_idle_ms = cfg.max_task_idle_ms();
   s.rocksdb = rocksdb.get();
   s.metrics = &metrics;
   s.global_views = globals->views();
@@ -413,6 +414,9 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
       settings.consumer["group.instance.id"] = app_id + "-" + instance + "-" + std::to_string(i);
     if (!settings.consumer.contains("auto.offset.reset")) settings.consumer["auto.offset.reset"] = "earliest";
     if (guarantee == processing_guarantee::exactly_once) settings.consumer["isolation.level"] = "read_committed";
+    // Partition ends tell an idling task that an empty input is caught up (max.task.idle.ms;
+    // stream_thread.cpp, consumer_lags).
+    settings.consumer["enable.partition.eof"] = "true";
     // The instance's application.server rides in the client.id: other instances read it back
     // from the group's description to route queries (http/instance_directory.hpp).
     if (auto server = cfg.get("application.server"); server && !server->empty()) {

@@ -99,6 +99,8 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
      "Records a log_and_continue or dead_letter error handler skipped, by reason (deserialization or processing)."},
     {"sluice_records_dead_lettered_total",
      "Records sent to the dead-letter topic, by reason (deserialization or processing)."},
+    {"sluice_enforced_processing_total",
+     "Records a task reading several partitions processed while one was empty and caught up, after max.task.idle.ms."},
     {"sluice_end_to_end_latency_seconds", "Wall clock at processing minus the record timestamp, sampled 1 in 64."},
     {"sluice_records_sent_total", "Records produced: outputs, changelogs, repartition topics, dead letters."},
     {"sluice_production_errors_total", "Records whose delivery failed for good."},

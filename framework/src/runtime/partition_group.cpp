@@ -1,4 +1,5 @@
-// One task's queued input: per-partition rings, lowest timestamp first, fetch pauses.
+// One task's queued input: per-partition rings, lowest timestamp first, fetch pauses, and
+// the task idling rule (max.task.idle.ms).
 #include "runtime/partition_group.hpp"
 
 #include <algorithm>
@@ -27,7 +28,11 @@ std::size_t partition_group::add_partition(kafka::topic_partition tp) {
 }
 
 void partition_group::push(std::size_t input, kafka::message& m) {
-  queues_[input].records.push(m);
+  auto& q = queues_[input];
+  if (q.records.empty()) ++non_empty_;
+  q.delivered_end = std::max(q.delivered_end, m.offset + 1);
+  q.idle_deadline = none;  // it has records: its idling is over
+  q.records.push(m);
   ++queued_;
 }
 
@@ -48,7 +53,54 @@ kafka::message& partition_group::next() noexcept {
 
 void partition_group::pop_next() noexcept {
   queues_[next_].records.pop();
+  if (queues_[next_].records.empty()) --non_empty_;
   --queued_;
+}
+
+void partition_group::note_end(std::size_t input, std::int64_t end_offset) noexcept {
+  auto& q = queues_[input];
+  q.end_offset = std::max(q.end_offset, end_offset);
+}
+
+fetched_lag partition_group::lag_of(queue& q, const lag_source& lags) {
+  // The end noted is later than every record delivered: nothing more was on the broker when
+  // the fetcher got there. (A record at or past it is new data, and the next end settles it.)
+  if (q.end_offset != none && q.delivered_end <= q.end_offset) return fetched_lag::zero;
+  const auto lag = lags.lag(q.tp, q.delivered_end);
+  if (lag == fetched_lag::zero && q.delivered_end != none) q.end_offset = q.delivered_end;
+  return lag;
+}
+
+readiness partition_group::ready(std::int64_t now_ms, std::int64_t max_idle_ms, const lag_source& lags) {
+  if (non_empty_ == queues_.size()) return readiness::ready;
+  if (max_idle_ms < 0) return readiness::ready;
+  if (non_empty_ == 0) return readiness::waiting;
+  bool waiting = false, enforced = false;
+  for (auto& q : queues_) {
+    if (!q.records.empty()) continue;
+    if (lag_of(q, lags) != fetched_lag::zero) {
+      // Its records are on their way (or may be): an older one may be among them.
+      q.idle_deadline = none;
+      waiting = true;
+      continue;
+    }
+    // Caught up: give producers max.task.idle.ms to add an older record, from when the
+    // partition was first found so (Kafka Streams counts per partition as well).
+    if (q.idle_deadline == none) q.idle_deadline = now_ms + max_idle_ms;
+    if (now_ms < q.idle_deadline)
+      waiting = true;
+    else
+      enforced = true;
+  }
+  if (waiting) return readiness::waiting;
+  return enforced ? readiness::enforced : readiness::ready;
+}
+
+std::optional<std::int64_t> partition_group::idle_deadline_ms() const noexcept {
+  std::optional<std::int64_t> due;
+  for (const auto& q : queues_)
+    if (q.records.empty() && q.idle_deadline != none && (!due || q.idle_deadline < *due)) due = q.idle_deadline;
+  return due;
 }
 
 void partition_group::update_fetch(std::int64_t now_ms, std::size_t high_mark, fetch_changes& out) {
@@ -78,11 +130,14 @@ std::optional<std::int64_t> partition_group::resume_due_ms() const noexcept {
 void partition_group::clear(fetch_changes& out) {
   for (auto& q : queues_) {
     q.records.clear();
+    // What is fetched next follows a seek or a new owner: ends noted before say nothing of it.
+    q.delivered_end = q.end_offset = q.idle_deadline = none;
     if (!q.fetch_paused) continue;
     q.fetch_paused = false;
     out.resume.push_back(q.tp);
   }
   queued_ = 0;
+  non_empty_ = 0;
   fetch_paused_ = 0;
 }
 

@@ -3,7 +3,8 @@
 // task's partitions (Kafka Streams' PartitionGroup), so co-partitioned inputs interleave
 // in time order rather than poll order. It also decides the fetch back-pressure of
 // pacing: a partition holding `high_mark` records is paused in the consumer and resumed
-// once three quarters of that remain.
+// once three quarters of that remain. And it decides whether the task may take a record now
+// while some of its partitions have nothing queued (task idling, max.task.idle.ms: ready()).
 //
 // The stream thread queues a record here only when the task cannot take it at once (its
 // stores restore, a processor paused its input, older records of it wait, or the task reads
@@ -59,8 +60,39 @@ struct fetch_changes {
   }
 };
 
+/// What is known of the records a partition has on the broker beyond those delivered to its
+/// task: Kafka Streams' "fetched lag" (KIP-695), as far as librdkafka tells it.
+enum class fetched_lag {
+  unknown,   ///< no fetch has answered yet: records may be on the broker
+  positive,  ///< the broker has records the task has not been handed yet
+  zero,      ///< the last fetch found nothing beyond what was delivered
+};
+
+/// Where partition_group::ready() learns the lag of an input with nothing queued, when no
+/// partition end (note_end()) has settled it: the stream thread asks its consumer's cached
+/// watermarks, the TopologyTestDriver (all input local) answers zero, tests answer at will.
+class lag_source {
+ public:
+  /// The lag of `tp`, whose records delivered so far end at `delivered_end` (the offset after
+  /// the last one delivered; -1 when none has been).
+  virtual fetched_lag lag(const kafka::topic_partition& tp, std::int64_t delivered_end) const = 0;
+
+ protected:
+  ~lag_source() = default;
+};
+
+/// partition_group::ready()'s answer.
+enum class readiness {
+  ready,     ///< every partition has records queued, or idling is off (max.task.idle.ms=-1)
+  waiting,   ///< hold the records: an empty partition has (or may have) older records on the broker
+  enforced,  ///< process although an empty partition may get older records: it was idle max.task.idle.ms
+};
+
 class partition_group {
  public:
+  /// max.task.idle.ms' value that turns idling off: process whatever is queued at once.
+  static constexpr std::int64_t idling_off = -1;
+
   /// The least time a partition stays paused in the consumer. Each resume starts a fetch
   /// and each pause throws away what librdkafka prefetched: a task that takes its held
   /// records much faster than high_mark per second would otherwise flap every few
@@ -84,6 +116,24 @@ class partition_group {
   /// Removes the record next() returned.
   void pop_next() noexcept;
 
+  /// Whether the task may process next() at `now_ms` (wall clock) under max.task.idle.ms =
+  /// `max_idle_ms`, the rule of Kafka Streams 3.9 (KIP-695). Every partition has records:
+  /// ready. Some have none: with idling off, ready; otherwise each empty one is asked of
+  /// its lag (a partition end noted since its last record settles it as zero, else `lags`
+  /// answers): unknown or positive waits (its records are being fetched); zero waits until
+  /// `max_idle_ms` of wall time has passed since the partition was first found empty at zero
+  /// lag, then enforced. Requires !empty(). Never blocks: waiting only tells the caller to
+  /// leave the records queued and come back after the next poll.
+  readiness ready(std::int64_t now_ms, std::int64_t max_idle_ms, const lag_source& lags);
+  /// The consumer reached the end of partition `input` at `end_offset` (librdkafka's
+  /// partition EOF: its fetcher is at the log end, or under read_committed at the last
+  /// stable offset, past any transaction marker). Records delivered before the event have
+  /// lower offsets; a record at `end_offset` or later (new data) ends what it says.
+  void note_end(std::size_t input, std::int64_t end_offset) noexcept;
+  /// The earliest wall time at which a partition whose task waits at zero lag stops being
+  /// waited for (enforced processing), if one is counting down.
+  std::optional<std::int64_t> idle_deadline_ms() const noexcept;
+
   /// Pacing back-pressure at `now_ms`: a partition with `high_mark` or more queued goes to
   /// `out.pause`; a paused one with at most 3/4 of `high_mark` left, paused at least
   /// min_fetch_pause_ms ago, goes to `out.resume`. So at most 2 * high_mark - 1 records are
@@ -95,20 +145,28 @@ class partition_group {
   bool fetch_paused() const noexcept { return fetch_paused_ > 0; }
   /// The earliest time a paused partition with nothing queued may be resumed, if any.
   std::optional<std::int64_t> resume_due_ms() const noexcept;
-  /// Forgets every queued record (never processed: their offsets are not committed) and
-  /// moves the partitions paused by update_fetch() to `out.resume`.
+  /// Forgets every queued record (never processed: their offsets are not committed), what
+  /// was learned of the partitions' ends, and moves the partitions paused by update_fetch()
+  /// to `out.resume`.
   void clear(fetch_changes& out);
 
  private:
+  static constexpr std::int64_t none = -1;
   struct queue {
     kafka::topic_partition tp;
     held_queue records;
     bool fetch_paused = false;
     std::int64_t paused_at_ms = 0;
+    std::int64_t delivered_end = none;  ///< offset after the last record pushed
+    std::int64_t end_offset = none;     ///< the last partition end noted (or learned from `lags`)
+    std::int64_t idle_deadline = none;  ///< wall time; set while empty at zero lag
   };
+  /// The lag of empty input `q`; a zero from `lags` is remembered as an end at delivered_end.
+  fetched_lag lag_of(queue& q, const lag_source& lags);
   std::vector<queue> queues_;
   std::size_t queued_ = 0;
-  std::size_t next_ = 0;  // the queue next() chose
+  std::size_t non_empty_ = 0;  // queues with records
+  std::size_t next_ = 0;       // the queue next() chose
   std::size_t fetch_paused_ = 0;
 };
 

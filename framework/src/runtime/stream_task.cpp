@@ -21,7 +21,8 @@ stream_task::stream_task(runtime::task_id id, const task_services& services, rec
       stores_(id, services, sender, stream_clock_),
       label_(thread_label + ",task=\"" + name_ + "\""),
       processed_(services.metrics->get_counter("sluice_records_processed_total", label_)),
-      e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", label_)) {
+      e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", label_)),
+      enforced_processing_(services.metrics->get_counter("sluice_enforced_processing_total", label_)) {
   for (auto reason : {failure_reason::deserialization, failure_reason::processing}) {
     const auto labels = label_ + ",reason=\"" + std::string(to_string(reason)) + "\"";
     skipped_[static_cast<std::size_t>(reason)] = &services.metrics->get_counter("sluice_records_skipped_total", labels);
@@ -171,11 +172,20 @@ void stream_task::throw_or_handle_processing(const kafka::message& m, const std:
   handle_failure(m, services_.on_processing_error, failure_reason::processing, e.what());
 }
 
-void stream_task::process_queued(std::int64_t now_ms) {
-  while (!queued_.empty() && !input_paused(now_ms)) {
-    process(queued_.next());
-    queued_.pop_next();
+void stream_task::process_queued(std::int64_t now_ms, const lag_source& lags) {
+  while (process_next_queued(now_ms, lags)) {}
+}
+
+bool stream_task::process_next_queued(std::int64_t now_ms, const lag_source& lags) {
+  if (queued_.empty() || input_paused(now_ms)) return false;
+  switch (queued_.ready(now_ms, services_.max_task_idle_ms, lags)) {
+    case readiness::waiting: return false;
+    case readiness::enforced: enforced_processing_.add(); break;
+    case readiness::ready: break;
   }
+  process(queued_.next());
+  queued_.pop_next();
+  return true;
 }
 
 namespace {

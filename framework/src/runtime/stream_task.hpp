@@ -66,6 +66,9 @@ struct task_services {
   /// The largest record each written topic takes: checked before every send, so an oversized
   /// record is a processing error of its input, and a dead letter is cut to fit.
   record_size_limits record_limits;
+  /// max.task.idle.ms: how long a task reading several partitions waits for an empty one
+  /// that is caught up before it processes the others' records anyway; -1 never waits.
+  std::int64_t max_task_idle_ms = 0;
 };
 
 class stream_task final : public detail::task_context {
@@ -92,9 +95,12 @@ class stream_task final : public detail::task_context {
   void process(const kafka::message& m);
   /// Records of inputs() waiting for this task, one queue per input (same order).
   partition_group& queued() noexcept { return queued_; }
-  /// Processes queued records, lowest timestamp first, until none is left or a processor
-  /// pauses the input at `now_ms`.
-  void process_queued(std::int64_t now_ms);
+  /// Processes queued records, lowest timestamp first, until none is left, a processor
+  /// pauses the input at `now_ms`, or the task idles (partition_group::ready(): an empty
+  /// input may still bring an older record; `lags` tells what the consumer knows of them).
+  void process_queued(std::int64_t now_ms, const lag_source& lags);
+  /// Processes the next queued record if the task may (as process_queued()); false if not.
+  bool process_next_queued(std::int64_t now_ms, const lag_source& lags);
   /// Runs wall-clock punctuators that are due.
   void punctuate_wall_clock(std::int64_t now_ms);
 
@@ -190,6 +196,7 @@ class stream_task final : public detail::task_context {
   std::array<counter*, failure_reason_count> skipped_;
   std::array<counter*, failure_reason_count> dead_lettered_;
   histogram& e2e_latency_;
+  counter& enforced_processing_;  ///< records processed although an input was idle (ready() == enforced)
 };
 
 }  // namespace sluice::runtime

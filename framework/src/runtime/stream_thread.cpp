@@ -35,6 +35,47 @@ std::string parts_text(const std::vector<kafka::topic_partition>& parts) {
 constexpr auto twin_fencing_window = std::chrono::seconds(30);
 constexpr std::size_t twin_fencings = 3;
 
+/// The lag of a task's empty input as its consumer knows it, for task idling
+/// (partition_group::ready(), max.task.idle.ms).
+///
+/// Kafka Streams reads a partition's lag from every fetch response: end offset (the last
+/// stable offset under read_committed) minus the position, which the Java consumer moves past
+/// transaction markers. librdkafka 2.0.2 offers neither: rd_kafka_position() is the offset
+/// after the last record handed to the application, which stays one short of the end when
+/// the end is a commit marker (librdkafka #2539, #3917), and the cached watermarks hold the
+/// high watermark only, not the last stable offset. A rule "position < end: wait" would hold
+/// a task reading transactional input forever. Two signals instead, each sound:
+/// - the partition end event (enable.partition.eof, which the runtime forces on the group
+///   consumer; partition_group::note_end()). librdkafka emits it when a fetch answers with
+///   the fetcher's next offset equal to the end offset (the last stable offset under
+///   read_committed), and the fetcher's offset moves past control batches: so it comes after
+///   the last record whatever markers follow it. It is queued behind the records fetched
+///   before it, and it is emitted once per end offset, but that memory is reset by every
+///   pause, resume, seek and assignment (a new fetch version), which also drops what was
+///   queued before; so a partition at its end that is fetched gets the event again.
+/// - here: the cached high watermark of the last fetch response, when the records delivered
+///   reach it (nothing beyond them at all, marker or record). Only a shortcut: with a marker
+///   last it says "positive", and the partition end settles it.
+/// Why a task cannot idle forever: it waits only on an empty partition whose lag is unknown
+/// or positive. An empty partition is never paused by pacing for long (update_fetch resumes
+/// it after min_fetch_pause_ms) and a running task's inputs are not paused for restoration,
+/// so its fetcher keeps fetching: either records come (the partition is no longer empty) or
+/// the fetcher reaches the end and the end event comes, within about fetch.wait.max.ms of
+/// the last record. Zero lag waits at most max.task.idle.ms. While a task idles, the thread
+/// keeps polling, processing the other tasks, punctuating and committing.
+class consumer_lags final : public lag_source {
+ public:
+  explicit consumer_lags(const kafka::consumer& consumer) : consumer_(consumer) {}
+  fetched_lag lag(const kafka::topic_partition& tp, std::int64_t delivered_end) const override {
+    const auto high = consumer_.cached_high_watermark(tp.topic, tp.partition);
+    if (!high || delivered_end < 0) return fetched_lag::unknown;
+    return delivered_end >= *high ? fetched_lag::zero : fetched_lag::positive;
+  }
+
+ private:
+  const kafka::consumer& consumer_;
+};
+
 }  // namespace
 
 stream_thread::stream_thread(thread_settings settings, const task_services& services,
@@ -356,8 +397,14 @@ void stream_thread::update_lag() {
 }
 
 std::unique_ptr<kafka::consumer> stream_thread::make_consumer() {
-  return std::make_unique<kafka::consumer>(settings_.consumer,
-                                           [this](std::string_view json) { consumer_statistics_.on_statistics(json); });
+  auto c = std::make_unique<kafka::consumer>(
+      settings_.consumer, [this](std::string_view json) { consumer_statistics_.on_statistics(json); });
+  // Partition ends settle an idling task's wait (consumer_lags above).
+  c->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
+    if (!tasks_) return;
+    if (auto* input = tasks_->find({topic, partition})) input->task->queued().note_end(input->index, offset);
+  });
+  return c;
 }
 
 void stream_thread::retire_lag() {
@@ -373,10 +420,11 @@ void stream_thread::release_held_records() {
   // (partition_group::update_fetch). No seek: on resume librdkafka fetches from the record
   // after the last one it delivered, i.e. the last one queued.
   auto now = services_.wall_clock_ms();
+  const consumer_lags lags(*consumer_);
   for (auto& [id, task] : tasks_->tasks()) {
     auto& queued = task->queued();
     if ((queued.empty() && !queued.fetch_paused()) || !task->running()) continue;
-    task->process_queued(now);
+    task->process_queued(now, lags);
     queued.update_fetch(now, settings_.max_poll_records, fetch_changes_);
   }
   apply_fetch_changes();
@@ -407,7 +455,15 @@ std::chrono::milliseconds stream_thread::until_next_release(std::int64_t now_ms,
   for (const auto& [id, task] : tasks_->tasks()) {
     if (!task->running()) continue;
     auto& queued = task->queued();
-    if (!queued.empty()) until(task->input_paused_until());
+    // Records left queued: a processor paused the input (due at the pause's end), or the task
+    // idles, at zero lag until its idle deadline, else until a fetch brings records or a
+    // partition end, which ends the poll.
+    if (!queued.empty()) {
+      if (task->input_paused(now_ms))
+        until(task->input_paused_until());
+      else if (auto due = queued.idle_deadline_ms())
+        until(*due);
+    }
     // All released before the partition may be resumed (a share far above max.poll.records/s).
     if (queued.fetch_paused())
       if (auto due = queued.resume_due_ms()) until(*due);

@@ -126,14 +126,16 @@ class stream_thread final : kafka::rebalance_listener {
   void rewind_to_committed();
   void set_degraded(bool degraded);
   /// Feeds queued records to their tasks (lowest timestamp first, until a processor pauses
-  /// the input); pauses/resumes partitions in the consumer to bound what is queued.
+  /// the input or the task idles for an empty input: max.task.idle.ms); pauses/resumes
+  /// partitions in the consumer to bound what is queued.
   void release_held_records();
   /// Applies and forgets fetch_changes_.
   void apply_fetch_changes();
   /// Forgets queued records and resumes every partition paused for them (tasks closing, rewind).
   void drop_held_records() noexcept;
-  /// `cap`, shortened so that the poll returns when the next held record is due (0 when one
-  /// is due now) or a partition paused in the consumer may be resumed.
+  /// `cap`, shortened so that the poll returns when the next held record is due (a
+  /// processor's pause or a task's idling ends) or a partition paused in the consumer may be
+  /// resumed.
   std::chrono::milliseconds until_next_release(std::int64_t now_ms, std::chrono::milliseconds cap) const;
 
   thread_settings settings_;

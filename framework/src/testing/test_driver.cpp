@@ -65,6 +65,18 @@ class driver_queries final : public interactive_queries {
   std::map<runtime::task_id, std::unique_ptr<runtime::stream_task>>& tasks_;
 };
 
+/// The driver holds all input locally: nothing is ever on a broker, so every empty input
+/// of a task is caught up (Kafka Streams' TopologyTestDriver also gives each partition a
+/// lag of 0). With max.task.idle.ms=0 (the default) a record is therefore processed when it
+/// is piped, in the order piped; with a positive value a task whose other inputs are empty
+/// holds it until the driver's wall clock has moved that far or they receive records.
+class all_input_local final : public runtime::lag_source {
+ public:
+  runtime::fetched_lag lag(const kafka::topic_partition&, std::int64_t) const override {
+    return runtime::fetched_lag::zero;
+  }
+};
+
 }  // namespace
 
 struct topology_test_driver::impl final : runtime::record_sender {
@@ -93,6 +105,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
   std::int64_t last_ts = 0;
   std::unique_ptr<driver_queries> queries;
   kafka::message scratch;
+  all_input_local lags;
 
   std::int32_t place(const std::optional<std::string_view>& key, std::int32_t partition) const {
     if (partition >= 0) {
@@ -126,6 +139,8 @@ struct topology_test_driver::impl final : runtime::record_sender {
   /// Hands queued records to their tasks in order. A task whose input is paused
   /// (pause_input_until) keeps them in its partition_group, as the stream thread does:
   /// what Kafka would keep unread, released by advance_wall_clock() once the pause is over.
+  /// A task reading several partitions takes each record through its partition_group, which
+  /// may hold it while the task idles (max.task.idle.ms; all_input_local).
   void drain() {
     while (!queue.empty()) {
       auto item = std::move(queue.front());
@@ -135,38 +150,39 @@ struct topology_test_driver::impl final : runtime::record_sender {
       auto& task = *tasks.at({sub->second, item.partition});
       auto& queued = task.queued();
       fill(scratch, item);
-      if (queued.empty() && !task.input_paused(wall)) {
+      if (queued.empty() && queued.partitions() == 1 && !task.input_paused(wall)) {
         process(task, scratch);
         continue;
       }
       std::size_t input = 0;
       while (input < queued.partitions() && queued.partition(input).topic != item.topic) ++input;
       queued.push(input, scratch);
+      // What this processes goes to the back of `queue`, after what was piped before it.
+      while (task.process_next_queued(wall, lags)) processed_one();
     }
   }
 
-  /// Feeds queued records, lowest timestamp first, to tasks whose pause is over, until they
-  /// pause again.
+  /// Feeds queued records, lowest timestamp first, to tasks whose pause or idling is over,
+  /// until they pause or idle again.
   void release_held() {
-    for (auto& [key, task] : tasks) {
-      auto& queued = task->queued();
-      while (!queued.empty() && !task->input_paused(wall)) {
-        auto& m = queued.next();
-        std::swap(scratch, m);
-        queued.pop_next();
-        process(*task, scratch);
+    for (auto& [key, task] : tasks)
+      while (task->process_next_queued(wall, lags)) {
+        processed_one();
         drain();
       }
-    }
   }
 
-  /// The earliest end of a pause that holds records, if it is after now and at or before
-  /// `limit` (strictly after now, so advance_wall_clock's loop always moves the clock).
+  /// The earliest end of a pause or of an idling that holds records, if it is after now and
+  /// at or before `limit` (strictly after now, so advance_wall_clock's loop always moves the
+  /// clock).
   std::optional<std::int64_t> next_release(std::int64_t limit) const {
     std::optional<std::int64_t> out;
     for (const auto& [key, task] : tasks) {
-      if (task->queued().empty()) continue;
+      const auto& queued = task->queued();
+      if (queued.empty()) continue;
       auto until = task->input_paused_until();
+      if (until <= wall)
+        if (auto due = queued.idle_deadline_ms()) until = *due;
       if (until > wall && until <= limit && (!out || until < *out)) out = until;
     }
     return out;
@@ -184,6 +200,10 @@ struct topology_test_driver::impl final : runtime::record_sender {
 
   void process(runtime::stream_task& task, const kafka::message& m) {
     task.process(m);
+    processed_one();
+  }
+
+  void processed_one() {
     if (++processed_since_commit >= options.commit_every_records) commit();
   }
 
@@ -226,6 +246,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   // The producer's limit as the app's producer would use it; the driver's topics have no
   // max.message.bytes of their own.
   s.record_limits = runtime::record_size_limits(runtime::producer_max_message_bytes(d.cfg));
+  s.max_task_idle_ms = d.cfg.max_task_idle_ms();
   s.metrics = &d.metrics;
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };

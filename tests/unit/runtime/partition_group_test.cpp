@@ -1,9 +1,11 @@
-// partition_group on its own: the lowest-timestamp choice across a task's partitions and
-// the fetch pause / resume thresholds of pacing.
+// partition_group on its own: the lowest-timestamp choice across a task's partitions, the
+// fetch pause / resume thresholds of pacing, and the task idling rule (max.task.idle.ms,
+// Kafka Streams' KIP-695) against a fake lag source.
 #include "runtime/partition_group.hpp"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 namespace sluice::runtime {
@@ -154,6 +156,197 @@ TEST(partition_group, push_hands_back_the_slot_of_a_record_that_left) {
   ASSERT_TRUE(n.value);
   EXPECT_EQ(*n.value, std::string(1000, 'x'));
   EXPECT_EQ(*g.next().value, "in@1");
+}
+
+// --- task idling: partition_group::ready() ----------------------------------------------
+
+/// Answers what a test sets per topic (unknown by default) and remembers what was asked.
+class fake_lags final : public lag_source {
+ public:
+  fetched_lag lag(const kafka::topic_partition& tp, std::int64_t delivered_end) const override {
+    ++asked;
+    last_delivered_end = delivered_end;
+    auto it = lags.find(tp.topic);
+    return it == lags.end() ? fetched_lag::unknown : it->second;
+  }
+  std::map<std::string, fetched_lag> lags;
+  mutable int asked = 0;
+  mutable std::int64_t last_delivered_end = -2;
+};
+
+/// left has one record queued, right none.
+partition_group left_only() {
+  auto g = two_partitions();
+  auto l = record("left", 0, 100);
+  g.push(0, l);
+  return g;
+}
+
+TEST(task_idling, every_partition_with_records_is_ready_whatever_the_lags) {
+  auto g = two_partitions();
+  auto l = record("left", 0, 100), r = record("right", 0, 200);
+  g.push(0, l);
+  g.push(1, r);
+  fake_lags lags;  // unknown everywhere
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::ready);
+  EXPECT_EQ(g.ready(1000, 5000, lags), readiness::ready);
+  EXPECT_EQ(lags.asked, 0);
+}
+
+TEST(task_idling, an_empty_partition_with_unknown_lag_waits_however_long) {
+  auto g = left_only();
+  fake_lags lags;
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::waiting);
+  EXPECT_EQ(g.ready(1000 + 3'600'000, 0, lags), readiness::waiting);
+  EXPECT_EQ(g.ready(1000 + 3'600'000, 100, lags), readiness::waiting);
+  EXPECT_FALSE(g.idle_deadline_ms());  // no countdown: it waits for the fetch
+}
+
+TEST(task_idling, an_empty_partition_with_records_on_the_broker_waits_however_long) {
+  auto g = left_only();
+  fake_lags lags;
+  lags.lags["right"] = fetched_lag::positive;
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::waiting);
+  EXPECT_EQ(g.ready(1000 + 3'600'000, 0, lags), readiness::waiting);
+  EXPECT_FALSE(g.idle_deadline_ms());
+}
+
+TEST(task_idling, zero_lag_waits_max_task_idle_ms_of_wall_time_then_processing_is_enforced) {
+  auto g = left_only();
+  fake_lags lags;
+  lags.lags["right"] = fetched_lag::zero;
+  EXPECT_EQ(g.ready(1000, 100, lags), readiness::waiting);
+  ASSERT_TRUE(g.idle_deadline_ms());
+  EXPECT_EQ(*g.idle_deadline_ms(), 1100);
+  EXPECT_EQ(g.ready(1099, 100, lags), readiness::waiting);
+  EXPECT_EQ(*g.idle_deadline_ms(), 1100);  // counted from when it was first found idle
+  EXPECT_EQ(g.ready(1100, 100, lags), readiness::enforced);
+  EXPECT_EQ(g.ready(5000, 100, lags), readiness::enforced);
+}
+
+TEST(task_idling, zero_lag_with_the_default_of_zero_is_enforced_at_once) {
+  auto g = left_only();
+  fake_lags lags;
+  lags.lags["right"] = fetched_lag::zero;
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::enforced);
+}
+
+TEST(task_idling, minus_one_never_waits) {
+  auto g = left_only();
+  fake_lags lags;  // unknown
+  EXPECT_EQ(g.ready(1000, partition_group::idling_off, lags), readiness::ready);
+  lags.lags["right"] = fetched_lag::positive;
+  EXPECT_EQ(g.ready(1000, partition_group::idling_off, lags), readiness::ready);
+}
+
+TEST(task_idling, records_arriving_on_the_idle_partition_end_its_countdown) {
+  auto g = left_only();
+  fake_lags lags;
+  lags.lags["right"] = fetched_lag::zero;
+  EXPECT_EQ(g.ready(1000, 100, lags), readiness::waiting);
+  auto r = record("right", 0, 50);
+  g.push(1, r);
+  EXPECT_FALSE(g.idle_deadline_ms());
+  EXPECT_EQ(g.ready(1050, 100, lags), readiness::ready);
+  EXPECT_EQ(*g.next().value, "right@0");  // the older record first
+  g.pop_next();
+  // Empty again: a new countdown from now, not the old deadline.
+  EXPECT_EQ(g.ready(1050, 100, lags), readiness::waiting);
+  EXPECT_EQ(*g.idle_deadline_ms(), 1150);
+}
+
+TEST(task_idling, a_lag_that_turns_unknown_or_positive_restarts_the_countdown_later) {
+  auto g = left_only();
+  fake_lags lags;
+  lags.lags["right"] = fetched_lag::zero;
+  EXPECT_EQ(g.ready(1000, 100, lags), readiness::waiting);
+  lags.lags["right"] = fetched_lag::positive;
+  EXPECT_EQ(g.ready(1200, 100, lags), readiness::waiting);  // past the old deadline: still waits
+  EXPECT_FALSE(g.idle_deadline_ms());
+  lags.lags["right"] = fetched_lag::zero;
+  EXPECT_EQ(g.ready(1300, 100, lags), readiness::waiting);
+  EXPECT_EQ(*g.idle_deadline_ms(), 1400);
+}
+
+TEST(task_idling, a_partition_end_settles_an_empty_partition_at_zero_lag) {
+  auto g = left_only();
+  fake_lags lags;  // the consumer's watermarks know nothing
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::waiting);
+  g.note_end(1, 7);  // the fetcher reached right's end (say past a commit marker at 6)
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::enforced);
+}
+
+TEST(task_idling, an_end_noted_before_the_records_of_its_batch_are_queued_still_holds) {
+  // The end event is handled inside the poll, before the poll's records are queued: the
+  // records below the end are older than it, not news.
+  auto g = left_only();
+  fake_lags lags;
+  g.note_end(1, 3);
+  for (std::int64_t o = 0; o < 3; ++o) {
+    auto r = record("right", o, 10 + o);  // older than left@0: they go first
+    g.push(1, r);
+  }
+  while (g.queued(1) > 0) {
+    ASSERT_EQ(g.ready(1000, 0, lags), readiness::ready);
+    g.next();
+    g.pop_next();
+  }
+  const int asked = lags.asked;
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::enforced);
+  EXPECT_EQ(lags.asked, asked);  // settled by the end, the consumer not asked
+}
+
+TEST(task_idling, a_record_at_or_past_the_end_makes_the_lag_unknown_again) {
+  auto g = left_only();
+  fake_lags lags;
+  g.note_end(1, 3);
+  auto r = record("right", 3, 300);  // new data, produced after the end was reached
+  g.push(1, r);
+  while (g.queued(1) > 0) {
+    g.next();
+    g.pop_next();
+  }
+  auto l = record("left", 1, 400);
+  g.push(0, l);
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::waiting);
+  EXPECT_EQ(lags.last_delivered_end, 4);  // the consumer is asked about what follows offset 3
+  g.note_end(1, 4);
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::enforced);
+}
+
+TEST(task_idling, a_zero_from_the_consumer_is_remembered_until_the_next_record) {
+  auto g = left_only();
+  auto r = record("right", 0, 50);
+  g.push(1, r);
+  g.next();  // right@0 is older
+  g.pop_next();
+  fake_lags lags;
+  lags.lags["right"] = fetched_lag::zero;
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::enforced);
+  EXPECT_EQ(lags.asked, 1);
+  lags.lags["right"] = fetched_lag::unknown;
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::enforced);  // known caught up at offset 1
+  EXPECT_EQ(lags.asked, 1);
+}
+
+TEST(task_idling, clear_forgets_partition_ends) {
+  auto g = left_only();
+  fake_lags lags;
+  g.note_end(1, 5);
+  fetch_changes changes;
+  g.clear(changes);
+  auto l = record("left", 0, 100);
+  g.push(0, l);
+  EXPECT_EQ(g.ready(1000, 0, lags), readiness::waiting);  // after a rewind, ends are re-learned
+}
+
+TEST(task_idling, a_single_partition_is_always_ready) {
+  partition_group g;
+  g.add_partition({"in", 0});
+  auto m = record("in", 0, 0);
+  g.push(0, m);
+  fake_lags lags;
+  EXPECT_EQ(g.ready(0, 100, lags), readiness::ready);
 }
 
 }  // namespace

@@ -1,0 +1,97 @@
+// Task idling (max.task.idle.ms) in the TopologyTestDriver. The driver holds all input
+// locally, so an empty input is always caught up (zero lag): with the default of 0 a task
+// processes each record when it is piped, in the order piped (as Kafka Streams' driver
+// does); with a positive value it holds a record while another input of the task is empty,
+// until the driver's wall clock has moved that far or the empty input receives records.
+// The rule's other cases (unknown or positive lag) need a broker: unit tests of
+// partition_group and the integration test task_idling_test.
+#include <gtest/gtest.h>
+
+#include "sluice/sluice.hpp"
+#include "sluice/test_driver.hpp"
+
+using sluice::testing::topology_test_driver;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// "a" and "c" merged into "out": one task reading two partitions; the output's order is
+/// the order the task processed its records in.
+sluice::topology merged() {
+  sluice::streams_builder b;
+  auto a = b.stream<std::string, std::string>("a");
+  auto c = b.stream<std::string, std::string>("c");
+  a.merge(c).to("out");
+  return b.build();
+}
+
+std::vector<std::string> values(topology_test_driver& d) {
+  std::vector<std::string> out;
+  for (const auto& r : d.output_topic<std::string, std::string>("out").read_all()) out.push_back(r.value);
+  return out;
+}
+
+sluice::config idle_ms(const std::string& value) {
+  sluice::config c;
+  c.set("max.task.idle.ms", value);
+  return c;
+}
+
+}  // namespace
+
+TEST(task_idling_driver, by_default_records_are_processed_in_the_order_piped) {
+  topology_test_driver d(merged());
+  d.input_topic<std::string, std::string>("a").pipe("k", "a@20", 20);
+  EXPECT_EQ(values(d), std::vector<std::string>{"a@20"});  // not held: the other input is caught up
+  d.input_topic<std::string, std::string>("c").pipe("k", "c@10", 10);
+  EXPECT_EQ(values(d), std::vector<std::string>{"c@10"});
+  // Each went through while the task's other input was empty: enforced processing.
+  EXPECT_EQ(d.metrics().total("sluice_enforced_processing_total"), 2);
+}
+
+TEST(task_idling_driver, a_positive_idle_time_holds_a_record_until_the_clock_passes_it_or_older_records_arrive) {
+  topology_test_driver d(merged(), idle_ms("100"));
+  auto a = d.input_topic<std::string, std::string>("a");
+  auto c = d.input_topic<std::string, std::string>("c");
+  a.pipe("k", "a@20", 20);
+  EXPECT_TRUE(values(d).empty());  // held: "c" may still get an older record
+  c.pipe("k", "c@10", 10);
+  // Both inputs had a record: the older first; then "c" is empty again and a@20 waits anew.
+  EXPECT_EQ(values(d), std::vector<std::string>{"c@10"});
+  d.advance_wall_clock(99ms);
+  EXPECT_TRUE(values(d).empty());
+  d.advance_wall_clock(1ms);
+  EXPECT_EQ(values(d), std::vector<std::string>{"a@20"});
+  EXPECT_EQ(d.metrics().total("sluice_enforced_processing_total"), 1);
+}
+
+TEST(task_idling_driver, idle_time_orders_a_backlog_piped_one_side_first_by_timestamp) {
+  topology_test_driver d(merged(), idle_ms("1000"));
+  auto a = d.input_topic<std::string, std::string>("a");
+  auto c = d.input_topic<std::string, std::string>("c");
+  a.pipe("k", "a@30", 30);
+  a.pipe("k", "a@50", 50);
+  c.pipe("k", "c@10", 10);
+  c.pipe("k", "c@40", 40);
+  c.pipe("k", "c@60", 60);
+  d.advance_wall_clock(1000ms);
+  EXPECT_EQ(values(d), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
+}
+
+TEST(task_idling_driver, minus_one_never_holds_a_record) {
+  topology_test_driver d(merged(), idle_ms("-1"));
+  d.input_topic<std::string, std::string>("a").pipe("k", "a@20", 20);
+  d.input_topic<std::string, std::string>("c").pipe("k", "c@10", 10);
+  EXPECT_EQ(values(d), (std::vector<std::string>{"a@20", "c@10"}));
+  EXPECT_EQ(d.metrics().total("sluice_enforced_processing_total"), 0);
+}
+
+TEST(task_idling_driver, a_value_below_minus_one_is_refused_naming_the_key) {
+  try {
+    topology_test_driver d(merged(), idle_ms("-2"));
+    FAIL() << "max.task.idle.ms=-2 was accepted";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::invalid_config);
+    EXPECT_NE(std::string(e.what()).find("max.task.idle.ms"), std::string::npos) << e.what();
+  }
+}
