@@ -344,12 +344,14 @@ std::vector<kafka::topic_partition_offset> stream_task::offsets_to_commit(bool e
 
 std::vector<kafka::topic_partition> stream_task::inputs_without_offset() const {
   std::vector<kafka::topic_partition> out;
+  if (start_offsets_learned_) return out;
   for (std::size_t i = 0; i < inputs_.size(); ++i)
     if (next_offsets_[i] < 0) out.push_back(inputs_[i]);
   return out;
 }
 
 void stream_task::learn_start_offsets(const std::vector<kafka::topic_partition_offset>& committed) {
+  start_offsets_learned_ = true;
   for (const auto& c : committed) {
     auto i = input_index(c.topic);
     if (i < inputs_.size() && c.partition == inputs_[i].partition && next_offsets_[i] < 0 && c.offset >= 0)

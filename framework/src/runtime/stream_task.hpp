@@ -108,7 +108,9 @@ class stream_task final : public detail::task_context {
   /// to mark_committed(); with `every_known`, also those of partitions with nothing new
   /// (the last processed one's, or the start offset learned by learn_start_offsets()).
   std::vector<kafka::topic_partition_offset> offsets_to_commit(bool every_known = false) const;
-  /// Input partitions the task knows no offset of: nothing processed, no start offset learned.
+  /// Input partitions the task knows no offset of (nothing processed, no start offset
+  /// learned), until learn_start_offsets() was called once: then none, so the group's
+  /// committed offsets are asked for once per task even when it has committed nothing.
   std::vector<kafka::topic_partition> inputs_without_offset() const;
   /// Takes the group's committed offsets as the offsets of inputs the task has not processed
   /// yet (a record processed later replaces them); negative ones (nothing committed) are ignored.
@@ -179,7 +181,8 @@ class stream_task final : public detail::task_context {
   std::vector<kafka::topic_partition> inputs_;
   std::vector<detail::node*> sources_;
   std::vector<std::int64_t> next_offsets_;
-  std::size_t last_input_ = 0;  // index the previous record came from: usually the next one's
+  bool start_offsets_learned_ = false;  ///< learn_start_offsets() was called
+  std::size_t last_input_ = 0;          // index the previous record came from: usually the next one's
   partition_group queued_;
   std::vector<punctuator> punctuators_;
   record_metadata metadata_;

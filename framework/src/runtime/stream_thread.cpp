@@ -266,9 +266,7 @@ void stream_thread::on_revoked(const std::vector<kafka::topic_partition>& parts)
   } catch (const std::exception& e) {
     spdlog::warn("stream thread {}: commit on revocation failed ({}); closing tasks without it", settings_.index,
                  e.what());
-    if (collector_) collector_->abort_transaction();
-    close_tasks(close_mode::dirty);
-    if (services_.guarantee == processing_guarantee::exactly_once) collector_->recreate();
+    drop_uncommitted(producer_after_abort::recreate);
   }
   retire_lag();
   assignment_.clear();
@@ -283,13 +281,7 @@ void stream_thread::on_lost(const std::vector<kafka::topic_partition>& parts) {
       "stream thread {}: lost {} (the group moved on without this instance); what was not committed is "
       "dropped, the next owner processes it",
       settings_.index, parts_text(parts));
-  const bool open = collector_ && collector_->transaction_open();
-  if (open) collector_->abort_transaction();
-  close_tasks(close_mode::dirty);
-  if (open && services_.guarantee == processing_guarantee::exactly_once) {
-    services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
-    collector_->recreate();  // the abort may have failed with the coordinator away
-  }
+  drop_uncommitted(producer_after_abort::recreate);
   retire_lag();
   assignment_.clear();
 }
@@ -306,13 +298,8 @@ void stream_thread::set_state_from_tasks() {
 
 void stream_thread::commit_all() {
   last_commit_ = clock_type::now();
-  std::vector<kafka::topic_partition_offset> offsets;
+  auto offsets = running_offsets(false);
   auto& tasks = tasks_->tasks();
-  for (auto& [id, task] : tasks) {
-    if (!task->running()) continue;
-    auto o = task->offsets_to_commit();
-    offsets.insert(offsets.end(), o.begin(), o.end());
-  }
   auto next_offset = [this](const std::string& topic, std::int32_t partition) {
     return collector_->next_changelog_offset(topic, partition);
   };
@@ -359,17 +346,9 @@ std::vector<kafka::topic_partition_offset> stream_thread::fencing_offsets() {
   // its session timeout, or cut off). Without them such a zombie's transaction would commit
   // beside the new owner's, and its output and changelog writes would count twice. One
   // offset suffices; they are the tasks' own (re-committing an offset changes nothing). When
-  // no task has processed a record yet, the group's committed offsets are learned, once.
-  auto known = [this] {
-    std::vector<kafka::topic_partition_offset> offsets;
-    for (auto& [id, task] : tasks_->tasks()) {
-      if (!task->running()) continue;
-      auto o = task->offsets_to_commit(true);
-      offsets.insert(offsets.end(), o.begin(), o.end());
-    }
-    return offsets;
-  };
-  if (auto offsets = known(); !offsets.empty()) return offsets;
+  // no task has processed a record yet, the group's committed offsets are asked for, once per task
+  // (a group that has committed nothing yet leaves the transaction without offsets).
+  if (auto offsets = running_offsets(true); !offsets.empty()) return offsets;
   std::vector<kafka::topic_partition> unknown;
   for (auto& [id, task] : tasks_->tasks())
     if (task->running())
@@ -378,11 +357,34 @@ std::vector<kafka::topic_partition_offset> stream_thread::fencing_offsets() {
   auto committed = consumer_->committed(unknown, 30s);
   for (auto& [id, task] : tasks_->tasks())
     if (task->running()) task->learn_start_offsets(committed);
-  auto offsets = known();
+  auto offsets = running_offsets(true);
   if (offsets.empty())
     spdlog::debug("stream thread {}: a transaction carries no offset (the group has committed none yet)",
                   settings_.index);
   return offsets;
+}
+
+std::vector<kafka::topic_partition_offset> stream_thread::running_offsets(bool every_known) {
+  std::vector<kafka::topic_partition_offset> offsets;
+  for (auto& [id, task] : tasks_->tasks()) {
+    if (!task->running()) continue;
+    auto o = task->offsets_to_commit(every_known);
+    offsets.insert(offsets.end(), o.begin(), o.end());
+  }
+  return offsets;
+}
+
+void stream_thread::drop_uncommitted(producer_after_abort after) {
+  const bool open = collector_ && collector_->transaction_open();
+  if (open) {
+    if (services_.guarantee == processing_guarantee::exactly_once)
+      services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
+    collector_->abort_transaction();
+  }
+  close_tasks(close_mode::dirty);
+  // The abort may have failed (the coordinator away): a new producer starts clean.
+  if (open && after == producer_after_abort::recreate && services_.guarantee == processing_guarantee::exactly_once)
+    collector_->recreate();
 }
 
 void stream_thread::update_lag() {
@@ -528,10 +530,7 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
       "offsets (retrying for up to task.timeout.ms={})",
       settings_.index, last_failure_, consumer_fenced_ ? "consumer and the producer" : "producer",
       settings_.task_timeout.count());
-  if (services_.guarantee == processing_guarantee::exactly_once)
-    services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
-  collector_->abort_transaction();
-  close_tasks(close_mode::dirty);
+  drop_uncommitted(producer_after_abort::keep);  // recovery recreates it
   recovery_pending_ = true;
   try_recovery();
 }

@@ -107,6 +107,15 @@ class stream_thread final : kafka::rebalance_listener {
   /// Drops held records (never processed: the next owner or the rewind reads them again)
   /// and closes every task.
   void close_tasks(close_mode mode);
+  enum class producer_after_abort { keep, recreate };
+  /// Drops everything not committed (a failed commit, a revocation whose commit failed, lost
+  /// partitions): aborts the open transaction (counted under exactly-once), closes the tasks
+  /// dirty (their stores drop pending writes); with `recreate`, a producer whose transaction
+  /// was aborted under exactly-once is replaced.
+  void drop_uncommitted(producer_after_abort after);
+  /// Every running task's offsets to commit (with `every_known`, also those of partitions
+  /// with nothing new since the last commit; see stream_task::offsets_to_commit).
+  std::vector<kafka::topic_partition_offset> running_offsets(bool every_known);
   /// Counts a retriable failure and marks the thread degraded; throws the message the thread
   /// stops with once failures have lasted task.timeout.ms without a commit.
   void note_failure(const std::exception& e);

@@ -11,6 +11,9 @@
 // drain) still carries the group's offsets, so the broker can refuse it from an instance the
 // group has moved on from: the refusal injected here aborts it.
 //
+// Partitions the group takes away as lost (a heartbeat answered "illegal generation": the
+// group moved on without this member) abort the open transaction instead of committing it.
+//
 // Exactness is checked against the real broker (tests/reliability): the mock cluster does not
 // hide aborted records from read_committed readers, so the restore after the abort applies the
 // aborted transaction's changelog records too and the counts here end above the tally.
@@ -234,6 +237,42 @@ TEST(transaction_recovery, a_transaction_of_punctuation_output_alone_carries_the
   EXPECT_TRUE(metric_passes(app, "sluice_transaction_aborts_total", aborts))
       << "a task that processed nothing yet committed ticks without the group's offsets";
   app.close(30s);
+  std::filesystem::remove_all(cfg.get("state.dir").value_or(""));
+}
+
+TEST(transaction_recovery, lost_partitions_abort_the_open_transaction_instead_of_committing_it) {
+  sluice::kafka::mock_cluster cluster{1};
+  const auto input = sluice::test::unique_name("lost-in"), output = sluice::test::unique_name("lost-out");
+  cluster.create_topic(input, 1);
+  cluster.create_topic(output, 1);
+  sluice::config cfg;
+  cfg.set("application.id", sluice::test::unique_name("lost"));
+  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
+  cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("lost-state")).string());
+  cfg.set("processing.guarantee", "exactly_once");
+  cfg.set("consumer.heartbeat.interval.ms", "500");  // the injected error arrives soon
+  cfg.set("commit.interval.ms", "300000");           // no commit in the test but the one a revocation would make
+  std::atomic<bool> armed{true};
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>(input).process([&armed] { return std::make_unique<ticker>(armed); }).to(output);
+  sluice::app app(b.build(), cfg);
+  app.start();
+  // Ticks every 20 ms keep a transaction open from the task's first tick on.
+  ASSERT_TRUE(metric_passes(app, "sluice_records_sent_total", 0)) << "no tick was sent";
+  const auto commits = app.metrics().total("sluice_commit_latency_ms_count");
+  const auto aborts = app.metrics().total("sluice_transaction_aborts_total");
+
+  // The coordinator answers the next heartbeat "illegal generation": librdkafka marks the
+  // assignment lost and takes the partitions away, then the member rejoins.
+  rd_kafka_mock_push_request_errors(cluster.native(), 12 /* Heartbeat */, 1, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+  EXPECT_TRUE(metric_passes(app, "sluice_transaction_aborts_total", aborts))
+      << "the transaction open when the partitions were lost was not aborted";
+  EXPECT_EQ(app.metrics().total("sluice_commit_latency_ms_count"), commits)
+      << "the lost partitions' transaction was committed";
+  // The member's rejoin is not awaited: the mock coordinator completes it only after the
+  // rebalance timeout (max.poll.interval.ms); the real broker's fault suite covers rejoins.
+  app.close(30s);
+  EXPECT_EQ(app.state(), sluice::app_state::not_running) << app.error_message();
   std::filesystem::remove_all(cfg.get("state.dir").value_or(""));
 }
 
