@@ -8,7 +8,7 @@
 #include <concepts>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,14 +33,28 @@ struct is_optional_type : std::false_type {};
 template <class T>
 struct is_optional_type<std::optional<T>> : std::true_type {};
 
+/// Strings (invalid UTF-8 replaced by U+FFFD), booleans and numbers as JSON text. Out of
+/// line (framework/src/serde/json.cpp), so that no unit compiles nlohmann's serializer.
+std::string scalar_json_text(std::string_view s);
+std::string scalar_json_text(bool b);
+std::string scalar_json_text(std::int64_t i);
+std::string scalar_json_text(std::uint64_t u);
+std::string scalar_json_text(double d);
+
 /// A typed value as JSON text: strings and numbers as themselves, described structs through
 /// json_serde (the format their topics use), optionals as null or their value.
 template <class T>
 std::string to_json_text(const T& v) {
   if constexpr (is_optional_type<T>::value) {
     return v ? to_json_text(*v) : std::string("null");
-  } else if constexpr (std::is_same_v<T, std::string> || std::is_arithmetic_v<T>) {
-    return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bool>) {
+    return scalar_json_text(v);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return scalar_json_text(static_cast<double>(v));
+  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    return scalar_json_text(static_cast<std::int64_t>(v));
+  } else if constexpr (std::is_integral_v<T>) {
+    return scalar_json_text(static_cast<std::uint64_t>(v));
   } else {
     std::string out;
     json_serde<T>::serialize(v, out);

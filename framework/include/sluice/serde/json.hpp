@@ -221,6 +221,12 @@ void write(std::string& out, const X& value, const field_path& path) {
   }
 }
 
+/// `bytes` parsed, after the nesting check; serialization_error for empty or invalid JSON.
+/// Out of line (framework/src/serde/json.cpp): nlohmann's parser is compiled once.
+nlohmann::json parse_document(std::string_view bytes);
+/// `j` as compact JSON text (for error messages). Out of line, as parse_document.
+std::string dump(const nlohmann::json& j);
+
 [[noreturn]] inline void fail_type(const nlohmann::json& j, const char* expected, const field_path& path) {
   path.fail(std::string("expected ") + expected + ", got " + j.type_name());
 }
@@ -246,8 +252,8 @@ I read_integer(const nlohmann::json& j, const field_path& path) {
   if (j.is_number_float()) {
     const double d = j.get<double>();
     // nlohmann reads integers beyond 64 bits as floating point.
-    if (std::isfinite(d) && std::trunc(d) == d) out_of_range(j.dump());
-    path.fail("expected integer, got number " + j.dump());
+    if (std::isfinite(d) && std::trunc(d) == d) out_of_range(dump(j));
+    path.fail("expected integer, got number " + dump(j));
   }
   fail_type(j, "integer", path);
 }
@@ -263,7 +269,7 @@ void read(nlohmann::json& j, X& out, const field_path& path) {
     if (!j.is_number()) fail_type(j, "number", path);
     const double d = j.get<double>();
     if (!std::isfinite(d) || (std::is_same_v<X, float> && std::fabs(d) > std::numeric_limits<float>::max()))
-      path.fail("number " + j.dump() + " out of range for " + (std::is_same_v<X, float> ? "float" : "double"));
+      path.fail("number " + dump(j) + " out of range for " + (std::is_same_v<X, float> ? "float" : "double"));
     out = static_cast<X>(d);
   } else if constexpr (std::is_same_v<X, std::string>) {
     if (!j.is_string()) fail_type(j, "string", path);
@@ -335,14 +341,7 @@ class json_serde {
   /// JSON (including empty input and trailing garbage), for JSON nested deeper than
   /// max_json_nesting and for JSON that does not fit T.
   static T deserialize(std::string_view bytes) {
-    if (bytes.empty()) throw serialization_error("invalid JSON: empty input");
-    check_json_nesting(bytes, "the JSON");
-    nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(bytes.begin(), bytes.end());
-    } catch (const nlohmann::json::exception& e) {
-      throw serialization_error(std::string("invalid JSON: ") + e.what());
-    }
+    nlohmann::json doc = serde_detail::json::parse_document(bytes);
     T value{};
     serde_detail::json::read(doc, value, serde_detail::field_path{});
     return value;
