@@ -1,11 +1,14 @@
 // json_serde: exact text, escaping, round trips of nested structs, and decode errors.
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "serde_test_util.hpp"
+#include "sluice/detail/store_codec.hpp"
 #include "sluice/serde/json.hpp"
 #include "test_types.hpp"
 
@@ -160,6 +163,24 @@ TEST(json_serde, integer_overflow_is_an_error) {
   doc["discount"] = 1e300;
   EXPECT_THAT(serialization_error_of([&] { json_serde<order>::deserialize(doc.dump()); }),
               HasSubstr("field 'discount': number 1e+300 out of range for float"));
+}
+
+// The interactive queries' JSON for a store's scalar keys and values (written out of line,
+// in the library): strings escaped with invalid UTF-8 replaced, integers of every width and
+// sign exact, floats in their shortest form, optionals as null or their value.
+TEST(json_serde, store_codecs_write_scalars_as_json_text) {
+  using sluice::detail::to_json_text;
+  EXPECT_EQ(to_json_text(std::string("a\"b\\c\n")), R"("a\"b\\c\n")");
+  EXPECT_EQ(to_json_text(std::string("caf\xc3\xa9 \xff")), "\"caf\xc3\xa9 \xef\xbf\xbd\"");
+  EXPECT_EQ(to_json_text(true), "true");
+  EXPECT_EQ(to_json_text(std::numeric_limits<std::int64_t>::min()), "-9223372036854775808");
+  EXPECT_EQ(to_json_text(std::numeric_limits<std::uint64_t>::max()), "18446744073709551615");
+  EXPECT_EQ(to_json_text(std::int8_t{-5}), "-5");
+  EXPECT_EQ(to_json_text(std::uint16_t{65535}), "65535");
+  EXPECT_EQ(to_json_text(2.5), "2.5");
+  EXPECT_EQ(to_json_text(0.1f), "0.10000000149011612");
+  EXPECT_EQ(to_json_text(std::optional<std::int32_t>{}), "null");
+  EXPECT_EQ(to_json_text(std::optional<std::int32_t>{7}), "7");
 }
 
 TEST(json_serde, invalid_json_is_a_serialization_error) {
