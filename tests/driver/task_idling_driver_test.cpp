@@ -78,6 +78,27 @@ TEST(task_idling_driver, idle_time_orders_a_backlog_piped_one_side_first_by_time
   EXPECT_EQ(values(d), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
 }
 
+TEST(task_idling_driver, co_partitioned_records_interleave_by_their_extracted_timestamps) {
+  // The time is in the value ("a@30"); the Kafka record timestamps say the opposite order.
+  auto from_value = [](const std::string&, const std::string& v, std::int64_t) -> std::int64_t {
+    return std::stoll(v.substr(v.find('@') + 1));
+  };
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("a", from_value)
+      .merge(b.stream<std::string, std::string>("c", from_value))
+      .to("out");
+  topology_test_driver d(b.build(), idle_ms("1000"));
+  auto a = d.input_topic<std::string, std::string>("a");
+  auto c = d.input_topic<std::string, std::string>("c");
+  a.pipe("k", "a@30", 1000);
+  a.pipe("k", "a@50", 900);
+  c.pipe("k", "c@10", 800);
+  c.pipe("k", "c@40", 700);
+  c.pipe("k", "c@60", 600);
+  d.advance_wall_clock(1000ms);
+  EXPECT_EQ(values(d), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
+}
+
 TEST(task_idling_driver, minus_one_never_holds_a_record) {
   topology_test_driver d(merged(), idle_ms("-1"));
   d.input_topic<std::string, std::string>("a").pipe("k", "a@20", 20);

@@ -36,16 +36,30 @@ void partition_group::push(std::size_t input, kafka::message& m) {
   ++queued_;
 }
 
-kafka::message& partition_group::next() noexcept {
+std::int64_t partition_group::head_time(std::size_t input) {
+  auto& q = queues_[input];
+  if (!order_time_) return q.records.front().timestamp;
+  if (!q.head_time_known) {
+    q.head_time = order_time_(input, q.records.front());
+    q.head_time_known = true;
+  }
+  return q.head_time;
+}
+
+kafka::message& partition_group::next() {
   if (queues_.size() == 1) {
     next_ = 0;
     return queues_[0].records.front();
   }
   std::size_t best = queues_.size();
+  std::int64_t best_time = 0;
   for (std::size_t i = 0; i < queues_.size(); ++i) {
     if (queues_[i].records.empty()) continue;
-    if (best == queues_.size() || queues_[i].records.front().timestamp < queues_[best].records.front().timestamp)
+    const auto t = head_time(i);
+    if (best == queues_.size() || t < best_time) {
       best = i;
+      best_time = t;
+    }
   }
   next_ = best;
   return queues_[best].records.front();
@@ -53,6 +67,7 @@ kafka::message& partition_group::next() noexcept {
 
 void partition_group::pop_next() noexcept {
   queues_[next_].records.pop();
+  queues_[next_].head_time_known = false;
   if (queues_[next_].records.empty()) --non_empty_;
   --queued_;
 }
@@ -130,6 +145,7 @@ std::optional<std::int64_t> partition_group::resume_due_ms() const noexcept {
 void partition_group::clear(fetch_changes& out) {
   for (auto& q : queues_) {
     q.records.clear();
+    q.head_time_known = false;
     // What is fetched next follows a seek or a new owner: ends noted before say nothing of it.
     q.delivered_end = q.end_offset = q.idle_deadline = none;
     if (!q.fetch_paused) continue;

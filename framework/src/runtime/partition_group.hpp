@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -110,9 +111,14 @@ class partition_group {
   std::size_t queued(std::size_t input) const noexcept { return queues_[input].records.size(); }
   /// Queues `m` behind the records of partition `input`; `m` is left holding a used slot.
   void push(std::size_t input, kafka::message& m);
-  /// The queued record with the lowest timestamp: the oldest head over the partitions
+  /// The time a queued record of partition `input` is ordered by. Kafka Streams orders by the
+  /// extracted timestamp; by default (no function) the record's own timestamp is used, which
+  /// is the same without extractors. Asked once per record while it heads its partition.
+  using order_time_fn = std::function<std::int64_t(std::size_t input, const kafka::message&)>;
+  void order_by(order_time_fn f) { order_time_ = std::move(f); }
+  /// The queued record with the lowest order time: the oldest head over the partitions
   /// (a tie goes to the earlier input). Requires !empty().
-  kafka::message& next() noexcept;
+  kafka::message& next();
   /// Removes the record next() returned.
   void pop_next() noexcept;
 
@@ -160,10 +166,14 @@ class partition_group {
     std::int64_t delivered_end = none;  ///< offset after the last record pushed
     std::int64_t end_offset = none;     ///< the last partition end noted (or learned from `lags`)
     std::int64_t idle_deadline = none;  ///< wall time; set while empty at zero lag
+    std::int64_t head_time = none;      ///< order time of records.front(), once asked
+    bool head_time_known = false;
   };
+  std::int64_t head_time(std::size_t input);
   /// The lag of empty input `q`; a zero from `lags` is remembered as an end at delivered_end.
   fetched_lag lag_of(queue& q, const lag_source& lags);
   std::vector<queue> queues_;
+  order_time_fn order_time_;
   std::size_t queued_ = 0;
   std::size_t non_empty_ = 0;  // queues with records
   std::size_t next_ = 0;       // the queue next() chose

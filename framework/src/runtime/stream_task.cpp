@@ -48,6 +48,31 @@ stream_task::stream_task(runtime::task_id id, const task_services& services, rec
         next_offsets_.push_back(-1);
       }
   }
+  // Co-partitioned inputs interleave by timestamp; with an extractor that is the extracted
+  // one (as in Kafka Streams), which takes decoding the partitions' head records first.
+  const bool extracted =
+      std::any_of(sources_.begin(), sources_.end(), [](const detail::node* s) { return s->extracts_timestamp(); });
+  if (inputs_.size() > 1 && extracted)
+    queued_.order_by([this](std::size_t input, const kafka::message& m) { return order_time(input, m); });
+}
+
+std::int64_t stream_task::order_time(std::size_t input, const kafka::message& m) {
+  // A record that does not decode or extract is ordered by its own timestamp; processing it
+  // decodes again and hands the failure to the handlers.
+  try {
+    return sources_[input]->decode_raw(raw_of(m));
+  } catch (const std::exception&) {
+    return m.timestamp;
+  }
+}
+
+detail::raw_record stream_task::raw_of(const kafka::message& m) {
+  detail::raw_record raw;
+  if (m.key) raw.key = std::string_view(*m.key);
+  if (m.value) raw.value = std::string_view(*m.value);
+  raw.timestamp = m.timestamp;
+  raw.headers = &m.headers;
+  return raw;
 }
 
 stream_task::~stream_task() {
@@ -133,11 +158,7 @@ void stream_task::process(const kafka::message& m) {
   const std::size_t input = input_index(m.topic);
   if (input == inputs_.size()) return;
   metadata_ = {inputs_[input].topic, m.partition, m.offset};
-  detail::raw_record raw;
-  if (m.key) raw.key = std::string_view(*m.key);
-  if (m.value) raw.value = std::string_view(*m.value);
-  raw.timestamp = m.timestamp;
-  raw.headers = &m.headers;
+  const detail::raw_record raw = raw_of(m);
   // Decode and extract the timestamp first: stream time follows the extracted timestamp,
   // and a record that fails here (bytes, extractor, negative time) never moves it.
   bool decoded = false;

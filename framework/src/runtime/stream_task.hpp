@@ -155,6 +155,11 @@ class stream_task final : public detail::task_context {
     std::shared_ptr<bool> cancelled;
   };
   void run_punctuators(punctuation_type type, std::int64_t now);
+  /// The time queued record `m` of input `input` is ordered by: its extracted timestamp
+  /// (decoded for it), or its own when it does not decode. Set on the partition group only
+  /// when the task has several inputs and a source with a timestamp extractor.
+  std::int64_t order_time(std::size_t input, const kafka::message& m);
+  static detail::raw_record raw_of(const kafka::message& m);
   /// A processing failure of record `m`: rethrown when it is not the record's fault
   /// (classify_failure), else to the processing handler. Call inside a catch block.
   void throw_or_handle_processing(const kafka::message& m, const std::exception& e);

@@ -57,6 +57,28 @@ TEST(partition_group, records_of_one_partition_keep_their_order_whatever_their_t
   EXPECT_EQ(order, (std::vector<std::string>{"right@0", "left@0", "left@1"}));
 }
 
+TEST(partition_group, an_order_function_replaces_the_record_timestamps_and_is_asked_once_per_head) {
+  auto g = two_partitions();
+  std::map<std::string, int> asked;
+  // Ordered by the negated record timestamp: the youngest head first.
+  g.order_by([&](std::size_t, const kafka::message& m) {
+    ++asked[*m.value];
+    return -m.timestamp;
+  });
+  auto l0 = record("left", 0, 100), l1 = record("left", 1, 300);
+  auto r0 = record("right", 0, 200), r1 = record("right", 1, 400);
+  for (auto* m : {&l0, &l1}) g.push(0, *m);
+  for (auto* m : {&r0, &r1}) g.push(1, *m);
+  std::vector<std::string> order;
+  while (!g.empty()) {
+    order.push_back(*g.next().value);
+    g.pop_next();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"right@0", "right@1", "left@0", "left@1"}));
+  for (const auto& [value, n] : asked) EXPECT_EQ(n, 1) << value;
+  EXPECT_EQ(asked.size(), 4u);
+}
+
 TEST(partition_group, equal_timestamps_go_to_the_earlier_input) {
   auto g = two_partitions();
   auto r = record("right", 0, 100), l = record("left", 0, 100);

@@ -162,6 +162,7 @@ class source_node final : public node {
     return ts;
   }
   void forward_decoded() override { forward_erased(&record_); }
+  bool extracts_timestamp() const noexcept override { return !std::is_same_v<X, record_timestamp>; }
   void process(const void* r) override { forward_erased(r); }
 
  private:

@@ -149,6 +149,9 @@ class node {
   /// or the record's own). Throws deserialization_failure when the key or value does not
   /// decode or the timestamp is negative or cannot be extracted.
   virtual std::int64_t decode_raw(const raw_record& raw) { return raw.timestamp; }
+  /// Sources: whether decode_raw's timestamp comes from a timestamp extractor rather than the
+  /// record's own (a task orders co-partitioned records by it, so it must decode to know it).
+  virtual bool extracts_timestamp() const noexcept { return false; }
   /// Sources: passes the record decode_raw() made to the children.
   virtual void forward_decoded() {}
   virtual void close() {}
