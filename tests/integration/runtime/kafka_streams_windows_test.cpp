@@ -45,9 +45,10 @@ constexpr int partitions = 2;
 constexpr std::int64_t base_time = 1'700'000'000'000;  // a multiple of every window size below
 
 /// The outputs both jobs write, OUT_PREFIX-<name> (WindowedTopologies.java).
-const std::vector<std::string> outputs = {"tumbling-count",     "hopping-aggregate", "sliding-count",
-                                          "session-count",      "suppressed-count",  "stream-inner-join",
-                                          "stream-outer-join",  "table-outer-join"};
+const std::vector<std::string> outputs = {
+    "tumbling-count",   "hopping-aggregate", "sliding-count",     "session-count",
+    "suppressed-count", "stream-inner-join", "stream-outer-join", "stream-asymmetric-outer-join",
+    "table-outer-join"};
 
 std::string show(const std::optional<std::string>& v) { return v ? *v : "null"; }
 
@@ -82,20 +83,35 @@ sluice::topology windowed_topologies(const std::string& in, const std::string& o
   auto left = b.stream<std::string, std::string>(in + "-left");
   auto right = b.stream<std::string, std::string>(in + "-right");
   const auto within = sluice::join_windows::of_time_difference_and_grace(50ms, 20ms);
-  left.join(right, [](const std::string& l, const std::string& r) { return l + "+" + r; }, within, "inner-join")
+  left.join(
+          right, [](const std::string& l, const std::string& r) { return l + "+" + r; }, within, "inner-join")
       .to(out + "-stream-inner-join");
   left.outer_join(
           right,
-          [](const std::optional<std::string>& l, const std::optional<std::string>& r) { return show(l) + "+" + show(r); },
+          [](const std::optional<std::string>& l, const std::optional<std::string>& r) {
+            return show(l) + "+" + show(r);
+          },
           within, "outer-join")
       .to(out + "-stream-outer-join");
+  // A window reaching further after a left record than before it: left records join right
+  // ones in [t - 10, t + 40], right records left ones in [t - 40, t + 10]; an unmatched left
+  // record comes out once stream time passes t + 40 + grace, a right one t + 10 + grace.
+  left.outer_join(
+          right,
+          [](const std::optional<std::string>& l, const std::optional<std::string>& r) {
+            return show(l) + "+" + show(r);
+          },
+          within.before(10ms).after(40ms), "asymmetric-outer-join")
+      .to(out + "-stream-asymmetric-outer-join");
 
   auto tleft = b.table<std::string, std::string>(in + "-tleft", "tleft-store");
   auto tright = b.table<std::string, std::string>(in + "-tright", "tright-store");
   tleft
       .outer_join(
           tright,
-          [](const std::optional<std::string>& l, const std::optional<std::string>& r) { return show(l) + "+" + show(r); },
+          [](const std::optional<std::string>& l, const std::optional<std::string>& r) {
+            return show(l) + "+" + show(r);
+          },
           "table-outer-join")
       .to_stream()
       .to(out + "-table-outer-join");
@@ -179,7 +195,8 @@ std::string describe(const std::vector<output_record>& records) {
 std::map<std::int32_t, std::vector<output_record>> read_output(const sluice::config& cfg, const std::string& topic) {
   sluice::topic_reader reader(cfg, {topic});
   std::map<std::int32_t, std::vector<output_record>> by_partition;
-  for (auto& m : reader.read_to_end(60s)) by_partition[m.partition].emplace_back(m.partition, m.key, m.value, m.timestamp);
+  for (auto& m : reader.read_to_end(60s))
+    by_partition[m.partition].emplace_back(m.partition, m.key, m.value, m.timestamp);
   return by_partition;
 }
 
@@ -227,8 +244,8 @@ bool consumed_everything(const std::string& group, const std::vector<std::string
   while (std::chrono::steady_clock::now() < deadline) {
     bool all = true;
     for (const auto& t : topics)
-      all = all && sluice::test::group_at_end(sluice::test::group_progress(sluice::test::broker_bootstrap(), group, t,
-                                                                           partitions));
+      all = all && sluice::test::group_at_end(
+                       sluice::test::group_progress(sluice::test::broker_bootstrap(), group, t, partitions));
     if (all) return true;
     std::this_thread::sleep_for(500ms);
   }
@@ -253,8 +270,8 @@ std::pair<fs::path, std::string> kafka_streams_peer() {
   if (fresh) return {jar, {}};
   fs::create_directories(out);
   const auto log = out / "mvn.log";
-  const std::string cmd = "mvn -q -B -f '" + (project / "pom.xml").string() + "' package -DskipTests '-Dbench.out=" +
-                          out.string() + "' >'" + log.string() + "' 2>&1";
+  const std::string cmd = "mvn -q -B -f '" + (project / "pom.xml").string() +
+                          "' package -DskipTests '-Dbench.out=" + out.string() + "' >'" + log.string() + "' 2>&1";
   if (std::system(cmd.c_str()) != 0 || !fs::exists(jar))
     return {{}, "mvn package of " + project.string() + " failed:\n" + sluice::test::last_lines(log, 40)};
   return {jar, {}};
@@ -302,8 +319,8 @@ TEST(kafka_streams_parity, windowed_topologies_write_the_same_records_as_kafka_s
   {
     step_feeder feed(cfg, {sluice_app, kafka_streams_app});
     for (const auto& r : make_join_input(in))
-      ASSERT_TRUE(feed.send(r)) << "a job did not commit the join input before " << r.topic << " " << r.key
-                                << " @" << r.timestamp << "; Kafka Streams' log:\n"
+      ASSERT_TRUE(feed.send(r)) << "a job did not commit the join input before " << r.topic << " " << r.key << " @"
+                                << r.timestamp << "; Kafka Streams' log:\n"
                                 << sluice::test::last_lines(kafka_streams.log(), 60);
   }
 
@@ -330,8 +347,8 @@ TEST(kafka_streams_parity, windowed_topologies_write_the_same_records_as_kafka_s
     EXPECT_GT(count, 0u) << o << ": Kafka Streams wrote nothing";
     for (int p = 0; p < partitions; ++p)
       EXPECT_TRUE(ours[p] == theirs[p]) << o << " partition " << p << " differs.\nsluice:\n"
-                                    << describe(ours[p]) << "Kafka Streams:\n"
-                                    << describe(theirs[p]);
+                                        << describe(ours[p]) << "Kafka Streams:\n"
+                                        << describe(theirs[p]);
   }
   fs::remove_all(work);
 }

@@ -83,6 +83,9 @@ final class WindowedTopologies {
         .to(out + "-stream-inner-join", Produced.with(s, s));
     left.outerJoin(right, (l, r) -> show(l) + "+" + show(r), within, StreamJoined.with(s, s, s).withStoreName("outer-join"))
         .to(out + "-stream-outer-join", Produced.with(s, s));
+    left.outerJoin(right, (l, r) -> show(l) + "+" + show(r), within.before(Duration.ofMillis(10)).after(Duration.ofMillis(40)),
+                   StreamJoined.with(s, s, s).withStoreName("asymmetric-outer-join"))
+        .to(out + "-stream-asymmetric-outer-join", Produced.with(s, s));
 
     KTable<String, String> tleft = b.table(in + "-tleft", Consumed.with(s, s),
                                            Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("tleft-store"));
