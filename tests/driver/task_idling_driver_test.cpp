@@ -37,6 +37,22 @@ sluice::config idle_ms(const std::string& value) {
   return c;
 }
 
+/// Pipes one side's backlog first ("a@30", "a@50" into "a", then "c@10", "c@40", "c@60" into
+/// "c"), each with the record timestamp `timestamp_of` gives its value, lets the idle time of
+/// 1000 ms pass and returns the output in processing order.
+std::vector<std::string> process_backlog(sluice::topology t, std::int64_t (*timestamp_of)(const std::string&)) {
+  topology_test_driver d(std::move(t), idle_ms("1000"));
+  auto a = d.input_topic<std::string, std::string>("a");
+  auto c = d.input_topic<std::string, std::string>("c");
+  for (const std::string v : {"a@30", "a@50"}) a.pipe("k", v, timestamp_of(v));
+  for (const std::string v : {"c@10", "c@40", "c@60"}) c.pipe("k", v, timestamp_of(v));
+  d.advance_wall_clock(1000ms);
+  return values(d);
+}
+
+/// The time written in a value ("a@30" -> 30).
+std::int64_t time_in(const std::string& v) { return std::stoll(v.substr(v.find('@') + 1)); }
+
 }  // namespace
 
 TEST(task_idling_driver, by_default_records_are_processed_in_the_order_piped) {
@@ -66,37 +82,18 @@ TEST(task_idling_driver, a_positive_idle_time_holds_a_record_until_the_clock_pas
 }
 
 TEST(task_idling_driver, idle_time_orders_a_backlog_piped_one_side_first_by_timestamp) {
-  topology_test_driver d(merged(), idle_ms("1000"));
-  auto a = d.input_topic<std::string, std::string>("a");
-  auto c = d.input_topic<std::string, std::string>("c");
-  a.pipe("k", "a@30", 30);
-  a.pipe("k", "a@50", 50);
-  c.pipe("k", "c@10", 10);
-  c.pipe("k", "c@40", 40);
-  c.pipe("k", "c@60", 60);
-  d.advance_wall_clock(1000ms);
-  EXPECT_EQ(values(d), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
+  EXPECT_EQ(process_backlog(merged(), time_in), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
 }
 
 TEST(task_idling_driver, co_partitioned_records_interleave_by_their_extracted_timestamps) {
   // The time is in the value ("a@30"); the Kafka record timestamps say the opposite order.
-  auto from_value = [](const std::string&, const std::string& v, std::int64_t) -> std::int64_t {
-    return std::stoll(v.substr(v.find('@') + 1));
-  };
+  auto from_value = [](const std::string&, const std::string& v, std::int64_t) { return time_in(v); };
   sluice::streams_builder b;
   b.stream<std::string, std::string>("a", from_value)
       .merge(b.stream<std::string, std::string>("c", from_value))
       .to("out");
-  topology_test_driver d(b.build(), idle_ms("1000"));
-  auto a = d.input_topic<std::string, std::string>("a");
-  auto c = d.input_topic<std::string, std::string>("c");
-  a.pipe("k", "a@30", 1000);
-  a.pipe("k", "a@50", 900);
-  c.pipe("k", "c@10", 800);
-  c.pipe("k", "c@40", 700);
-  c.pipe("k", "c@60", 600);
-  d.advance_wall_clock(1000ms);
-  EXPECT_EQ(values(d), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
+  auto reversed = [](const std::string& v) -> std::int64_t { return 1030 - time_in(v); };
+  EXPECT_EQ(process_backlog(b.build(), reversed), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
 }
 
 TEST(task_idling_driver, minus_one_never_holds_a_record) {

@@ -24,9 +24,12 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "broker_env.hpp"
 #include "kafka/mock_cluster.hpp"
@@ -196,26 +199,51 @@ bool metric_passes(sluice::app& app, const std::string& name, double above) {
   return true;
 }
 
-TEST(transaction_recovery, a_transaction_of_punctuation_output_alone_carries_the_group_offsets) {
+/// A job on a one-broker mock cluster: input -> ticker -> output under exactly-once, its
+/// state directory removed when the fixture goes.
+struct ticker_job {
+  /// `name` prefixes the topics, the application id and the state directory; `settings`
+  /// are added to the configuration.
+  ticker_job(const std::string& name, bool armed_from_start,
+             std::initializer_list<std::pair<std::string, std::string>> settings)
+      : input(sluice::test::unique_name(name + "-in")),
+        output(sluice::test::unique_name(name + "-out")),
+        armed(armed_from_start) {
+    cluster.create_topic(input, 1);
+    cluster.create_topic(output, 1);
+    cfg.set("application.id", sluice::test::unique_name(name));
+    cfg.set("bootstrap.servers", cluster.bootstrap_servers());
+    cfg.set("state.dir",
+            (std::filesystem::temp_directory_path() / sluice::test::unique_name(name + "-state")).string());
+    cfg.set("processing.guarantee", "exactly_once");
+    for (const auto& [key, value] : settings) cfg.set(key, value);
+    sluice::streams_builder b;
+    b.stream<std::string, std::string>(input).process([this] { return std::make_unique<ticker>(armed); }).to(output);
+    app.emplace(b.build(), cfg);
+    app->start();
+  }
+  ~ticker_job() {
+    if (app) app->close(30s);
+    std::filesystem::remove_all(cfg.get("state.dir").value_or(""));
+  }
+  /// Makes the coordinator answer the next request of `api_key` with `error`.
+  void fail_next(std::int16_t api_key, rd_kafka_resp_err_t error) {
+    rd_kafka_mock_push_request_errors(cluster.native(), api_key, 1, error);
+  }
+
   sluice::kafka::mock_cluster cluster{1};
-  const auto input = sluice::test::unique_name("ticks-in"), output = sluice::test::unique_name("ticks-out");
-  cluster.create_topic(input, 1);
-  cluster.create_topic(output, 1);
+  const std::string input, output;
   sluice::config cfg;
-  const auto app_id = sluice::test::unique_name("ticks");
-  cfg.set("application.id", app_id);
-  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
-  cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("ticks-state")).string());
-  cfg.set("processing.guarantee", "exactly_once");
-  cfg.set("commit.interval.ms", "100");
-  std::atomic<bool> armed{false};
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>(input).process([&armed] { return std::make_unique<ticker>(armed); }).to(output);
-  sluice::app app(b.build(), cfg);
-  app.start();
+  std::atomic<bool> armed;
+  std::optional<sluice::app> app;
+};
+
+TEST(transaction_recovery, a_transaction_of_punctuation_output_alone_carries_the_group_offsets) {
+  ticker_job job("ticks", false, {{"commit.interval.ms", "100"}});
+  auto& app = *job.app;
   {
-    sluice::topic_writer writer(cfg);
-    writer.send<std::string, std::string>(input, "k", "v");
+    sluice::topic_writer writer(job.cfg);
+    writer.send<std::string, std::string>(job.input, "k", "v");
     writer.flush();
   }
   // Before the ticks, the only transaction is the one that commits the record's offset.
@@ -224,39 +252,23 @@ TEST(transaction_recovery, a_transaction_of_punctuation_output_alone_carries_the
   // The group coordinator refuses the next offset commit. Only ticks are in the
   // transactions from now on: the refusal aborts one only if it carries offsets.
   auto aborts = app.metrics().total("sluice_transaction_aborts_total");
-  rd_kafka_mock_push_request_errors(cluster.native(), 28 /* TxnOffsetCommit */, 1,
-                                    RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
-  armed = true;
+  job.fail_next(28 /* TxnOffsetCommit */, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+  job.armed = true;
   EXPECT_TRUE(metric_passes(app, "sluice_transaction_aborts_total", aborts))
       << "a transaction of ticks alone committed without the group's offsets";
 
   // The rewound task has processed nothing since: its offsets come from the group's commit.
   aborts = app.metrics().total("sluice_transaction_aborts_total");
-  rd_kafka_mock_push_request_errors(cluster.native(), 28 /* TxnOffsetCommit */, 1,
-                                    RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+  job.fail_next(28 /* TxnOffsetCommit */, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
   EXPECT_TRUE(metric_passes(app, "sluice_transaction_aborts_total", aborts))
       << "a task that processed nothing yet committed ticks without the group's offsets";
-  app.close(30s);
-  std::filesystem::remove_all(cfg.get("state.dir").value_or(""));
 }
 
 TEST(transaction_recovery, lost_partitions_abort_the_open_transaction_instead_of_committing_it) {
-  sluice::kafka::mock_cluster cluster{1};
-  const auto input = sluice::test::unique_name("lost-in"), output = sluice::test::unique_name("lost-out");
-  cluster.create_topic(input, 1);
-  cluster.create_topic(output, 1);
-  sluice::config cfg;
-  cfg.set("application.id", sluice::test::unique_name("lost"));
-  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
-  cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("lost-state")).string());
-  cfg.set("processing.guarantee", "exactly_once");
-  cfg.set("consumer.heartbeat.interval.ms", "500");  // the injected error arrives soon
-  cfg.set("commit.interval.ms", "300000");           // no commit in the test but the one a revocation would make
-  std::atomic<bool> armed{true};
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>(input).process([&armed] { return std::make_unique<ticker>(armed); }).to(output);
-  sluice::app app(b.build(), cfg);
-  app.start();
+  ticker_job job("lost", true,
+                 {{"consumer.heartbeat.interval.ms", "500"},  // the injected error arrives soon
+                  {"commit.interval.ms", "300000"}});  // no commit in the test but the one a revocation would make
+  auto& app = *job.app;
   // Ticks every 20 ms keep a transaction open from the task's first tick on.
   ASSERT_TRUE(metric_passes(app, "sluice_records_sent_total", 0)) << "no tick was sent";
   const auto commits = app.metrics().total("sluice_commit_latency_ms_count");
@@ -264,7 +276,7 @@ TEST(transaction_recovery, lost_partitions_abort_the_open_transaction_instead_of
 
   // The coordinator answers the next heartbeat "illegal generation": librdkafka marks the
   // assignment lost and takes the partitions away, then the member rejoins.
-  rd_kafka_mock_push_request_errors(cluster.native(), 12 /* Heartbeat */, 1, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+  job.fail_next(12 /* Heartbeat */, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
   EXPECT_TRUE(metric_passes(app, "sluice_transaction_aborts_total", aborts))
       << "the transaction open when the partitions were lost was not aborted";
   EXPECT_EQ(app.metrics().total("sluice_commit_latency_ms_count"), commits)
@@ -273,7 +285,6 @@ TEST(transaction_recovery, lost_partitions_abort_the_open_transaction_instead_of
   // rebalance timeout (max.poll.interval.ms); the real broker's fault suite covers rejoins.
   app.close(30s);
   EXPECT_EQ(app.state(), sluice::app_state::not_running) << app.error_message();
-  std::filesystem::remove_all(cfg.get("state.dir").value_or(""));
 }
 
 }  // namespace
