@@ -7,6 +7,10 @@
 // partition_group and the integration test task_idling_test.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
 
@@ -94,6 +98,18 @@ TEST(task_idling_driver, co_partitioned_records_interleave_by_their_extracted_ti
       .to("out");
   auto reversed = [](const std::string& v) -> std::int64_t { return 1030 - time_in(v); };
   EXPECT_EQ(process_backlog(b.build(), reversed), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
+}
+
+TEST(task_idling_driver, a_record_decoded_to_order_it_is_not_decoded_again_to_process_it) {
+  auto extractions = std::make_shared<int>(0);
+  auto counted = [extractions](const std::string&, const std::string& v, std::int64_t) {
+    ++*extractions;
+    return time_in(v);
+  };
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("a", counted).merge(b.stream<std::string, std::string>("c", counted)).to("out");
+  EXPECT_EQ(process_backlog(b.build(), time_in), (std::vector<std::string>{"c@10", "a@30", "c@40", "a@50", "c@60"}));
+  EXPECT_EQ(*extractions, 5);  // once per record, whether or not it was ordered against another first
 }
 
 TEST(task_idling_driver, minus_one_never_holds_a_record) {

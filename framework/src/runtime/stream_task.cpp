@@ -46,6 +46,9 @@ stream_task::stream_task(runtime::task_id id, const task_services& services, rec
         queued_.add_partition(inputs_.back());
         sources_.push_back(instance[i]);
         next_offsets_.push_back(-1);
+        first_input_of_node_.push_back(
+            static_cast<std::size_t>(std::find(sources_.begin(), sources_.end(), instance[i]) - sources_.begin()));
+        decoded_.emplace_back();
       }
   }
   // Co-partitioned inputs interleave by timestamp; with an extractor that is the extracted
@@ -60,10 +63,24 @@ std::int64_t stream_task::order_time(std::size_t input, const kafka::message& m)
   // A record that does not decode or extract is ordered by its own timestamp; processing it
   // decodes again and hands the failure to the handlers.
   try {
-    return sources_[input]->decode_raw(raw_of(m));
+    return decode(input, m, true);
   } catch (const std::exception&) {
     return m.timestamp;
   }
+}
+
+std::int64_t stream_task::decode(std::size_t input, const kafka::message& m, bool hold) {
+  // An offset names one record of the task's partition of that input: the bytes are the same
+  // whenever it is fetched again (after a rewind), so a held decode stays valid.
+  auto& held = decoded_[first_input_of_node_[input]];
+  if (held.offset == m.offset && held.input == input) {
+    if (!hold) held.offset = -1;
+    return held.timestamp;
+  }
+  held.offset = -1;  // the node's decoded record is replaced; if decoding fails, nothing is held
+  const std::int64_t ts = sources_[input]->decode_raw(raw_of(m));
+  if (hold) held = {input, m.offset, ts};
+  return ts;
 }
 
 detail::raw_record stream_task::raw_of(const kafka::message& m) {
@@ -158,12 +175,11 @@ void stream_task::process(const kafka::message& m) {
   const std::size_t input = input_index(m.topic);
   if (input == inputs_.size()) return;
   metadata_ = {inputs_[input].topic, m.partition, m.offset};
-  const detail::raw_record raw = raw_of(m);
   // Decode and extract the timestamp first: stream time follows the extracted timestamp,
   // and a record that fails here (bytes, extractor, negative time) never moves it.
   bool decoded = false;
   try {
-    const std::int64_t ts = sources_[input]->decode_raw(raw);
+    const std::int64_t ts = decode(input, m, false);
     decoded = true;
     if (ts > stream_time_) {
       stream_time_ = ts;

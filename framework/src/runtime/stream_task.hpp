@@ -160,6 +160,11 @@ class stream_task final : public detail::task_context {
   /// when the task has several inputs and a source with a timestamp extractor.
   std::int64_t order_time(std::size_t input, const kafka::message& m);
   static detail::raw_record raw_of(const kafka::message& m);
+  /// Decodes record `m` of `input` with its source node (decode_raw: the timestamp to order or
+  /// process it by), unless the node still holds that very record from order_time. `hold`:
+  /// the decoded record stays for a later call (order_time); else it is about to be
+  /// forwarded, which consumes it.
+  std::int64_t decode(std::size_t input, const kafka::message& m, bool hold);
   /// A processing failure of record `m`: rethrown when it is not the record's fault
   /// (classify_failure), else to the processing handler. Call inside a catch block.
   void throw_or_handle_processing(const kafka::message& m, const std::exception& e);
@@ -186,6 +191,16 @@ class stream_task final : public detail::task_context {
   std::vector<kafka::topic_partition> inputs_;
   std::vector<detail::node*> sources_;
   std::vector<std::int64_t> next_offsets_;
+  /// Per input: the record its source node decoded last (a node may read several inputs,
+  /// so the slot is shared by the inputs of one node: first_input_of_node_), so that a head
+  /// record decoded to order it is not decoded again to process it.
+  struct decoded_record {
+    std::size_t input = 0;
+    std::int64_t offset = -1;  ///< -1: none held
+    std::int64_t timestamp = 0;
+  };
+  std::vector<decoded_record> decoded_;
+  std::vector<std::size_t> first_input_of_node_;
   bool start_offsets_learned_ = false;  ///< learn_start_offsets() was called
   std::size_t last_input_ = 0;          // index the previous record came from: usually the next one's
   partition_group queued_;
