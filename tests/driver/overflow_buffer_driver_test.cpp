@@ -397,6 +397,37 @@ TEST(overflow_buffer, output_keeps_key_value_and_headers) {
   EXPECT_EQ(header(out[1], "sluice-overflow-delay-ms"), "1000");
 }
 
+// Direct emissions are built in one reused record: a record without a key goes out without
+// one (the customer ""), between keyed records whose keys and headers stay their own.
+TEST(overflow_buffer, direct_path_keeps_an_absent_key_absent_between_keyed_records) {
+  harness h(rate_opts(100));
+  const std::string v = msg(0);
+  h.driver->pipe_raw("notifications", std::string("c"), v, start_ms - 30, sluice::headers{{"trace", "a"}});
+  h.driver->pipe_raw("notifications", std::nullopt, v, start_ms - 20);
+  h.driver->pipe_raw("notifications", std::string("d"), v, start_ms - 10, sluice::headers{{"trace", "b"}, {"x", "y"}});
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].key, "c");
+  EXPECT_EQ(out[1].key, std::nullopt);
+  EXPECT_EQ(out[2].key, "d");
+  const std::vector<std::pair<std::string, std::string>> want[] = {
+      {{"trace", "a"},
+       {"sluice-overflow-input-timestamp", std::to_string(start_ms - 30)},
+       {"sluice-overflow-delay-ms", "0"}},
+      {{"sluice-overflow-input-timestamp", std::to_string(start_ms - 20)}, {"sluice-overflow-delay-ms", "0"}},
+      {{"trace", "b"},
+       {"x", "y"},
+       {"sluice-overflow-input-timestamp", std::to_string(start_ms - 10)},
+       {"sluice-overflow-delay-ms", "0"}}};
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::vector<std::pair<std::string, std::string>> got;
+    for (const auto& hd : out[i].headers.items()) got.emplace_back(hd.key, hd.value.value_or("<null>"));
+    EXPECT_EQ(got, want[i]) << "record " << i;
+    EXPECT_EQ(out[i].value, v);
+    EXPECT_EQ(out[i].timestamp, start_ms);
+  }
+  EXPECT_EQ(h.metric("sluice_overflow_direct_total"), 3);
+}
 // 100,000 customers, 1 % of them over their rate: the others never touch the buffer, every
 // record is accounted for once, per-customer order and the bound hold.
 TEST(overflow_buffer, one_hundred_thousand_customers_of_which_one_percent_buffer) {

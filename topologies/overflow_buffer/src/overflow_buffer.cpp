@@ -383,10 +383,14 @@ void assign_decimal(std::optional<std::string>& out, std::int64_t v) {
 }
 }  // namespace
 
-void processor::forward_emitted(std::string_view customer, const bytes& value, const sluice::headers& headers,
+void processor::forward_emitted(std::optional<std::string_view> key, const bytes& value, const sluice::headers& headers,
                                 std::int64_t now, std::int64_t input_timestamp, std::int64_t delay_ms) {
-  if (!out_.key) out_.key.emplace();
-  out_.key->assign(customer);
+  if (!key) {
+    out_.key.reset();
+  } else {
+    if (!out_.key) out_.key.emplace();
+    out_.key->assign(*key);
+  }
   out_.value = value;
   out_.timestamp = now;
   // Element-wise assignment into a vector of the final size reuses each header's buffers.
@@ -402,15 +406,9 @@ void processor::forward_emitted(std::string_view customer, const bytes& value, c
 }
 
 void processor::emit_direct(const record<bytes, bytes>& r, std::int64_t now) {
-  // The record's key is the customer (an absent key is the customer "" and stays absent).
-  if (!r.key) {
-    record<bytes, bytes> out{std::nullopt, r.value, now, r.headers};
-    out.headers.add(std::string(overflow_input_timestamp_header), std::to_string(r.timestamp));
-    out.headers.add(std::string(overflow_delay_header), "0");
-    context().forward(out, emitted_child_);
-  } else {
-    forward_emitted(*r.key, r.value, r.headers, now, r.timestamp, 0);
-  }
+  // The record's key is the customer; an absent key (the customer "") stays absent.
+  forward_emitted(r.key ? std::optional<std::string_view>(*r.key) : std::nullopt, r.value, r.headers, now, r.timestamp,
+                  0);
   direct_->add();
 }
 

@@ -191,10 +191,11 @@ class processor final : public sluice::processor<bytes, bytes> {
   static void refill(customer_state& st, double rate, std::int64_t now);
   void emit(std::string_view customer, const buffered_record& b, std::int64_t now);
   void emit_direct(const record<bytes, bytes>& r, std::int64_t now);
-  /// Fills out_ with an emitted record (key, value and headers copied into its reused buffers,
-  /// the two overflow headers appended) and forwards it to the emitted child.
-  void forward_emitted(std::string_view customer, const bytes& value, const sluice::headers& headers, std::int64_t now,
-                       std::int64_t input_timestamp, std::int64_t delay_ms);
+  /// Fills out_ with an emitted record (key, absent when nullopt, value and headers copied
+  /// into its reused buffers, the two overflow headers appended) and forwards it to the
+  /// emitted child.
+  void forward_emitted(std::optional<std::string_view> key, const bytes& value, const sluice::headers& headers,
+                       std::int64_t now, std::int64_t input_timestamp, std::int64_t delay_ms);
   void expire(std::string_view customer, const buffered_record& b, std::int64_t now, std::int64_t ttl_ms,
               std::int64_t reference);
   void schedule_at(const std::string& customer, std::int64_t wake_at);
