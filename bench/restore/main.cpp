@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "sluice/sluice.hpp"
@@ -26,6 +27,14 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+/// CPU seconds (user + system) of every thread of this process so far, and its peak RSS.
+std::pair<double, double> cpu_seconds_and_peak_mb() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return {s(u.ru_utime) + s(u.ru_stime), static_cast<double>(u.ru_maxrss) / 1024.0};
 }
 
 }  // namespace
@@ -44,7 +53,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  spdlog::set_level(spdlog::level::warn);
+  spdlog::set_level(std::getenv("SLUICE_BENCH_LOG") != nullptr ? spdlog::level::info : spdlog::level::warn);
   auto app_id = "restore-bench-" + std::to_string(::getpid()) + "-" +
                 std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   auto state_dir = std::filesystem::temp_directory_path() / (app_id + "-state");
@@ -79,22 +88,27 @@ int main(int argc, char** argv) {
 
     sluice::app app(examples::word_count_topology(in, out), cfg);
     auto start = clock_type::now();
+    const auto cpu_before = cpu_seconds_and_peak_mb().first;
     app.start();
     while (app.state() != sluice::app_state::running) {
       if (app.state() == sluice::app_state::error) throw std::runtime_error(app.error_message());
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     double restore_s = seconds_since(start);
+    const auto [cpu_after, peak_mb] = cpu_seconds_and_peak_mb();
     auto restored = static_cast<long long>(app.metrics().total("sluice_restored_records_total"));
     app.close();
     std::filesystem::remove_all(state_dir);
 
     double mb = static_cast<double>(payload_bytes) / 1e6;
-    std::printf("| changelog records | partitions | key+value MB | fill s | restored | start-to-running s | records/s | MB/s |\n");
-    std::printf("|---|---|---|---|---|---|---|---|\n");
-    std::printf("| %lld | %d | %.1f | %.1f | %lld | %.2f | %.0f | %.1f |\n", records, partitions, mb, fill_s, restored,
-                restore_s, static_cast<double>(restored) / restore_s, mb * static_cast<double>(restored) /
-                                                                          static_cast<double>(records) / restore_s);
+    std::printf(
+        "| changelog records | partitions | key+value MB | fill s | restored | start-to-running s | records/s | MB/s | "
+        "restore CPU s | peak RSS MB |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| %lld | %d | %.1f | %.1f | %lld | %.2f | %.0f | %.1f | %.2f | %.0f |\n", records, partitions, mb, fill_s,
+                restored, restore_s, static_cast<double>(restored) / restore_s,
+                mb * static_cast<double>(restored) / static_cast<double>(records) / restore_s, cpu_after - cpu_before,
+                peak_mb);
     std::printf("command: %s --bootstrap %s --records %lld --partitions %d\n", argv[0], bootstrap.c_str(), records,
                 partitions);
     return restored == records ? 0 : 1;

@@ -10,6 +10,7 @@
 
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
+#include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -35,6 +36,10 @@ constexpr const char* meta_column_family = "sluice_meta";
 /// Left in a store's directory when RocksDB reported corruption; open refuses the store.
 constexpr const char* corrupt_marker = "SLUICE_CORRUPT";
 constexpr std::string_view offset_key = "changelog_offset";
+/// A restore() of at least this many records into a store restored from empty switches it
+/// to the bulk-restore memtable (see rocksdb_store::enter_bulk_restore); smaller restores
+/// are not worth the two reopens.
+constexpr std::size_t bulk_restore_min_records = 1000;
 
 std::string_view view(const rocksdb::Slice& s) noexcept { return {s.data(), s.size()}; }
 rocksdb::Slice slice(std::string_view s) noexcept { return {s.data(), s.size()}; }
@@ -244,9 +249,11 @@ class rocksdb_store final : public kv_store {
         ttl_ms_(options.ttl.count()),
         now_(detail::resolve_clock(options)),
         filter_(std::make_unique<expiry_compaction_filter>(now_)),
+        configure_rocksdb_(options.configure_rocksdb),
         cache_(options.read_cache_bytes) {
     write_options_.disableWAL = true;  // the changelog is the durability
-    open(options);
+    open();
+    restored_from_empty_ = !offset_.has_value();
   }
 
   ~rocksdb_store() override { close(); }
@@ -262,6 +269,7 @@ class rocksdb_store final : public kv_store {
   }
 
   bool get(std::string_view key, std::string& out) override {
+    serve();
     if (const auto* e = cache_.find(key)) {
       if (e->st == detail::store_cache::state::dirty_delete || e->st == detail::store_cache::state::dirty_covered ||
           (e->st == detail::store_cache::state::clean && cache_.covered(key))) {
@@ -293,6 +301,7 @@ class rocksdb_store final : public kv_store {
   }
 
   void put(std::string_view key, std::string_view value) override {
+    serve();
     encode_value(scratch_, value, detail::expiry_now(now_, ttl_ms_));
     cache_.put(key, scratch_);  // swaps buffers: scratch_ gets the replaced value's
     maybe_write_through();
@@ -307,16 +316,19 @@ class rocksdb_store final : public kv_store {
   }
 
   void remove(std::string_view key) override {
+    serve();
     cache_.remove(key);
     maybe_write_through();
   }
 
   void remove_range(std::string_view from, std::string_view to) override {
+    serve();
     cache_.remove_range(from, to);
     maybe_write_through();
   }
 
   void compact_range(std::string_view from, std::string_view to, compaction_mode mode) override {
+    serve();
     if (from >= to) {
       return;
     }
@@ -351,6 +363,7 @@ class rocksdb_store final : public kv_store {
   }
 
   std::uint64_t approximate_count() override {
+    serve();
     std::uint64_t estimate = 0;
     db_->GetIntProperty(data_cf_, "rocksdb.estimate-num-keys", &estimate);
     std::int64_t n = static_cast<std::int64_t>(estimate);
@@ -367,6 +380,7 @@ class rocksdb_store final : public kv_store {
   std::optional<changelog_offset> committed_offset() const noexcept override { return offset_; }
 
   void commit(changelog_offset next_changelog_offset) override {
+    serve();
     // Data and offset in one WriteBatch: one atomic write, one memtable generation.
     write_pending(next_changelog_offset, "commit");
     offset_ = next_changelog_offset;
@@ -378,6 +392,9 @@ class rocksdb_store final : public kv_store {
     if (cache_.has_pending()) {
       throw sluice::error(errc::state,
                           "restore of state store '" + name_ + "' with pending writes; commit or abort them first");
+    }
+    if (restored_from_empty_ && !bulk_ && batch.size() >= bulk_restore_min_records) {
+      enter_bulk_restore();
     }
     batch_.Clear();
     const std::int64_t now = now_();
@@ -407,6 +424,7 @@ class rocksdb_store final : public kv_store {
   std::size_t pending_bytes() const noexcept override { return cache_.dirty_bytes(); }
 
   std::optional<std::uint64_t> int_property(std::string_view name) {
+    serve();
     std::uint64_t value = 0;
     if (!db_ || !db_->GetIntProperty(data_cf_, rocksdb::Slice(name.data(), name.size()), &value)) {
       return std::nullopt;
@@ -415,6 +433,7 @@ class rocksdb_store final : public kv_store {
   }
 
   void compact_now() {
+    serve();
     rocksdb::CompactRangeOptions o;
     o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
     check(db_->CompactRange(o, data_cf_, nullptr, nullptr), "compact");
@@ -438,17 +457,7 @@ class rocksdb_store final : public kv_store {
           "more of its changelog",
           name_, e.what());
     }
-    for (auto* h : {data_cf_, meta_cf_}) {
-      if (h != nullptr) {
-        db_->DestroyColumnFamilyHandle(h);
-      }
-    }
-    data_cf_ = meta_cf_ = nullptr;
-    auto s = db_->Close();
-    if (!s.ok()) {
-      spdlog::warn("state: closing store '{}' at '{}': {}", name_, path_.string(), s.ToString());
-    }
-    db_.reset();
+    close_db();
   }
 
  protected:
@@ -494,7 +503,7 @@ class rocksdb_store final : public kv_store {
            "the store keeps its last durable commit and replays its changelog from there";
   }
 
-  void open(const store_options& options) {
+  void open() {
     std::error_code ec;
     fs::create_directories(path_, ec);
     if (ec) {
@@ -509,6 +518,32 @@ class rocksdb_store final : public kv_store {
                                            "); wipe the directory and the store is rebuilt from "
                                            "its changelog");
     }
+    open_db(memtable::skiplist);
+
+    rocksdb::PinnableSlice stored;
+    auto s = db_->Get(read_options_, meta_cf_, slice(offset_key), &stored);
+    if (s.ok()) {
+      offset_ = decode_offset(view(stored));
+      if (!offset_) {
+        close();
+        throw sluice::error(errc::state, "state store '" + name_ + "' at '" + path_.string() +
+                                             "' has a malformed changelog offset; wipe it");
+      }
+    } else if (!s.IsNotFound()) {
+      auto message = s.ToString();
+      close();
+      throw sluice::error(errc::state, "cannot read the changelog offset of state store '" + name_ + "' at '" +
+                                           path_.string() + "': " + message);
+    }
+    spdlog::info("state: opened store '{}' at '{}' (changelog offset {})", name_, path_.string(),
+                 offset_ ? std::to_string(offset_->value()) : std::string("none: new store"));
+  }
+
+  /// The memtable a store's database is opened with: RocksDB's skip list, or while a store
+  /// is restored from empty, a vector (see enter_bulk_restore).
+  enum class memtable { skiplist, vector };
+
+  void open_db(memtable kind) {
     const auto& env = shared_->options;
     rocksdb::Options o;
     o.create_if_missing = true;
@@ -535,12 +570,16 @@ class rocksdb_store final : public kv_store {
       const auto ttl_s = static_cast<std::uint64_t>(ttl_ms_ / 1000);
       o.periodic_compaction_seconds = std::clamp<std::uint64_t>(ttl_s, 86400, 30 * 86400);
     }
-    if (options.configure_rocksdb) {
-      options.configure_rocksdb(o);
+    if (configure_rocksdb_) {
+      configure_rocksdb_(o);
     }
     o.atomic_flush = true;  // the consistency protocol depends on it
     o.create_if_missing = true;
     o.create_missing_column_families = true;
+    if (kind == memtable::vector) {
+      o.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+      o.allow_concurrent_memtable_write = false;  // a vector takes one writer at a time
+    }
 
     rocksdb::ColumnFamilyOptions meta(o);
     meta.compaction_filter = nullptr;
@@ -562,29 +601,62 @@ class rocksdb_store final : public kv_store {
     db_.reset(raw);
     data_cf_ = handles.at(0);
     meta_cf_ = handles.at(1);
+  }
 
-    rocksdb::PinnableSlice stored;
-    s = db_->Get(read_options_, meta_cf_, slice(offset_key), &stored);
-    if (s.ok()) {
-      offset_ = decode_offset(view(stored));
-      if (!offset_) {
-        close();
-        throw sluice::error(errc::state, "state store '" + name_ + "' at '" + path_.string() +
-                                             "' has a malformed changelog offset; wipe it");
+  void close_db() noexcept {
+    for (auto* h : {data_cf_, meta_cf_}) {
+      if (h != nullptr) {
+        db_->DestroyColumnFamilyHandle(h);
       }
-    } else if (!s.IsNotFound()) {
-      auto message = s.ToString();
-      close();
-      throw sluice::error(errc::state, "cannot read the changelog offset of state store '" + name_ + "' at '" +
-                                           path_.string() + "': " + message);
     }
-    spdlog::info("state: opened store '{}' at '{}' (changelog offset {})", name_, path_.string(),
-                 offset_ ? std::to_string(offset_->value()) : std::string("none: new store"));
+    data_cf_ = meta_cf_ = nullptr;
+    auto s = db_->Close();
+    if (!s.ok()) {
+      spdlog::warn("state: closing store '{}' at '{}': {}", name_, path_.string(), s.ToString());
+    }
+    db_.reset();
+  }
+
+  // Flushes (atomically, data and offset together) and opens the database again with
+  // another memtable. A crash in between finds the flushed state, as after any flush.
+  void reopen(memtable kind) {
+    flush();
+    close_db();
+    open_db(kind);
+  }
+
+  // A store restored from empty serves nothing until its restore ends, so its memtable
+  // needs no order while it fills: RocksDB's vector memtable appends each record in O(1)
+  // and sorts once, on the flush thread, where the skip list compared every key dozens of
+  // times on the restoring thread (76 comparisons per record in a 4,000-record restore,
+  // each through a thread-local perf counter; bench/README.md "Restore"). The first
+  // operation other than restore() (serve()) flushes it and goes back to the skip list,
+  // whose reads stay fast; a vector memtable sorts a copy for every read. Entered once per
+  // store, never with iterators open or a compaction of compact_range() running, whose
+  // RocksDB objects a reopen would free.
+  void enter_bulk_restore() {
+    restored_from_empty_ = false;
+    if (open_iterators() != 0 || compaction_thread_.joinable()) {
+      return;
+    }
+    reopen(memtable::vector);
+    bulk_ = true;
+  }
+
+  // Every operation but restore(), flush() and close() calls this first: the store
+  // serves from now on.
+  void serve() {
+    restored_from_empty_ = false;
+    if (bulk_) {
+      bulk_ = false;
+      reopen(memtable::skiplist);
+    }
   }
 
   // Pending entries in bounds are copied so the iterator is a snapshot; the base iterator
   // pins RocksDB's current version itself.
   kv_iterator scan(const key_bounds& b, direction dir) {
+    serve();
     std::vector<merge_iterator::pending_entry> pending;
     if (b.empty()) {
       return wrap_iterator(
@@ -643,6 +715,9 @@ class rocksdb_store final : public kv_store {
   std::int64_t ttl_ms_;
   detail::clock_fn now_;
   std::unique_ptr<expiry_compaction_filter> filter_;  // outlives db_ (declared before it)
+  rocksdb_config_setter configure_rocksdb_;
+  bool restored_from_empty_ = false;  ///< no offset at open, and restore() is all it has seen
+  bool bulk_ = false;                 ///< open with the vector memtable (enter_bulk_restore)
   std::unique_ptr<rocksdb::DB> db_;
   std::thread compaction_thread_;  ///< compact_range(background); joined by close()
   std::atomic<bool> compacting_{false};

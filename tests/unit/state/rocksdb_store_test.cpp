@@ -6,6 +6,7 @@
 #include <rocksdb/perf_context.h>
 #include <rocksdb/perf_level.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -35,9 +36,7 @@ std::vector<std::pair<std::string, std::string>> drain(kv_iterator it) {
 
 class rocksdb_store_test : public ::testing::Test {
  protected:
-  store_options options(std::string name = "counts") {
-    return {.name = std::move(name), .directory = dir_.path()};
-  }
+  store_options options(std::string name = "counts") { return {.name = std::move(name), .directory = dir_.path()}; }
   std::unique_ptr<kv_store> open(const store_options& o) { return open_rocksdb_store(o, env_); }
 
   rocksdb_environment env_{{.memory_budget_bytes = std::size_t{32} << 20}};
@@ -66,7 +65,7 @@ TEST_F(rocksdb_store_test, hold_until_commit_writes_nothing_before_commit) {
     auto s = open(o);
     for (int i = 0; i < 100; ++i) s->put("k" + std::to_string(i), "value");
     s->flush();  // flushes committed data only: there is none
-  }  // closed without commit
+  }              // closed without commit
   auto s = open(o);
   EXPECT_EQ(s->committed_offset(), std::nullopt);
   EXPECT_FALSE(s->all().valid());
@@ -171,14 +170,13 @@ TEST_F(rocksdb_store_test, reads_match_a_model_whatever_the_read_cache_keeps) {
           }
         }
         pending.clear();
-        ASSERT_EQ(drain(s->all()), (std::vector<std::pair<std::string, std::string>>(
-                                       committed.begin(), committed.end())));
+        ASSERT_EQ(drain(s->all()),
+                  (std::vector<std::pair<std::string, std::string>>(committed.begin(), committed.end())));
       }
     }
     auto s = open(o);
     EXPECT_EQ(s->committed_offset(), changelog_offset(offset));
-    EXPECT_EQ(drain(s->all()),
-              (std::vector<std::pair<std::string, std::string>>(committed.begin(), committed.end())));
+    EXPECT_EQ(drain(s->all()), (std::vector<std::pair<std::string, std::string>>(committed.begin(), committed.end())));
   }
 }
 
@@ -194,7 +192,7 @@ TEST_F(rocksdb_store_test, crash_loses_unflushed_data_and_offset_together) {
     s->put("a", "2");
     s->put("b", "2");
     s->commit(changelog_offset(20));  // in the memtable only
-    std::_Exit(0);  // no destructors, no flush: like kill -9
+    std::_Exit(0);                    // no destructors, no flush: like kill -9
   }
   ASSERT_EQ(test::run_child(dir_.path().string()), 0);
   auto s = open(options());
@@ -228,6 +226,133 @@ TEST_F(rocksdb_store_test, restore_survives_reopen) {
   EXPECT_EQ(s->committed_offset(), changelog_offset(3));
   EXPECT_EQ(s->get("a"), std::nullopt);
   EXPECT_EQ(s->get("b"), "2");
+}
+
+// Changelog records k<first>..k<first+count-1> in a scrambled key order, each with `value`.
+std::vector<std::pair<std::string, std::string>> scrambled_records(int first, int count, const std::string& value) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int i = 0; i < count; ++i) {
+    out.emplace_back("k" + std::to_string(first + (i * 7919) % count), value);
+  }
+  return out;
+}
+
+/// Changelog records and the restore batch viewing them (a batch holds views only).
+struct changelog_run {
+  std::vector<std::pair<std::string, std::optional<std::string>>> records;
+  std::vector<restore_record> batch() const {
+    std::vector<restore_record> out;
+    for (const auto& [k, v] : records) {
+      out.push_back({k, v ? std::optional<std::string_view>(*v) : std::nullopt});
+    }
+    return out;
+  }
+};
+
+changelog_run run_of(const std::vector<std::pair<std::string, std::string>>& records) {
+  changelog_run run;
+  for (const auto& [k, v] : records) {
+    run.records.emplace_back(k, v);
+  }
+  return run;
+}
+
+// A store restored from empty appends to a vector memtable (sorted once, at flush) instead
+// of inserting into the skip list, which compares each key about log2(n) times on the
+// restoring thread. A store that already holds a checkpoint restores through the skip list.
+TEST_F(rocksdb_store_test, a_restore_from_empty_adds_records_without_comparing_keys) {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+  const auto records = scrambled_records(0, 4000, "v");
+  {
+    auto s = open(options());
+    rocksdb::get_perf_context()->Reset();
+    s->restore(run_of(records).batch(), changelog_offset(4000));
+    EXPECT_LT(rocksdb::get_perf_context()->user_key_comparison_count, 4000u);
+  }
+  auto s = open(options());
+  ASSERT_EQ(s->committed_offset(), changelog_offset(4000));
+  rocksdb::get_perf_context()->Reset();
+  const auto more = run_of(scrambled_records(4000, 4000, "v"));
+  s->restore(more.batch(), changelog_offset(8000));
+  EXPECT_GT(rocksdb::get_perf_context()->user_key_comparison_count, 4u * 4000u);
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+}
+
+// After a restore from empty the store serves reads, scans, writes and commits as any
+// other, and a later restore and a reopen keep it equal to its changelog.
+TEST_F(rocksdb_store_test, a_store_restored_from_empty_serves_reads_writes_and_later_restores) {
+  std::map<std::string, std::string> model;
+  auto apply = [&](const std::vector<restore_record>& batch) {
+    for (const auto& r : batch) {
+      if (r.value) {
+        model[std::string(r.key)] = std::string(*r.value);
+      } else {
+        model.erase(std::string(r.key));
+      }
+    }
+  };
+  auto expect_model = [&](kv_store& s) {
+    EXPECT_EQ(drain(s.all()), (std::vector<std::pair<std::string, std::string>>(model.begin(), model.end())));
+  };
+  const auto first_run = run_of(scrambled_records(0, 3000, "a"));
+  auto second_run = run_of(scrambled_records(1000, 3000, "b"));  // overwrites k1000..k2999
+  for (int i = 0; i < 3000; i += 3) {
+    second_run.records.emplace_back("k" + std::to_string(i), std::nullopt);  // tombstones of restored keys
+  }
+  const auto first = first_run.batch();
+  const auto second = second_run.batch();
+  {
+    auto s = open(options());
+    s->restore(first, changelog_offset(3000));
+    apply(first);
+    s->restore(second, changelog_offset(7000));
+    apply(second);
+    for (const auto& [k, v] : model) {
+      ASSERT_EQ(s->get(k), v) << k;
+    }
+    EXPECT_EQ(s->get("k0"), std::nullopt);
+    expect_model(*s);
+    s->put("k1", "written");
+    s->remove("k2");
+    s->commit(changelog_offset(7002));
+    model["k1"] = "written";
+    model.erase("k2");
+    expect_model(*s);
+    const auto third_run = run_of(scrambled_records(3500, 2000, "c"));
+    const auto third = third_run.batch();
+    s->restore(third, changelog_offset(9002));
+    apply(third);
+    expect_model(*s);
+  }
+  auto s = open(options());
+  EXPECT_EQ(s->committed_offset(), changelog_offset(9002));
+  expect_model(*s);
+}
+
+// kill -9 while restoring from empty: the store reopens at its last flush, data and offset
+// together (none at all before the first flush), never with an offset past its data.
+TEST_F(rocksdb_store_test, a_crash_during_a_restore_from_empty_keeps_data_and_offset_together) {
+  if (const char* child_dir = test::child_argument()) {
+    rocksdb_environment env({.memory_budget_bytes = std::size_t{32} << 20});
+    auto flushed = open_rocksdb_store({.name = "flushed", .directory = child_dir}, env);
+    const auto ones = run_of(scrambled_records(0, 2000, "1"));
+    const auto twos = run_of(scrambled_records(0, 3000, "2"));
+    flushed->restore(ones.batch(), changelog_offset(2000));
+    flushed->flush();  // durable point: k0..k1999 = 1 at offset 2000
+    flushed->restore(twos.batch(), changelog_offset(5000));
+    auto unflushed = open_rocksdb_store({.name = "unflushed", .directory = child_dir}, env);
+    unflushed->restore(ones.batch(), changelog_offset(2000));
+    std::_Exit(0);  // no destructors, no flush: like kill -9
+  }
+  ASSERT_EQ(test::run_child(dir_.path().string()), 0);
+  auto flushed = open(options("flushed"));
+  EXPECT_EQ(flushed->committed_offset(), changelog_offset(2000));
+  auto want = scrambled_records(0, 2000, "1");
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(drain(flushed->all()), want);
+  auto unflushed = open(options("unflushed"));
+  EXPECT_EQ(unflushed->committed_offset(), std::nullopt);
+  EXPECT_FALSE(unflushed->all().valid());
 }
 
 TEST_F(rocksdb_store_test, two_stores_share_one_environment) {
@@ -297,7 +422,8 @@ TEST_F(rocksdb_store_test, corrupt_data_block_found_by_a_read_marks_the_store_so
   }  // close flushes: one SST file
   std::filesystem::path sst;
   for (const auto& f : std::filesystem::directory_iterator(task.store_path("counts")))
-    if (f.path().extension() == ".sst" && (sst.empty() || f.file_size() > std::filesystem::file_size(sst))) sst = f.path();
+    if (f.path().extension() == ".sst" && (sst.empty() || f.file_size() > std::filesystem::file_size(sst)))
+      sst = f.path();
   ASSERT_FALSE(sst.empty());
   {
     std::fstream f(sst, std::ios::in | std::ios::out | std::ios::binary);
