@@ -96,7 +96,9 @@ rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& opti
 
   // RocksDB's background pools are process-wide; stores share them.
   rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(options.background_jobs, rocksdb::Env::LOW);
-  rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(1, rocksdb::Env::HIGH);
+  // Two flush threads: stores restored from empty sort their (vector) memtables when they
+  // flush, and one thread flushing every store became the restore's longest thread.
+  rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(2, rocksdb::Env::HIGH);
 
   // Store kinds' in-memory structures take their share off the cache's capacity as they
   // grow, so cache + memtables + structures stay near the one budget.
