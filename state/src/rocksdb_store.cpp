@@ -415,10 +415,13 @@ class rocksdb_store final : public kv_store {
   }
 
   void flush() override {
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    // atomic_flush: both column families reach one MANIFEST record, or neither does.
-    check(db_->Flush(fo, {data_cf_, meta_cf_}), "flush");
+    if (bulk_) {
+      // The runtime checkpoints a store once its restore ends: the store goes back to the
+      // skip list now (after the same flush), before the task's first record rather than at it.
+      serve();
+      return;
+    }
+    flush_memtables();
   }
 
   std::size_t pending_bytes() const noexcept override { return cache_.dirty_bytes(); }
@@ -450,7 +453,7 @@ class rocksdb_store final : public kv_store {
     require_no_open_iterators("close");
     cache_.clear();
     try {
-      flush();
+      flush_memtables();  // not flush(): a store closing in bulk mode need not reopen
     } catch (const std::exception& e) {
       spdlog::warn(
           "state: store '{}' could not flush on close ({}); the next start replays "
@@ -617,10 +620,17 @@ class rocksdb_store final : public kv_store {
     db_.reset();
   }
 
+  void flush_memtables() {
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    // atomic_flush: both column families reach one MANIFEST record, or neither does.
+    check(db_->Flush(fo, {data_cf_, meta_cf_}), "flush");
+  }
+
   // Flushes (atomically, data and offset together) and opens the database again with
   // another memtable. A crash in between finds the flushed state, as after any flush.
   void reopen(memtable kind) {
-    flush();
+    flush_memtables();
     close_db();
     open_db(kind);
   }
@@ -643,8 +653,7 @@ class rocksdb_store final : public kv_store {
     bulk_ = true;
   }
 
-  // Every operation but restore(), flush() and close() calls this first: the store
-  // serves from now on.
+  // Every operation but restore() and close() calls this first: the store serves from now on.
   void serve() {
     restored_from_empty_ = false;
     if (bulk_) {

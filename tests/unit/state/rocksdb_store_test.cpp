@@ -329,30 +329,66 @@ TEST_F(rocksdb_store_test, a_store_restored_from_empty_serves_reads_writes_and_l
   expect_model(*s);
 }
 
-// kill -9 while restoring from empty: the store reopens at its last flush, data and offset
-// together (none at all before the first flush), never with an offset past its data.
+// kill -9 while restoring from empty: the store reopens at a flush RocksDB made on its own
+// (small memtables fill during the restore), and holds exactly the changelog up to the
+// offset it claims: data and offset together, never an offset past its data. A store that
+// crashed before any flush reopens empty, without an offset.
 TEST_F(rocksdb_store_test, a_crash_during_a_restore_from_empty_keeps_data_and_offset_together) {
+  constexpr int batches = 30, per_batch = 1000, keys = 4000;
+  // Batch b writes value "b" to per_batch keys of k0..k3999, in a scrambled order.
+  auto batch_records = [&](int b) {
+    auto run = run_of(scrambled_records(0, keys, std::to_string(b)));
+    const auto first = static_cast<std::ptrdiff_t>((b * per_batch) % keys);
+    run.records = {run.records.begin() + first, run.records.begin() + first + per_batch};
+    return run;
+  };
+  auto small_memtables = [](rocksdb::Options& o) { o.write_buffer_size = std::size_t{64} << 10; };
   if (const char* child_dir = test::child_argument()) {
     rocksdb_environment env({.memory_budget_bytes = std::size_t{32} << 20});
-    auto flushed = open_rocksdb_store({.name = "flushed", .directory = child_dir}, env);
-    const auto ones = run_of(scrambled_records(0, 2000, "1"));
-    const auto twos = run_of(scrambled_records(0, 3000, "2"));
-    flushed->restore(ones.batch(), changelog_offset(2000));
-    flushed->flush();  // durable point: k0..k1999 = 1 at offset 2000
-    flushed->restore(twos.batch(), changelog_offset(5000));
+    auto flushed =
+        open_rocksdb_store({.name = "flushed", .directory = child_dir, .configure_rocksdb = small_memtables}, env);
+    for (int b = 0; b < batches; ++b) {
+      const auto run = batch_records(b);
+      flushed->restore(run.batch(), changelog_offset((b + 1) * per_batch));
+    }
     auto unflushed = open_rocksdb_store({.name = "unflushed", .directory = child_dir}, env);
-    unflushed->restore(ones.batch(), changelog_offset(2000));
+    const auto run = batch_records(0);
+    unflushed->restore(run.batch(), changelog_offset(per_batch));
     std::_Exit(0);  // no destructors, no flush: like kill -9
   }
   ASSERT_EQ(test::run_child(dir_.path().string()), 0);
   auto flushed = open(options("flushed"));
-  EXPECT_EQ(flushed->committed_offset(), changelog_offset(2000));
-  auto want = scrambled_records(0, 2000, "1");
-  std::sort(want.begin(), want.end());
-  EXPECT_EQ(drain(flushed->all()), want);
+  // Three memtables of 64 KiB at most wait for a flush; 30,000 records fill many more.
+  ASSERT_TRUE(flushed->committed_offset().has_value());
+  const auto offset = flushed->committed_offset()->value();
+  ASSERT_EQ(offset % per_batch, 0);
+  ASSERT_LT(offset, batches * per_batch);
+  std::map<std::string, std::string> want;
+  for (int b = 0; b < offset / per_batch; ++b) {
+    for (const auto& [k, v] : batch_records(b).records) want[k] = *v;
+  }
+  EXPECT_EQ(drain(flushed->all()), (std::vector<std::pair<std::string, std::string>>(want.begin(), want.end())))
+      << "at offset " << offset;
   auto unflushed = open(options("unflushed"));
   EXPECT_EQ(unflushed->committed_offset(), std::nullopt);
   EXPECT_FALSE(unflushed->all().valid());
+}
+
+// The runtime checkpoints (flushes) a store once its restore ends; from then on it restores
+// through the skip list like any store holding a checkpoint.
+TEST_F(rocksdb_store_test, a_flush_ends_the_restore_from_empty) {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+  auto s = open(options());
+  const auto first = run_of(scrambled_records(0, 4000, "v"));
+  s->restore(first.batch(), changelog_offset(4000));
+  s->flush();
+  rocksdb::get_perf_context()->Reset();
+  const auto second = run_of(scrambled_records(4000, 4000, "v"));
+  s->restore(second.batch(), changelog_offset(8000));
+  EXPECT_GT(rocksdb::get_perf_context()->user_key_comparison_count, 4u * 4000u);
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  EXPECT_EQ(s->get("k0"), "v");
+  EXPECT_EQ(s->get("k7999"), "v");
 }
 
 TEST_F(rocksdb_store_test, two_stores_share_one_environment) {
