@@ -12,7 +12,8 @@
 // group.instance.id (bench/run's restart workload).
 // restore: fills the count store's changelog with RECORDS distinct keys, starts a fresh
 // instance and prints the seconds from start() to RUNNING as JSON, with the CPU seconds the
-// process (every thread: stream, consumer, RocksDB, JIT, GC) used meanwhile.
+// process (every thread: stream, consumer, RocksDB, JIT, GC) used meanwhile and its peak RSS
+// meanwhile (the kernel's VmHWM, reset after the fill).
 // windows: the windowed topologies the integration test compares with sluice
 // (WindowedTopologies), at_least_once with a 100 ms commit interval.
 package dev.sluice.bench;
@@ -136,6 +137,23 @@ public final class BenchStreams {
     });
   }
 
+  /** Resets the kernel's peak RSS of this process (VmHWM) so the restore's is measured without the fill's. */
+  static void resetPeakRss() {
+    try (java.io.FileWriter w = new java.io.FileWriter("/proc/self/clear_refs")) {
+      w.write("5");
+    } catch (java.io.IOException e) {
+      // not Linux 4.0+: the peak then includes the fill
+    }
+  }
+
+  /** VmHWM of /proc/self/status in MB: the peak RSS since resetPeakRss(). */
+  static double peakRssMbSinceReset() throws java.io.IOException {
+    for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+      if (line.startsWith("VmHWM:")) return Double.parseDouble(line.substring(6).replace("kB", "").trim()) / 1024.0;
+    }
+    return 0;
+  }
+
   static void restore(String bootstrap, String appId, long records, int partitions, String stateDir) throws Exception {
     String input = appId + "-in", output = appId + "-out", changelog = appId + "-bench-counts-changelog";
     Properties ap = new Properties();
@@ -171,14 +189,17 @@ public final class BenchStreams {
     });
     com.sun.management.OperatingSystemMXBean os =
         (com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+    resetPeakRss();
     long cpuStart = os.getProcessCpuTime();
     long start = System.nanoTime();
     streams.start();
     running.await();
     double s = (System.nanoTime() - start) / 1e9;
     double cpuS = (os.getProcessCpuTime() - cpuStart) / 1e9;
+    double peakMb = peakRssMbSinceReset();
     streams.close();
-    System.out.printf("{\"records\":%d,\"restored\":%d,\"fill_s\":%.3f,\"restore_s\":%.3f,\"restore_cpu_s\":%.3f}%n",
-        records, restored.get(), fillS, s, cpuS);
+    System.out.printf(
+        "{\"records\":%d,\"restored\":%d,\"fill_s\":%.3f,\"restore_s\":%.3f,\"restore_cpu_s\":%.3f,\"restore_peak_rss_mb\":%.0f}%n",
+        records, restored.get(), fillS, s, cpuS, peakMb);
   }
 }
