@@ -3,10 +3,12 @@
 // Fills the word count's compacted changelog topic directly with N distinct keys in the
 // store's binary encoding (round-robin over the partitions), then times a fresh instance
 // with an empty state directory from app::start() until it is running, i.e. until every
-// store partition is restored. Needs a real broker (the embedded cluster is not a fair
-// measure of fetch throughput).
+// store partition is restored. Prints that wall time, the CPU and peak RSS of the restore
+// alone (every thread; the peak reset after the fill) and the busiest threads' CPU. Needs a
+// real broker (the embedded cluster is not a fair measure of fetch throughput).
 //
 //   sluice-bench-restore [--bootstrap host:port] [--records N] [--partitions P]
+//   SLUICE_BENCH_LOG=1 ...   the framework's info log (restore progress) on stderr
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -41,8 +44,11 @@ std::pair<double, double> cpu_seconds_and_peak_mb() {
 }
 
 /// Resets the kernel's peak RSS of this process (VmHWM) to its current RSS, so that the
-/// restore's peak is measured without the fill's (Linux 4.0+; ignored where unsupported).
-void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+/// restore's peak is measured without the fill's (Linux 4.0+ and glibc).
+void reset_peak_rss() {
+  ::malloc_trim(0);  // what the fill's producer freed goes back to the kernel first
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
 
 /// VmHWM of /proc/self/status in MB: the peak RSS since the last reset_peak_rss().
 double peak_rss_mb_since_reset() {

@@ -139,6 +139,7 @@ public final class BenchStreams {
 
   /** Resets the kernel's peak RSS of this process (VmHWM) so the restore's is measured without the fill's. */
   static void resetPeakRss() {
+    System.gc();  // what the fill's producer left goes first (G1 gives free heap back after a full GC)
     try (java.io.FileWriter w = new java.io.FileWriter("/proc/self/clear_refs")) {
       w.write("5");
     } catch (java.io.IOException e) {
