@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "serde_test_util.hpp"
 #include "sluice/detail/store_codec.hpp"
@@ -91,6 +92,25 @@ TEST(json_serde, ignores_unknown_fields) {
   const auto t = json_serde<throttle_setting>::deserialize(
       R"({"extra":{"deep":[1,2,{"x":null}]},"name":"eu","ttl_ms":7,"more":"x"})");
   EXPECT_EQ(t, (throttle_setting{"eu", 7, std::nullopt}));
+}
+
+TEST(json_serde, a_repeated_member_reads_as_its_last_occurrence) {
+  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"name":"a","ttl_ms":"x","name":"b","ttl_ms":2})"),
+            (throttle_setting{"b", 2, std::nullopt}));
+  const auto m = json_serde<std::map<std::string, std::int32_t>>::deserialize(R"({"a":true,"b":1,"a":2})");
+  EXPECT_EQ(m, (std::map<std::string, std::int32_t>{{"a", 2}, {"b", 1}}));
+  // More members than the pairwise check covers: found by sorting.
+  std::string wide = R"({"name":"first")";
+  for (int i = 0; i < 40; ++i) wide += ",\"m" + std::to_string(i) + "\":" + std::to_string(i);
+  wide += R"(,"ttl_ms":5,"name":"last"})";
+  EXPECT_EQ(json_serde<throttle_setting>::deserialize(wide), (throttle_setting{"last", 5, std::nullopt}));
+}
+
+TEST(json_serde, members_in_any_order_are_found) {
+  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"burst":3,"ttl_ms":2,"name":"n"})"),
+            (throttle_setting{"n", 2, 3}));
+  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"ttl_ms":2,"name":"n","burst":null})"),
+            (throttle_setting{"n", 2, std::nullopt}));
 }
 
 TEST(json_serde, wrong_type_names_the_field_path) {

@@ -14,13 +14,15 @@
 // through. Strings must be valid UTF-8 (JSON cannot carry anything else): serialize
 // throws otherwise. NaN and infinities have no JSON form and also throw.
 //
-// Serialize writes straight into the caller's buffer (no DOM); deserialize parses with
-// nlohmann::json and then walks the type, moving strings out of the parse tree.
+// Serialize writes straight into the caller's buffer (no DOM); deserialize parses (with
+// nlohmann's parser, compiled once in framework/src/serde/json.cpp: this header does not
+// include nlohmann) into a flat document of sluice's own, then walks the type over it,
+// moving strings out. A key that occurs twice in an object reads as its last occurrence.
 //
 // Nesting is bounded: JSON whose arrays and objects nest deeper than max_json_nesting is a
 // serialization_error before any parse tree exists. nlohmann parses iteratively, but
-// writing a tree out (dump) and walking it recurse once per level, so an 80,000-level
-// document would overflow the stack of whoever touches it next. check_json_nesting() is
+// walking a tree recurses once per level, so an 80,000-level document would overflow the
+// stack of whoever touches it next. check_json_nesting() is
 // the one check every JSON path of sluice uses (json_serde, the throttle's key fields and
 // rules).
 #pragma once
@@ -38,7 +40,6 @@
 #include <vector>
 
 #include <boost/hana/define_struct.hpp>
-#include <nlohmann/json.hpp>
 
 // serde.hpp first: it includes this header at its end, after what the detail headers need.
 #include "sluice/serde/serde.hpp"
@@ -221,90 +222,146 @@ void write(std::string& out, const X& value, const field_path& path) {
   }
 }
 
-/// `bytes` parsed, after the nesting check; serialization_error for empty or invalid JSON.
-/// Out of line (framework/src/serde/json.cpp): nlohmann's parser is compiled once.
-nlohmann::json parse_document(std::string_view bytes);
-/// `j` as compact JSON text (for error messages). Out of line, as parse_document.
-std::string dump(const nlohmann::json& j);
+/// The kind of a node of a parsed document. Non-negative integers are `unsigned_integer`,
+/// negative ones `integer`, integers beyond 64 bits `floating` (as nlohmann reads them).
+enum class node_kind : std::uint8_t { null, boolean, integer, unsigned_integer, floating, string, array, object, key };
 
-[[noreturn]] inline void fail_type(const nlohmann::json& j, const char* expected, const field_path& path) {
-  path.fail(std::string("expected ") + expected + ", got " + j.type_name());
+/// One node of a parsed document. A value's descendants follow it: an array's elements in
+/// order, an object's members as a `key` node followed by the member's value.
+struct node {
+  node_kind kind = node_kind::null;
+  bool shadowed = false;   // key: the same key comes again later in its object (the last wins)
+  std::uint32_t end = 0;   // index one past this node's last descendant
+  std::uint32_t size = 0;  // array: its elements; object: its members (shadowed ones included)
+  std::uint32_t hash = 0;  // key: a hash of `text`, to find repeated keys
+  union {
+    bool boolean;
+    std::int64_t integer;
+    std::uint64_t unsigned_integer;
+    double floating;
+  } scalar{};
+  std::string text;  // string: the value; key: the member's name
+};
+
+/// A parsed JSON document: its nodes in document order, the root at index 0. Made by
+/// parse_document; json_serde's per-type walk reads it (and moves its strings out).
+struct document {
+  std::vector<node> nodes;
+};
+
+/// `bytes` parsed, after the nesting check; serialization_error for empty or invalid JSON
+/// (nlohmann's message). Out of line (framework/src/serde/json.cpp): nlohmann's parser is
+/// compiled there once, and no public header includes nlohmann.
+document parse_document(std::string_view bytes);
+
+/// The number at `n` as JSON text, as nlohmann writes it (for error messages). Out of line.
+std::string number_text(const node& n);
+
+/// The member of the object at `object` named `name`: the index of its value, or 0 when it
+/// has none. The search starts at `hint` (a key's index, or 0 for the first) and wraps
+/// around; on success `hint` moves past the member, so members read in the order they
+/// were written are found at the first comparison. Out of line.
+std::uint32_t find_member(const document& doc, std::uint32_t object, std::string_view name, std::uint32_t& hint);
+
+/// nlohmann's name of a node's JSON type ("object", "number", ...), for error messages.
+const char* type_name(node_kind kind);
+
+[[noreturn]] inline void fail_type(const node& n, const char* expected, const field_path& path) {
+  path.fail(std::string("expected ") + expected + ", got " + type_name(n.kind));
+}
+
+inline bool is_number(node_kind k) {
+  return k == node_kind::integer || k == node_kind::unsigned_integer || k == node_kind::floating;
 }
 
 template <class I>
-I read_integer(const nlohmann::json& j, const field_path& path) {
+I read_integer(const node& n, const field_path& path) {
   using limits = std::numeric_limits<I>;
   auto out_of_range = [&](const std::string& text) {
     path.fail("integer " + text + " out of range for " + integer_name<I>());
   };
-  if (j.is_number_unsigned()) {
-    const auto u = j.get<std::uint64_t>();
+  if (n.kind == node_kind::unsigned_integer) {
+    const std::uint64_t u = n.scalar.unsigned_integer;
     if (u > static_cast<std::uint64_t>(limits::max())) out_of_range(std::to_string(u));
     return static_cast<I>(u);
   }
-  if (j.is_number_integer()) {  // negative: nlohmann keeps non-negatives as unsigned
-    const auto s = j.get<std::int64_t>();
+  if (n.kind == node_kind::integer) {  // negative: non-negatives are unsigned_integer
+    const std::int64_t s = n.scalar.integer;
     if (s < static_cast<std::int64_t>(limits::min()) ||
         (s > 0 && static_cast<std::uint64_t>(s) > static_cast<std::uint64_t>(limits::max())))
       out_of_range(std::to_string(s));
     return static_cast<I>(s);
   }
-  if (j.is_number_float()) {
-    const double d = j.get<double>();
-    // nlohmann reads integers beyond 64 bits as floating point.
-    if (std::isfinite(d) && std::trunc(d) == d) out_of_range(dump(j));
-    path.fail("expected integer, got number " + dump(j));
+  if (n.kind == node_kind::floating) {
+    const double d = n.scalar.floating;
+    // Integers beyond 64 bits are read as floating point.
+    if (std::isfinite(d) && std::trunc(d) == d) out_of_range(number_text(n));
+    path.fail("expected integer, got number " + number_text(n));
   }
-  fail_type(j, "integer", path);
+  fail_type(n, "integer", path);
 }
 
+inline double number_value(const node& n) {
+  switch (n.kind) {
+    case node_kind::integer: return static_cast<double>(n.scalar.integer);
+    case node_kind::unsigned_integer: return static_cast<double>(n.scalar.unsigned_integer);
+    default: return n.scalar.floating;
+  }
+}
+
+/// Decodes the value at index `at` of `doc` into `out`.
 template <class X>
-void read(nlohmann::json& j, X& out, const field_path& path) {
+void read(document& doc, std::uint32_t at, X& out, const field_path& path) {
+  node& n = doc.nodes[at];
   if constexpr (std::is_same_v<X, bool>) {
-    if (!j.is_boolean()) fail_type(j, "boolean", path);
-    out = j.get<bool>();
+    if (n.kind != node_kind::boolean) fail_type(n, "boolean", path);
+    out = n.scalar.boolean;
   } else if constexpr (is_integer<X>) {
-    out = read_integer<X>(j, path);
+    out = read_integer<X>(n, path);
   } else if constexpr (is_json_float<X>) {
-    if (!j.is_number()) fail_type(j, "number", path);
-    const double d = j.get<double>();
+    if (!is_number(n.kind)) fail_type(n, "number", path);
+    const double d = number_value(n);
     if (!std::isfinite(d) || (std::is_same_v<X, float> && std::fabs(d) > std::numeric_limits<float>::max()))
-      path.fail("number " + dump(j) + " out of range for " + (std::is_same_v<X, float> ? "float" : "double"));
+      path.fail("number " + number_text(n) + " out of range for " + (std::is_same_v<X, float> ? "float" : "double"));
     out = static_cast<X>(d);
   } else if constexpr (std::is_same_v<X, std::string>) {
-    if (!j.is_string()) fail_type(j, "string", path);
-    out = std::move(j.get_ref<std::string&>());
+    if (n.kind != node_kind::string) fail_type(n, "string", path);
+    out = std::move(n.text);
   } else if constexpr (is_optional<X>) {
-    if (j.is_null()) {
+    if (n.kind == node_kind::null) {
       out.reset();
     } else {
       out.emplace();
-      read(j, *out, path);
+      read(doc, at, *out, path);
     }
   } else if constexpr (is_vector<X>) {
-    if (!j.is_array()) fail_type(j, "array", path);
+    if (n.kind != node_kind::array) fail_type(n, "array", path);
     out.clear();
-    out.reserve(j.size());
+    out.reserve(n.size);
+    const std::uint32_t end = n.end;
     std::size_t i = 0;
-    for (auto& element : j) {
+    for (std::uint32_t e = at + 1; e < end; e = doc.nodes[e].end) {
       typename X::value_type item{};
-      read(element, item, path.index(i++));
+      read(doc, e, item, path.index(i++));
       out.push_back(std::move(item));
     }
   } else if constexpr (is_string_map<X>) {
-    if (!j.is_object()) fail_type(j, "object", path);
+    if (n.kind != node_kind::object) fail_type(n, "object", path);
     out.clear();
-    for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::uint32_t end = n.end;
+    for (std::uint32_t k = at + 1; k < end; k = doc.nodes[k + 1].end) {
+      if (doc.nodes[k].shadowed) continue;
       typename X::mapped_type item{};
-      read(it.value(), item, path.key(it.key()));
-      out.emplace_hint(out.end(), it.key(), std::move(item));
+      read(doc, k + 1, item, path.key(doc.nodes[k].text));
+      out.emplace(std::move(doc.nodes[k].text), std::move(item));
     }
   } else if constexpr (described_struct<X>) {
-    if (!j.is_object()) fail_type(j, "object", path);
+    if (n.kind != node_kind::object) fail_type(n, "object", path);
+    std::uint32_t hint = 0;
     for_each_field(out, [&](const char* name, auto& member) {
       using M = std::remove_cvref_t<decltype(member)>;
-      const auto it = j.find(name);
-      if (it == j.end()) {
+      const std::uint32_t value = find_member(doc, at, name, hint);
+      if (value == 0) {
         if constexpr (is_optional<M>) {
           member.reset();
           return;
@@ -313,7 +370,7 @@ void read(nlohmann::json& j, X& out, const field_path& path) {
           throw serialization_error("missing field '" + missing.str() + "'");
         }
       }
-      read(*it, member, path.field(name));
+      read(doc, value, member, path.field(name));
     });
   } else {
     static_assert(always_false<X>, "json_serde: unsupported member type (see json.hpp)");
@@ -341,9 +398,9 @@ class json_serde {
   /// JSON (including empty input and trailing garbage), for JSON nested deeper than
   /// max_json_nesting and for JSON that does not fit T.
   static T deserialize(std::string_view bytes) {
-    nlohmann::json doc = serde_detail::json::parse_document(bytes);
+    serde_detail::json::document doc = serde_detail::json::parse_document(bytes);
     T value{};
-    serde_detail::json::read(doc, value, serde_detail::field_path{});
+    serde_detail::json::read(doc, 0, value, serde_detail::field_path{});
     return value;
   }
 };
