@@ -14,6 +14,7 @@
 
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
+#include "sluice/windows.hpp"
 
 using sluice::testing::topology_test_driver;
 
@@ -192,9 +193,10 @@ TEST(table_join, describe_names_both_join_sides_the_merge_and_the_result_store) 
   EXPECT_EQ(t.subtopologies().size(), 1u);
 }
 
-// A suppressed table's store is its suppression buffer, not its rows: joining it is refused
-// when the topology is built, naming the table and the fix, which works. (A windowed table
-// cannot be joined either: tests/compile_fail/dsl/join_windowed_table.cpp.)
+// A suppressed table's buffer does not answer lookups of what it has emitted, so joining it
+// is refused when the topology is built, naming the table as the user wrote it (the
+// suppress call and the table it suppresses, never the generated buffer store) and the fix,
+// which works.
 TEST(table_join, joining_a_suppressed_table_is_refused_at_build_naming_the_table_and_the_fix) {
   using namespace std::chrono_literals;
   sluice::streams_builder b;
@@ -207,7 +209,11 @@ TEST(table_join, joining_a_suppressed_table_is_refused_at_build_naming_the_table
   } catch (const sluice::error& e) {
     const std::string message = e.what();
     EXPECT_EQ(e.code(), sluice::errc::invalid_topology);
-    EXPECT_NE(message.find("'KTABLE-SUPPRESS-STATE-STORE-0000000005' is a suppressed table"), std::string::npos) << message;
+    EXPECT_NE(message.find("table join of 'rates-store' and the suppressed table suppress(until_time_limit(...)) of "
+                           "'limits-store': a suppressed table cannot be joined"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("KTABLE-SUPPRESS-STATE-STORE"), std::string::npos) << message;
     EXPECT_NE(message.find("join the table before suppressing it"), std::string::npos) << message;
   }
   // The fix: join, then suppress the result.
@@ -225,4 +231,127 @@ TEST(table_join, joining_a_suppressed_table_is_refused_at_build_naming_the_table
   d.input_topic<std::string, std::string>("limits").pipe("k2", "x", 21);  // y/x at 21 releases k's r/l (1 + 10 <= 21)
   const updates expected = {{"k", text("r/l"), 1}};
   EXPECT_EQ(read_updates(d, "out"), expected);
+}
+
+namespace {
+
+/// (key, window start, window end, value or nullopt for a tombstone, timestamp) of the
+/// records on a windowed table join's output topic.
+using windowed_updates = std::vector<std::tuple<std::string, std::int64_t, std::int64_t, text, std::int64_t>>;
+
+template <class KeySerde>
+windowed_updates read_windowed(topology_test_driver& d, const std::string& topic) {
+  windowed_updates out;
+  for (auto& m : d.records(topic)) {
+    const auto key = KeySerde::deserialize(*m.key);
+    text value;
+    if (m.value) value = sluice::default_serde<std::string>::deserialize(*m.value);
+    out.emplace_back(key.key, key.window.start, key.window.end, value, m.timestamp);
+  }
+  d.records(topic).clear();
+  return out;
+}
+
+std::string show_count(const std::optional<std::int64_t>& n) { return n ? std::to_string(*n) : "null"; }
+
+}  // namespace
+
+// Windowed tables join on the windowed key, as Kafka Streams' KTable<Windowed<K>, V> joins:
+// a side reads the other aggregation's window store by key and window start (its value
+// getter), and a result carries the larger of the update's timestamp and the other window's
+// (the highest timestamp folded into it). Tumbling windows of 10 ms, grace 5 ms.
+TEST(table_join, time_windowed_tables_join_on_key_and_window_start_with_the_larger_timestamp) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  const auto windows = sluice::time_windows::of_size_and_grace(10ms, 5ms);
+  auto clicks = b.stream<std::string, std::string>("clicks").group_by_key().windowed_by(windows).count("clicks-per-10");
+  auto views = b.stream<std::string, std::string>("views").group_by_key().windowed_by(windows).count("views-per-10");
+  clicks
+      .join(
+          views, [](std::int64_t c, std::int64_t v) { return std::to_string(c) + "/" + std::to_string(v); }, "inner")
+      .to_stream()
+      .to("inner-out");
+  clicks
+      .outer_join(
+          views,
+          [](const std::optional<std::int64_t>& c, const std::optional<std::int64_t>& v) {
+            return show_count(c) + "/" + show_count(v);
+          },
+          "outer")
+      .to_stream()
+      .to("outer-out");
+  auto topology = b.build();
+  const auto described = topology.describe();
+  EXPECT_NE(described.find("KTABLE-JOINTHIS-"), std::string::npos) << described;
+  EXPECT_NE(described.find("KTABLE-OUTERJOINOTHER-"), std::string::npos) << described;
+  topology_test_driver d(std::move(topology));
+  auto c = d.input_topic<std::string, std::string>("clicks");
+  auto v = d.input_topic<std::string, std::string>("views");
+  using key_serde = sluice::time_windowed_serde<sluice::default_serde<std::string>, 10>;
+  using u = windowed_updates;
+  c.pipe("a", "", 1);  // clicks (a, [0,10)) = 1 @1; no views window yet
+  EXPECT_EQ(read_windowed<key_serde>(d, "inner-out"), u{});
+  EXPECT_EQ(read_windowed<key_serde>(d, "outer-out"), (u{{"a", 0, 10, "1/null", 1}}));
+  v.pipe("a", "", 4);  // views (a, [0,10)) = 1 @4 finds clicks' 1 @1
+  EXPECT_EQ(read_windowed<key_serde>(d, "inner-out"), (u{{"a", 0, 10, "1/1", 4}}));
+  EXPECT_EQ(read_windowed<key_serde>(d, "outer-out"), (u{{"a", 0, 10, "1/1", 4}}));
+  c.pipe("a", "", 3);  // clicks (a, [0,10)) = 2 @3 finds views' 1 @4: the result is at 4
+  EXPECT_EQ(read_windowed<key_serde>(d, "inner-out"), (u{{"a", 0, 10, "2/1", 4}}));
+  EXPECT_EQ(read_windowed<key_serde>(d, "outer-out"), (u{{"a", 0, 10, "2/1", 4}}));
+  v.pipe("a", "", 12);  // views (a, [10,20)) = 1: no clicks in that window
+  EXPECT_EQ(read_windowed<key_serde>(d, "inner-out"), u{});
+  EXPECT_EQ(read_windowed<key_serde>(d, "outer-out"), (u{{"a", 10, 20, "null/1", 12}}));
+  c.pipe("b", "", 13);  // another key, same window: nothing of a's
+  EXPECT_EQ(read_windowed<key_serde>(d, "inner-out"), u{});
+  EXPECT_EQ(read_windowed<key_serde>(d, "outer-out"), (u{{"b", 10, 20, "1/null", 13}}));
+  v.pipe("a", "", 2);  // out of order within grace: views (a, [0,10)) = 2, still @4; clicks' 2 @3
+  EXPECT_EQ(read_windowed<key_serde>(d, "inner-out"), (u{{"a", 0, 10, "2/2", 4}}));
+  EXPECT_EQ(read_windowed<key_serde>(d, "outer-out"), (u{{"a", 0, 10, "2/2", 4}}));
+  c.pipe("a", "", 20);  // clicks (a, [20,30)) = 1 @20
+  v.pipe("a", "", 25);  // views (a, [20,30)) = 1 @25 finds it
+  EXPECT_EQ(read_windowed<key_serde>(d, "inner-out"), (u{{"a", 20, 30, "1/1", 25}}));
+  EXPECT_EQ(read_windowed<key_serde>(d, "outer-out"), (u{{"a", 20, 30, "1/null", 20}, {"a", 20, 30, "1/1", 25}}));
+}
+
+// Session tables join on key, session start and session end (Kafka Streams' fetchSession):
+// a session of the other table that ends at the same time but starts elsewhere is no match;
+// a session merged away leaves the join as a tombstone. Left join; gap 5 ms, grace 10 ms.
+TEST(table_join, session_tables_join_on_key_start_and_end_and_merged_sessions_leave_the_join) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  const auto windows = sluice::session_windows::of_inactivity_gap_and_grace(5ms, 10ms);
+  auto clicks =
+      b.stream<std::string, std::string>("clicks").group_by_key().windowed_by(windows).count("click-sessions");
+  auto views = b.stream<std::string, std::string>("views").group_by_key().windowed_by(windows).count("view-sessions");
+  clicks
+      .left_join(
+          views,
+          [](std::int64_t c, const std::optional<std::int64_t>& v) { return std::to_string(c) + "/" + show_count(v); },
+          "clicks-with-views")
+      .to_stream()
+      .to("out");
+  auto topology = b.build();
+  const auto described = topology.describe();
+  EXPECT_NE(described.find("KTABLE-LEFTJOINTHIS-"), std::string::npos) << described;
+  EXPECT_NE(described.find("KTABLE-LEFTJOINOTHER-"), std::string::npos) << described;
+  topology_test_driver d(std::move(topology));
+  auto c = d.input_topic<std::string, std::string>("clicks");
+  auto v = d.input_topic<std::string, std::string>("views");
+  using key_serde = sluice::session_windowed_serde<sluice::default_serde<std::string>>;
+  using u = windowed_updates;
+  c.pipe("a", "", 10);  // clicks (a, [10,10]) = 1
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 10, 10, "1/null", 10}}));
+  v.pipe("a", "", 10);  // views (a, [10,10]) = 1 finds it
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 10, 10, "1/1", 10}}));
+  c.pipe("a", "", 14);  // clicks merge [10,10] into [10,14] = 2: [10,10] leaves the join; views has no [10,14]
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 10, 10, std::nullopt, 10}, {"a", 10, 14, "2/null", 14}}));
+  v.pipe("a", "", 13);  // views merge into [10,13] = 2: no clicks session [10,10] or [10,13]
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), u{});
+  v.pipe("a", "", 14);  // views merge into [10,14] = 3: clicks' [10,14] finds it
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 10, 14, "2/3", 14}}));
+  v.pipe("b", "", 30);  // views (b, [30,30])
+  c.pipe("b", "", 28);  // clicks (b, [28,28])
+  c.pipe("b", "", 30);  // clicks (b, [28,30]): views' session ending at 30 starts at 30, no match
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"),
+            (u{{"b", 28, 28, "1/null", 28}, {"b", 28, 28, std::nullopt, 28}, {"b", 28, 30, "2/null", 30}}));
 }

@@ -85,7 +85,7 @@ class graph_builder {
 enum class table_join_kind;
 /// What keeps a ktable's rows: a key-value store (a table read from a topic, an aggregation,
 /// a join), a window or session store (a windowed aggregation), or a suppression buffer.
-/// Only the first can be joined.
+/// The first two can be joined.
 enum class table_store_kind { key_value, window, suppression_buffer };
 /// Which records a stream–stream join keeps (sluice/detail/stream_join_nodes.hpp).
 enum class stream_join_kind;
@@ -210,7 +210,8 @@ class ktable {
   /// Table–table joins on the key, as Kafka Streams 3.9's KTable#join / leftJoin /
   /// outerJoin: an update on either side looks up the other side's current value; the result
   /// is a table kept in the store `store` whose updates are std::optional (nullopt: the key
-  /// left the join, a tombstone on an output topic). Both tables must be co-partitioned. The
+  /// left the join, a tombstone on an output topic). Both tables must be co-partitioned;
+  /// windowed tables join on the windowed key; a suppressed table cannot be joined. The
   /// joiner takes this table's value first (defined in sluice/table_joins.hpp, which
   /// sluice/sluice.hpp includes; see docs/time-and-windows.md, "Table–table joins"):
   ///   join:       VR(const V& value, const VO& other_value)
@@ -243,6 +244,9 @@ class ktable {
   friend class ktable;
   template <detail::table_join_kind Kind, class VO, class F>
   auto joined(const ktable<K, VO>& other, F joiner, materialized store) const;
+  /// The table as a user wrote it, for errors: its store's name in quotes, or for a
+  /// suppressed table the suppress call and the table it suppresses.
+  std::string described() const { return suppressed_of_.empty() ? "'" + store_ + "'" : suppressed_of_; }
 
   std::shared_ptr<detail::graph_builder> g_;
   std::size_t node_;
@@ -250,6 +254,9 @@ class ktable {
   std::optional<std::chrono::milliseconds> window_grace_;
   std::optional<std::size_t> update_node_;
   detail::table_store_kind store_kind_;
+  /// Set by suppress(): "the suppressed table suppress(...) of 'store'" (its store_ is then
+  /// the generated buffer's name, which the user never wrote).
+  std::string suppressed_of_;
 };
 
 /// A table every instance reads in full (customer rates, rules); joined by a key selector.

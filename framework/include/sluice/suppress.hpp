@@ -54,7 +54,13 @@ ktable<K, V> ktable<K, V>::suppress(const suppressed& how) const {
                     .stores = {store},
                     .parents = {node_},
                     .factory = detail::factory_of(detail::suppress_node<K, V>(store, spec))});
-  return ktable<K, V>(g_, idx, store, window_grace_, std::nullopt, detail::table_store_kind::suppression_buffer);
+  ktable<K, V> result(g_, idx, store, window_grace_, std::nullopt, detail::table_store_kind::suppression_buffer);
+  result.suppressed_of_ =
+      "the suppressed table " +
+      std::string(how.what() == suppressed::kind::until_window_closes ? "suppress(until_window_closes())"
+                                                                      : "suppress(until_time_limit(...))") +
+      (how.name().empty() ? "" : " named '" + how.name() + "'") + " of " + described();
+  return result;
 }
 
 }  // namespace sluice

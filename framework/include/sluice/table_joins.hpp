@@ -6,8 +6,9 @@
 //   totals.to_stream().to("totals-out");  // std::optional<std::int64_t>: nullopt is a tombstone
 //
 // Each input table's updates (deletions included) look the key up in the other table's
-// store; the results go to the join's store and on. See docs/time-and-windows.md,
-// "Table–table joins", for what comes out when.
+// store (a windowed aggregation's table: its window or session store by key and window);
+// the results go to the join's store and on. See docs/time-and-windows.md, "Table–table
+// joins", for what comes out when.
 //
 // Thread-safety: values; build on one thread, like the rest of the DSL.
 #pragma once
@@ -34,23 +35,21 @@ auto ktable<K, V>::joined(const ktable<K, VO>& other, F joiner, materialized sto
   using L = std::conditional_t<Kind == detail::table_join_kind::outer, std::optional<VL>, VL>;
   using R = std::conditional_t<Kind == detail::table_join_kind::inner, VR, std::optional<VR>>;
   using Out = std::remove_cvref_t<std::invoke_result_t<F&, const L&, const R&>>;
-  static_assert(!detail::is_windowed<K>::value && !detail::is_session_windowed<K>::value,
-                "table join: windowed tables (the result of windowed_by(...).count/reduce/aggregate) cannot be "
-                "joined in sluice yet; join the streams within join_windows before aggregating, or re-key the "
-                "table's stream to a plain key (to_stream().map(...).to(topic)) and join the table read from that "
-                "topic");
+  constexpr bool windowed_key = detail::is_windowed<K>::value || detail::is_session_windowed<K>::value;
   if (g_ != other.g_)
-    throw error(errc::invalid_topology, "table join: the two tables ('" + store_ + "' and '" + other.store_ +
-                                            "') come from different streams_builders; build both with one");
+    throw error(errc::invalid_topology,
+                "table join of " + described() + " and " + other.described() +
+                    ": the two tables come from different streams_builders; build both with one");
   if (store.name.empty())
-    throw error(errc::invalid_topology, "table join of '" + store_ + "' and '" + other.store_ +
-                                            "': the result's store needs a name (materialized{.name = ...})");
-  for (const auto& [kind, name] : {std::pair{store_kind_, store_}, std::pair{other.store_kind_, other.store_}})
-    if (kind == detail::table_store_kind::suppression_buffer)
+    throw error(errc::invalid_topology, "table join of " + described() + " and " + other.described() +
+                                            ": the result's store needs a name (materialized{.name = ...})");
+  for (const auto* table : {&suppressed_of_, &other.suppressed_of_})
+    if (!table->empty())
       throw error(errc::invalid_topology,
-                  "table join of '" + store_ + "' and '" + other.store_ + "': '" + name +
-                      "' is a suppressed table, whose store is the suppression buffer, not the table's rows; join "
-                      "the table before suppressing it (suppress the join's result instead)");
+                  "table join of " + described() + " and " + other.described() +
+                      ": a suppressed table cannot be joined in sluice (its suppression buffer does not answer "
+                      "lookups of what it has emitted); join the table before suppressing it and suppress the "
+                      "join's result instead");
   constexpr const char* this_kind = Kind == detail::table_join_kind::inner  ? "KTABLE-JOINTHIS"
                                     : Kind == detail::table_join_kind::left ? "KTABLE-LEFTJOINTHIS"
                                                                             : "KTABLE-OUTERJOINTHIS";
@@ -59,29 +58,39 @@ auto ktable<K, V>::joined(const ktable<K, VO>& other, F joiner, materialized sto
                                                                              : "KTABLE-OUTERJOINOTHER";
   auto& g = *g_;
   auto spec = detail::store_spec_for(store);
-  spec.codec = detail::make_store_codec<K, Out>();
+  // A windowed key has no text form for interactive queries: the store has no codec then.
+  if constexpr (!windowed_key) spec.codec = detail::make_store_codec<K, Out>();
   g.add_store(std::move(spec));
   // A table read from a topic passes its deletions on from its source node (after its store
   // applied them: the source's children run in the order they were added, the store's
-  // materializing node first); an aggregation's table never deletes and passes its values.
-  auto side = [&]<class VThis, class VOther, class Input, detail::table_join_side Side>(
-                  const ktable<K, Input>& self, const std::string& other_store, const char* kind) {
+  // materializing node first); an aggregation's table never deletes and passes its values (a
+  // session aggregation's table passes the sessions merged away as nullopt). A side reads the
+  // other table by key from its key-value store, or, for a windowed aggregation's table, by
+  // key and window from its window or session store (Kafka Streams' windowed value getters).
+  auto side = [&]<class VThis, class VOther, class Input, detail::table_join_side Side, class VOtherTable>(
+                  const ktable<K, Input>& self, const ktable<K, VOtherTable>& other_table, const char* kind) {
+    auto make = [&]<class Getter>() {
+      if (self.update_node_)
+        return detail::factory_of(
+            detail::table_join_side_node<K, std::optional<VThis>, VThis, VOther, Out, F, Kind, Side, Getter>(
+                other_table.store_, store.name, joiner));
+      return detail::factory_of(detail::table_join_side_node<K, Input, VThis, VOther, Out, F, Kind, Side, Getter>(
+          other_table.store_, store.name, joiner));
+    };
     std::function<std::unique_ptr<detail::node>()> factory;
-    if (self.update_node_)
-      factory =
-          detail::factory_of(detail::table_join_side_node<K, std::optional<VThis>, VThis, VOther, Out, F, Kind, Side>(
-              other_store, store.name, joiner));
-    else
-      factory = detail::factory_of(
-          detail::table_join_side_node<K, Input, VThis, VOther, Out, F, Kind, Side>(other_store, store.name, joiner));
+    if constexpr (windowed_key) {
+      if (other_table.store_kind_ == detail::table_store_kind::window)
+        factory = make.template operator()<detail::window_table_getter<K, VOther>>();
+    }
+    if (!factory) factory = make.template operator()<detail::key_value_getter<K, VOther>>();
     return g.add({.name = g.name(kind),
                   .kind = detail::node_kind::processor,
-                  .stores = {other_store, store.name},
+                  .stores = {other_table.store_, store.name},
                   .parents = {self.update_node_.value_or(self.node_)},
                   .factory = std::move(factory)});
   };
-  auto left = side.template operator()<VL, VR, V, detail::table_join_side::left>(*this, other.store_, this_kind);
-  auto right = side.template operator()<VR, VL, VO, detail::table_join_side::right>(other, store_, other_kind);
+  auto left = side.template operator()<VL, VR, V, detail::table_join_side::left>(*this, other, this_kind);
+  auto right = side.template operator()<VR, VL, VO, detail::table_join_side::right>(other, *this, other_kind);
   auto merge = g.add({.name = g.name("KTABLE-MERGE"),
                       .kind = detail::node_kind::processor,
                       .stores = {store.name},

@@ -46,9 +46,9 @@ constexpr std::int64_t base_time = 1'700'000'000'000;  // a multiple of every wi
 
 /// The outputs both jobs write, OUT_PREFIX-<name> (WindowedTopologies.java).
 const std::vector<std::string> outputs = {
-    "tumbling-count",   "hopping-aggregate", "sliding-count",     "session-count",
-    "suppressed-count", "stream-inner-join", "stream-outer-join", "stream-asymmetric-outer-join",
-    "table-outer-join"};
+    "tumbling-count",   "hopping-aggregate",   "sliding-count",     "session-count",
+    "suppressed-count", "stream-inner-join",   "stream-outer-join", "stream-asymmetric-outer-join",
+    "table-outer-join", "windowed-table-join", "session-table-join"};
 
 std::string show(const std::optional<std::string>& v) { return v ? *v : "null"; }
 
@@ -56,10 +56,9 @@ std::string show(const std::optional<std::string>& v) { return v ? *v : "null"; 
 sluice::topology windowed_topologies(const std::string& in, const std::string& out) {
   sluice::streams_builder b;
   auto by_key = b.stream<std::string, std::string>(in + "-events").group_by_key();
-  by_key.windowed_by(sluice::time_windows::of_size_and_grace(100ms, 50ms))
-      .count("tumbling-count")
-      .to_stream()
-      .to(out + "-tumbling-count");
+  auto tumbling_count =
+      by_key.windowed_by(sluice::time_windows::of_size_and_grace(100ms, 50ms)).count("tumbling-count");
+  tumbling_count.to_stream().to(out + "-tumbling-count");
   by_key.windowed_by(sluice::time_windows::of_size_and_grace(100ms, 50ms).advance_by(50ms))
       .aggregate([] { return std::string(); },
                  [](const std::string&, const std::string& v, const std::string& agg) { return agg + v + ","; },
@@ -70,15 +69,37 @@ sluice::topology windowed_topologies(const std::string& in, const std::string& o
       .count("sliding-count")
       .to_stream()
       .to(out + "-sliding-count");
-  by_key.windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(50ms, 50ms))
-      .count("session-count")
-      .to_stream()
-      .to(out + "-session-count");
+  auto session_count =
+      by_key.windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(50ms, 50ms)).count("session-count");
+  session_count.to_stream().to(out + "-session-count");
   by_key.windowed_by(sluice::time_windows::of_size_and_grace(100ms, 50ms))
       .count("suppressed-count")
       .suppress(sluice::until_window_closes())
       .to_stream()
       .to(out + "-suppressed-count");
+
+  // Windowed tables joined on the windowed key: a time window by key and start, a session by
+  // key, start and end; sessions merged away leave the outer join.
+  auto concat = [](const std::string& agg, const std::string& v) { return agg + "," + v; };
+  auto tumbling_reduce =
+      by_key.windowed_by(sluice::time_windows::of_size_and_grace(100ms, 50ms)).reduce(concat, "tumbling-reduce");
+  tumbling_count
+      .join(
+          tumbling_reduce, [](std::int64_t n, const std::string& vs) { return std::to_string(n) + ":" + vs; },
+          "windowed-table-join")
+      .to_stream()
+      .to(out + "-windowed-table-join");
+  auto session_reduce = by_key.windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(50ms, 50ms))
+                            .reduce(concat, "session-reduce");
+  session_count
+      .outer_join(
+          session_reduce,
+          [](const std::optional<std::int64_t>& n, const std::optional<std::string>& vs) {
+            return (n ? std::to_string(*n) : "null") + "+" + show(vs);
+          },
+          "session-table-join")
+      .to_stream()
+      .to(out + "-session-table-join");
 
   auto left = b.stream<std::string, std::string>(in + "-left");
   auto right = b.stream<std::string, std::string>(in + "-right");

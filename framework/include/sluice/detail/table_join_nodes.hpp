@@ -13,7 +13,9 @@
 #include <string>
 
 #include "sluice/detail/dsl_nodes.hpp"
+#include "sluice/detail/window_nodes.hpp"
 #include "sluice/store.hpp"
+#include "sluice/windows.hpp"
 
 namespace sluice::detail {
 
@@ -23,6 +25,62 @@ enum class table_join_kind { inner, left, outer };
 
 /// Which input table a side node takes updates from.
 enum class table_join_side { left, right };
+
+/// How a side node reads the other table's current value for a key (Kafka Streams' value
+/// getters). The key-value getter reads a table kept in a key-value store (a table read from
+/// a topic, an aggregation, a join's result) by key; its values carry no timestamp.
+template <class K, class V>
+class key_value_getter {
+ public:
+  void init(task_context& task, const std::string& store) {
+    store_.emplace(store_handle_factory::make<key_value_store<K, V>>(task.store(store), &task));
+  }
+  /// The value of `key`, if any; leaves `timestamp` as it is.
+  std::optional<V> get(const K& key, std::int64_t&) { return store_->get(key); }
+
+ private:
+  std::optional<key_value_store<K, V>> store_;
+};
+
+/// The getter of a windowed aggregation's table (its window store), as Kafka Streams'
+/// KStreamWindowAggregate / KStreamSessionWindowAggregate value getters: a time window by
+/// key and window start (the window store's value and the timestamp of its latest update), a
+/// session by key, start and end (timestamped with its end). Specialized below.
+template <class K, class V>
+class window_table_getter;
+
+template <class K, class V>
+class window_table_getter<windowed<K>, V> {
+ public:
+  void init(task_context& task, const std::string& store) { store_.emplace(task.store(store), &task); }
+  /// The window's value, if present and not expired; raises `timestamp` to its timestamp.
+  std::optional<V> get(const windowed<K>& key, std::int64_t& timestamp) {
+    auto v = store_->fetch(key.key, key.window.start);
+    if (!v) return std::nullopt;
+    timestamp = std::max(timestamp, v->timestamp);
+    return std::move(v->value);
+  }
+
+ private:
+  std::optional<window_aggregate_store_handle<K, V>> store_;
+};
+
+template <class K, class V>
+class window_table_getter<session_windowed<K>, V> {
+ public:
+  void init(task_context& task, const std::string& store) { store_.emplace(task.store(store), &task); }
+  /// The session's value when the store holds exactly this session (the key's session ending
+  /// at its end starts at its start), not expired; raises `timestamp` to the session's end.
+  std::optional<V> get(const session_windowed<K>& key, std::int64_t& timestamp) {
+    auto v = store_->fetch(key.key, key.window.end);
+    if (!v || v->start != key.window.start) return std::nullopt;
+    timestamp = std::max(timestamp, key.window.end);
+    return std::move(v->value);
+  }
+
+ private:
+  std::optional<session_aggregate_store_handle<K, V>> store_;
+};
 
 /// One side of a table–table join. In: record<K, I>, the updates of this side's table, where
 /// I is VThis (a table whose updates are never deletions: an aggregation's) or
@@ -44,15 +102,20 @@ enum class table_join_side { left, right };
 /// "The join had a row for the key" is read from the result store: for left and outer joins
 /// it has one exactly when this side had one before (the other side being absent), which is
 /// what Kafka Streams learns from the old value it enables on the input tables.
-template <class K, class I, class VThis, class VOther, class VO, class F, table_join_kind Kind, table_join_side Side>
-class table_join_side_node final : public emitting_node<K, I, K, std::optional<VO>> {
+///
+/// Getter reads the other table (key_value_getter or window_table_getter). A result carries
+/// the update's timestamp, or the other side's when that is larger and known (a windowed
+/// table's), as Kafka Streams' max of both.
+template <class K, class I, class VThis, class VOther, class VO, class F, table_join_kind Kind, table_join_side Side,
+          class Getter = key_value_getter<K, VOther>>
+class table_join_side_node final : public typed_node<K, I> {
  public:
   table_join_side_node(std::string other_store, std::string result_store, F joiner)
       : other_name_(std::move(other_store)), result_name_(std::move(result_store)), joiner_(std::move(joiner)) {}
 
   void init(task_context& task) override {
     node::init(task);
-    other_.emplace(store_handle_factory::make<key_value_store<K, VOther>>(task.store(other_name_), &task));
+    other_.init(task, other_name_);
     result_.emplace(store_handle_factory::make<key_value_store<K, VO>>(task.store(result_name_), &task));
   }
 
@@ -63,28 +126,36 @@ class table_join_side_node final : public emitting_node<K, I, K, std::optional<V
     } else {
       self = &r.value;
     }
-    const std::optional<VOther> other = other_->get(r.key);
+    std::int64_t timestamp = r.timestamp;
+    const std::optional<VOther> other = other_.get(r.key, timestamp);
+    auto emit = [&](std::optional<VO> value) {
+      out_.key = r.key;
+      out_.value = std::move(value);
+      out_.timestamp = timestamp;
+      out_.headers = r.headers;
+      this->forward_erased(&out_);
+    };
     if constexpr (Kind == table_join_kind::inner) {
       if (!other) return;
-      if (!self) return this->emit(r.key, std::optional<VO>(), r);
-      return this->emit(r.key, std::optional<VO>(join(*self, *other)), r);
+      if (!self) return emit(std::optional<VO>());
+      return emit(std::optional<VO>(join(*self, *other)));
     } else if constexpr (Kind == table_join_kind::left && Side == table_join_side::right) {
       if (!other) return;  // no left row: a left join has no row for the key
       std::optional<VThis> right;
       if (self) right = *self;
-      return this->emit(r.key, std::optional<VO>(std::invoke(joiner_, *other, right)), r);
+      return emit(std::optional<VO>(std::invoke(joiner_, *other, right)));
     } else {
       // left join's left side, and both sides of an outer join
       if (!other && !self && !result_->get(r.key)) return;
-      if (!self && (Kind == table_join_kind::left || !other)) return this->emit(r.key, std::optional<VO>(), r);
+      if (!self && (Kind == table_join_kind::left || !other)) return emit(std::optional<VO>());
       std::optional<VThis> mine;
       if (self) mine = *self;
       if constexpr (Kind == table_join_kind::left) {
-        return this->emit(r.key, std::optional<VO>(std::invoke(joiner_, *mine, other)), r);
+        return emit(std::optional<VO>(std::invoke(joiner_, *mine, other)));
       } else if constexpr (Side == table_join_side::left) {
-        return this->emit(r.key, std::optional<VO>(std::invoke(joiner_, mine, other)), r);
+        return emit(std::optional<VO>(std::invoke(joiner_, mine, other)));
       } else {
-        return this->emit(r.key, std::optional<VO>(std::invoke(joiner_, other, mine)), r);
+        return emit(std::optional<VO>(std::invoke(joiner_, other, mine)));
       }
     }
   }
@@ -100,8 +171,9 @@ class table_join_side_node final : public emitting_node<K, I, K, std::optional<V
   std::string other_name_;
   std::string result_name_;
   F joiner_;
-  std::optional<key_value_store<K, VOther>> other_;
+  Getter other_;
   std::optional<key_value_store<K, VO>> result_;
+  record<K, std::optional<VO>> out_;
 };
 
 /// The merge point of a table–table join: applies each result of either side to the join's

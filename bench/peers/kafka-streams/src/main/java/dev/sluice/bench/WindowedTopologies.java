@@ -34,6 +34,7 @@ import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.SessionStore;
 import org.apache.kafka.streams.state.WindowStore;
 
 final class WindowedTopologies {
@@ -49,10 +50,10 @@ final class WindowedTopologies {
     KStream<String, String> events = b.stream(in + "-events", Consumed.with(s, s));
     KGroupedStream<String, String> byKey = events.groupByKey(Grouped.with(s, s));
 
-    byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
-        .count(Materialized.as("tumbling-count"))
-        .toStream()
-        .to(out + "-tumbling-count", Produced.with(timeWindowed, Serdes.Long()));
+    KTable<Windowed<String>, Long> tumblingCount =
+        byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
+            .count(Materialized.as("tumbling-count"));
+    tumblingCount.toStream().to(out + "-tumbling-count", Produced.with(timeWindowed, Serdes.Long()));
 
     byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)).advanceBy(Duration.ofMillis(50)))
         .aggregate(() -> "", (k, v, agg) -> agg + v + ",",
@@ -65,16 +66,37 @@ final class WindowedTopologies {
         .toStream()
         .to(out + "-sliding-count", Produced.with(timeWindowed, Serdes.Long()));
 
-    byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(50), Duration.ofMillis(50)))
-        .count(Materialized.as("session-count"))
-        .toStream()
-        .to(out + "-session-count", Produced.with(sessionWindowed, Serdes.Long()));
+    KTable<Windowed<String>, Long> sessionCount =
+        byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(50), Duration.ofMillis(50)))
+            .count(Materialized.as("session-count"));
+    sessionCount.toStream().to(out + "-session-count", Produced.with(sessionWindowed, Serdes.Long()));
 
     byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
         .count(Materialized.as("suppressed-count"))
         .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
         .toStream()
         .to(out + "-suppressed-count", Produced.with(timeWindowed, Serdes.Long()));
+
+    KTable<Windowed<String>, String> tumblingReduce =
+        byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
+            .reduce((agg, v) -> agg + "," + v,
+                    Materialized.<String, String, WindowStore<Bytes, byte[]>>as("tumbling-reduce").withValueSerde(s));
+    tumblingCount
+        .join(tumblingReduce, (n, vs) -> n + ":" + vs,
+              Materialized.<Windowed<String>, String, KeyValueStore<Bytes, byte[]>>as("windowed-table-join")
+                  .withKeySerde(timeWindowed).withValueSerde(s))
+        .toStream()
+        .to(out + "-windowed-table-join", Produced.with(timeWindowed, s));
+    KTable<Windowed<String>, String> sessionReduce =
+        byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(50), Duration.ofMillis(50)))
+            .reduce((agg, v) -> agg + "," + v,
+                    Materialized.<String, String, SessionStore<Bytes, byte[]>>as("session-reduce").withValueSerde(s));
+    sessionCount
+        .outerJoin(sessionReduce, (n, vs) -> (n == null ? "null" : n.toString()) + "+" + show(vs),
+                   Materialized.<Windowed<String>, String, KeyValueStore<Bytes, byte[]>>as("session-table-join")
+                       .withKeySerde(sessionWindowed).withValueSerde(s))
+        .toStream()
+        .to(out + "-session-table-join", Produced.with(sessionWindowed, s));
 
     KStream<String, String> left = b.stream(in + "-left", Consumed.with(s, s));
     KStream<String, String> right = b.stream(in + "-right", Consumed.with(s, s));
