@@ -3,6 +3,7 @@
 // (bench/callgrind) and quick CPU figures.
 //
 //   sluice-bench-hotpath --workload count|throttle|overflow [--records N] [--keys K] [--commit-every C]
+//                        [--changelog-buffer-bytes B]   (statestore.changelog.buffer.bytes; 0 = every write)
 //
 // The records are those bench/run loads (sluice-bench-tool load): key k<i % K> (default: 10,000
 // keys for count; N/100 for throttle, bench/run's density, so the same share is throttled); count: 100-byte
@@ -163,6 +164,7 @@ sluice::topology overflow_topology() {
 int main(int argc, char** argv) {
   std::string workload;
   long long records = 100'000, keys = 0, commit_every = 10'000;
+  std::string changelog_buffer_bytes;  // empty: the configuration's default
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (i + 1 < argc && a == "--workload")
@@ -173,6 +175,8 @@ int main(int argc, char** argv) {
       keys = std::atoll(argv[++i]);
     else if (i + 1 < argc && a == "--commit-every")
       commit_every = std::atoll(argv[++i]);
+    else if (i + 1 < argc && a == "--changelog-buffer-bytes")
+      changelog_buffer_bytes = argv[++i];
     else {
       workload.clear();
       break;
@@ -187,7 +191,7 @@ int main(int argc, char** argv) {
         stderr,
         "usage: %s --workload count|throttle|overflow [--records N (100000)] [--keys K (count, overflow: 10000; "
         "throttle: N/100)] "
-        "[--commit-every C (10000)]\n",
+        "[--commit-every C (10000)] [--changelog-buffer-bytes B (statestore.changelog.buffer.bytes)]\n",
         argv[0]);
     return 2;
   }
@@ -200,6 +204,7 @@ int main(int argc, char** argv) {
     d.commit_every_records = static_cast<std::size_t>(commit_every);
     sluice::config cfg;
     cfg.set("application.id", "bench-hotpath");
+    if (!changelog_buffer_bytes.empty()) cfg.set("statestore.changelog.buffer.bytes", changelog_buffer_bytes);
     sluice::testing::topology_test_driver driver(workload == "count"      ? count_topology()
                                                  : workload == "throttle" ? throttle_topology()
                                                                           : overflow_topology(),

@@ -32,6 +32,9 @@ constexpr config_key keys[] = {
     {"state.memory.budget.bytes", "268435456",
      "One budget for RocksDB's block cache and write buffers, shared by every store of the process; at least 8388608 "
      "(8 MiB)."},
+    {"statestore.changelog.buffer.bytes", "4194304",
+     "Per task: a key-value store's changelog gets the last write per key of each commit; the task buffers up to "
+     "this many key and value bytes of them before sending early. 0 sends every write at once."},
     {"replication.factor", "-1",
      "Replication factor of the internal topics sluice creates (repartition, changelog, dead letter); -1 = the "
      "broker's default.replication.factor."},
@@ -93,6 +96,7 @@ constexpr numeric_range ranges[] = {
     {"num.stream.threads", 1, 256, "each thread has three Kafka clients"},
     {"state.memory.budget.bytes", std::int64_t{8} << 20, std::int64_t{1} << 40,
      "RocksDB needs 8 MiB for its block cache and write buffers"},
+    {"statestore.changelog.buffer.bytes", 0, std::int64_t{1} << 40, "0 turns buffering off"},
     {"replication.factor", -1, 32767, "-1 is the broker's default.replication.factor; Kafka's limit is 32767"},
 };
 

@@ -372,6 +372,7 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
   s.on_processing_error = cfg.get_error_policy("processing.error.handler");
   s.dead_letter_topic = cfg.dead_letter_topic();
   s.max_task_idle_ms = cfg.max_task_idle_ms();
+  s.changelog_buffer_bytes = cfg.get_int("statestore.changelog.buffer.bytes", 0, std::int64_t{1} << 40);
   s.rocksdb = rocksdb.get();
   s.metrics = &metrics;
   s.global_views = globals->views();

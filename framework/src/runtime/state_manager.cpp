@@ -20,9 +20,70 @@ std::int64_t changelog_position(const state::state_store& store) {
 }
 }  // namespace
 
+changelog_logger::changelog_logger(std::string topic, std::int32_t partition, record_sender& sender,
+                                   changelog_batching batching, changelog_buffer_budget* budget)
+    : topic_(std::move(topic)),
+      partition_(partition),
+      sender_(sender),
+      batching_(budget == nullptr || budget->bound <= 0 ? changelog_batching::per_write : batching),
+      budget_(budget) {}
+
+changelog_logger::~changelog_logger() = default;
+
+void changelog_logger::add_bytes(std::int64_t delta) noexcept {
+  buffered_bytes_ += delta;
+  budget_->used += delta;
+}
+
+void changelog_logger::log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) {
+  if (timestamp < 0) timestamp = 0;
+  if (batching_ == changelog_batching::per_write) {
+    sender_.send(topic_, partition_, key, value, timestamp, no_headers_);
+    ++sent_;
+    return;
+  }
+  entry* e = nullptr;
+  if (auto it = index_.find(key); it != index_.end()) {
+    e = &buffer_[it->second];
+    add_bytes(-bytes_of(*e));
+  } else {
+    e = &buffer_.emplace_back();
+    e->key.assign(key);
+    index_.emplace(std::string_view(e->key), buffer_.size() - 1);
+  }
+  e->tombstone = !value.has_value();
+  if (value)
+    e->value.assign(*value);
+  else
+    e->value.clear();
+  e->timestamp = timestamp;
+  add_bytes(bytes_of(*e));
+  if (budget_->used > budget_->bound) send();
+}
+
+void changelog_logger::send() {
+  for (const auto& e : buffer_) {
+    std::optional<std::string_view> value;
+    if (!e.tombstone) value = e.value;
+    sender_.send(topic_, partition_, e.key, value, e.timestamp, no_headers_);
+  }
+  sent_ += static_cast<std::int64_t>(buffer_.size());
+  index_.clear();
+  buffer_.clear();
+  if (budget_ != nullptr) add_bytes(-buffered_bytes_);
+}
+
+void changelog_logger::drop() noexcept {
+  index_.clear();
+  buffer_.clear();
+  if (budget_ != nullptr) add_bytes(-buffered_bytes_);
+  sent_ = 0;
+}
+
 state_manager::state_manager(task_id id, const task_services& services, record_sender& sender,
                              std::shared_ptr<std::atomic<std::int64_t>> stream_clock)
     : id_(id), name_(id.to_string()), services_(services), sender_(sender), stream_clock_(std::move(stream_clock)) {
+  changelog_budget_.bound = services_.changelog_buffer_bytes;
   const auto& topo = *services_.topo;
   const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(id.subtopology));
   bool persistent =
@@ -74,7 +135,12 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
   }
   if (spec.logged) {
     ts.changelog_topic = detail::changelog_topic(services_.application_id, spec.name);
-    ts.changelog = std::make_unique<changelog_logger>(ts.changelog_topic, id_.partition, sender_);
+    // Only a plain key-value store's restore is last-write-wins per key whatever the order of
+    // writes to different keys; every other kind (queue, window, ranked index, custom) logs
+    // each write at once, in order, so its restore stays exactly what it was.
+    const auto batching = spec.make_store ? changelog_batching::per_write : changelog_batching::last_write_per_commit;
+    ts.changelog =
+        std::make_unique<changelog_logger>(ts.changelog_topic, id_.partition, sender_, batching, &changelog_budget_);
   }
   // A store kind of its own is built over the storage; a plain key-value store is the storage.
   if (spec.make_store) {
@@ -115,10 +181,15 @@ void state_manager::commit(const changelog_offsets& next_offset) {
   }
 }
 
+void state_manager::send_changelogs() {
+  for (auto& s : stores_)
+    if (s.changelog) s.changelog->send();
+}
+
 void state_manager::abort() {
   for (auto& s : stores_) {
     s.store->abort();
-    if (s.changelog) s.changelog->reset();
+    if (s.changelog) s.changelog->drop();
   }
 }
 
@@ -154,6 +225,9 @@ void state_manager::close(close_mode mode) noexcept {
   for (auto& s : stores_) {
     try {
       if (mode == close_mode::dirty) s.store->abort();
+      // Buffered changelog writes: a clean close follows a commit that sent them; a dirty
+      // one drops them with the transaction (or uncommitted input) they belong to.
+      if (s.changelog) s.changelog->drop();
       s.store->close();
     } catch (const std::exception& e) {
       spdlog::warn("task {}: closing store '{}' failed: {}", name_, s.spec->name, e.what());

@@ -11,12 +11,14 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/record_collector.hpp"
@@ -34,25 +36,84 @@ struct task_services;
 /// (after a failure or an aborted transaction) drops pending writes first.
 enum class close_mode { clean, dirty };
 
+/// How a store's changelog records leave the task.
+enum class changelog_batching {
+  /// Every write is sent at once, in write order: for store kinds that log something other
+  /// than independent per-key values, or whose restore depends on the order of writes to
+  /// different keys (queue stores, window stores, ranked indexes, custom kinds).
+  per_write,
+  /// The last write per key since the last commit is kept and sent when the task commits
+  /// (or early, past the task's buffer bound): plain key-value stores, whose restore is
+  /// last-write-wins per key, so a restore ends in the same state with fewer records.
+  last_write_per_commit,
+};
+
+/// Bytes a task's changelog loggers buffer (shared by the loggers of one task's stores) and
+/// the bound past which a logger sends its buffer early (statestore.changelog.buffer.bytes).
+struct changelog_buffer_budget {
+  std::int64_t bound = 0;  ///< 0: no buffering, every write is sent at once
+  std::int64_t used = 0;
+};
+
 /// Sends a store's writes to its changelog partition, counting them since the last commit.
+///
+/// Under last_write_per_commit the writes wait in a buffer holding the last value (or
+/// tombstone) and timestamp per key, in the order each key was first written; send() hands
+/// them to the sender, drop() forgets them (an aborted transaction's writes). The stream
+/// thread calls send() before it flushes the producer and commits offsets (at-least-once)
+/// or commits the transaction (exactly-once), so the delivery reports the store's committed
+/// changelog offset comes from cover every buffered write.
+///
+/// Threading: owned by a task's state_manager, used by that task's stream thread only.
 class changelog_logger final : public detail::changelog_writer {
  public:
-  changelog_logger(std::string topic, std::int32_t partition, record_sender& sender)
-      : topic_(std::move(topic)), partition_(partition), sender_(sender) {}
-  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
-    sender_.send(topic_, partition_, key, value, timestamp < 0 ? 0 : timestamp, no_headers_);
-    ++uncommitted_;
-  }
-  /// Writes since the last reset (the last commit or abort).
-  std::int64_t uncommitted() const noexcept { return uncommitted_; }
-  void reset() noexcept { uncommitted_ = 0; }
+  changelog_logger(std::string topic, std::int32_t partition, record_sender& sender,
+                   changelog_batching batching = changelog_batching::per_write,
+                   changelog_buffer_budget* budget = nullptr);
+  ~changelog_logger() override;
+  changelog_logger(const changelog_logger&) = delete;
+  changelog_logger& operator=(const changelog_logger&) = delete;
+
+  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override;
+  /// Sends the buffered writes (one record per key) and empties the buffer.
+  void send();
+  /// Forgets the buffered writes and the count (the transaction they belonged to aborted).
+  void drop() noexcept;
+  /// Changelog records of the open commit: those sent since the last reset plus those
+  /// buffered (one per key), i.e. what the commit will have added to the changelog. The
+  /// early-commit policy (state_manager::commit_due) measures this, not the writes made.
+  std::int64_t uncommitted() const noexcept { return sent_ + static_cast<std::int64_t>(buffer_.size()); }
+  /// Records handed to the sender since the last reset.
+  std::int64_t sent() const noexcept { return sent_; }
+  /// Writes waiting in the buffer (one per key).
+  std::size_t buffered() const noexcept { return buffer_.size(); }
+  /// Key and value bytes waiting in the buffer.
+  std::int64_t buffered_bytes() const noexcept { return buffered_bytes_; }
+  /// After a commit: the count starts again. Precondition: send() since the last write.
+  void reset() noexcept { sent_ = 0; }
 
  private:
+  struct entry {
+    std::string key;
+    std::string value;
+    bool tombstone = false;
+    std::int64_t timestamp = 0;
+  };
+  static std::int64_t bytes_of(const entry& e) noexcept {
+    return static_cast<std::int64_t>(e.key.size() + e.value.size());
+  }
+  void add_bytes(std::int64_t delta) noexcept;
+
   std::string topic_;
   std::int32_t partition_;
   record_sender& sender_;
+  changelog_batching batching_;
+  changelog_buffer_budget* budget_;
   sluice::headers no_headers_;
-  std::int64_t uncommitted_ = 0;
+  std::int64_t sent_ = 0;
+  std::deque<entry> buffer_;  // first-write order; a deque, so index_'s views stay valid as it grows
+  std::unordered_map<std::string_view, std::size_t> index_;  // key (viewing buffer_'s) -> position
+  std::int64_t buffered_bytes_ = 0;
 };
 
 /// A store of a task and where its changelog goes.
@@ -86,7 +147,10 @@ class state_manager {
   /// Applies pending writes with the changelog offset each store now reflects (after Kafka
   /// committed the transaction or the input offsets).
   void commit(const changelog_offsets& next_offset);
-  /// Drops pending writes (after an aborted transaction).
+  /// Sends the changelog writes its loggers buffer (the last per key since the last
+  /// commit). Call before the producer is flushed or the transaction committed.
+  void send_changelogs();
+  /// Drops pending writes and buffered changelog writes (after an aborted transaction).
   void abort();
   /// Flushes memtables so a crash replays a short tail.
   void checkpoint();
@@ -113,7 +177,8 @@ class state_manager {
   std::shared_ptr<std::atomic<std::int64_t>> stream_clock_;
   std::optional<state::task_directory> directory_;
   std::vector<task_store> stores_;
-  std::vector<std::int64_t> checkpointed_;  // per store: committed_offset() at the last flush (or open)
+  changelog_buffer_budget changelog_budget_;  // shared by the loggers of this task's stores
+  std::vector<std::int64_t> checkpointed_;    // per store: committed_offset() at the last flush (or open)
 };
 
 }  // namespace sluice::runtime

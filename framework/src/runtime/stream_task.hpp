@@ -69,6 +69,10 @@ struct task_services {
   /// max.task.idle.ms: how long a task reading several partitions waits for an empty one
   /// that is caught up before it processes the others' records anyway; -1 never waits.
   std::int64_t max_task_idle_ms = 0;
+  /// statestore.changelog.buffer.bytes: bytes of last-writes-per-key a task's key-value
+  /// stores buffer for their changelogs between commits before sending early; 0 sends every
+  /// write at once.
+  std::int64_t changelog_buffer_bytes = 0;
 };
 
 class stream_task final : public detail::task_context {

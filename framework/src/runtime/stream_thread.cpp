@@ -300,6 +300,10 @@ void stream_thread::commit_all() {
   last_commit_ = clock_type::now();
   auto offsets = running_offsets(false);
   auto& tasks = tasks_->tasks();
+  // The key-value stores' last writes per key go out first, into the transaction about to
+  // commit (exactly-once) or ahead of the flush the offset commit waits for (at-least-once).
+  for (auto& [id, task] : tasks)
+    if (task->running()) task->stores().send_changelogs();
   auto next_offset = [this](const std::string& topic, std::int32_t partition) {
     return collector_->next_changelog_offset(topic, partition);
   };

@@ -208,6 +208,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
   }
 
   void commit() {
+    for (auto& [id, task] : tasks) task->stores().send_changelogs();
     auto offsets = [this](const std::string& topic, std::int32_t partition) -> std::optional<state::changelog_offset> {
       auto it = next_offset.find({topic, partition});
       if (it == next_offset.end()) return std::nullopt;
@@ -247,6 +248,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   // max.message.bytes of their own.
   s.record_limits = runtime::record_size_limits(runtime::producer_max_message_bytes(d.cfg));
   s.max_task_idle_ms = d.cfg.max_task_idle_ms();
+  s.changelog_buffer_bytes = d.cfg.get_int("statestore.changelog.buffer.bytes", 0, std::int64_t{1} << 40);
   s.metrics = &d.metrics;
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };

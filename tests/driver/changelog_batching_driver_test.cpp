@@ -1,0 +1,80 @@
+// The key-value changelog carries the last write per key of each commit
+// (statestore.changelog.buffer.bytes), observed on the changelog topic the TopologyTestDriver
+// keeps: a count whose keys repeat between two commits sends one record per key per commit,
+// holding the count the store reached; with buffering off, one record per write as before.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/builder.hpp"
+#include "sluice/config.hpp"
+#include "sluice/test_driver.hpp"
+
+namespace {
+
+using sluice::testing::topology_test_driver;
+
+sluice::topology count_topology() {
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("in").group_by_key().count("c").to_stream().to("out");
+  return b.build();
+}
+
+/// Keys of the unread changelog records of store "c", in changelog order.
+std::vector<std::string> changelog_keys(topology_test_driver& d) {
+  std::vector<std::string> keys;
+  auto& q = d.records("test-driver-c-changelog");
+  for (const auto& m : q) keys.push_back(m.key.value_or("<null>"));
+  return keys;
+}
+
+TEST(changelog_batching, a_count_logs_one_record_per_key_per_commit) {
+  topology_test_driver d(count_topology(), {}, {.commit_every_records = 6});
+  auto in = d.input_topic<std::string, std::string>("in");
+  for (const char* k : {"a", "b", "a", "a", "b", "a"}) in.pipe(k, "x");
+  // One commit: a written 4 times and b twice, in first-write order, each with its last count.
+  EXPECT_EQ(changelog_keys(d), (std::vector<std::string>{"a", "b"}));
+  auto changelog = d.output_topic<std::string, std::int64_t>("test-driver-c-changelog").read_key_values_to_map();
+  EXPECT_EQ(changelog["a"], 4);
+  EXPECT_EQ(changelog["b"], 2);
+  // The next commit again sends each key it wrote once.
+  for (const char* k : {"b", "b", "b", "b", "b", "b"}) in.pipe(k, "x");
+  EXPECT_EQ(changelog_keys(d), (std::vector<std::string>{"b"}));
+  auto second = d.output_topic<std::string, std::int64_t>("test-driver-c-changelog").read_key_values_to_map();
+  EXPECT_EQ(second["b"], 8);
+  // The outputs are not batched: every update of the count went downstream.
+  auto out = d.output_topic<std::string, std::int64_t>("out");
+  EXPECT_EQ(out.size(), 12u);
+}
+
+TEST(changelog_batching, nothing_is_sent_before_the_commit_and_everything_at_it) {
+  topology_test_driver d(count_topology(), {}, {.commit_every_records = 3});
+  auto in = d.input_topic<std::string, std::string>("in");
+  in.pipe("a", "x");
+  in.pipe("a", "x");
+  EXPECT_TRUE(changelog_keys(d).empty());
+  in.pipe("c", "x");  // the third record commits
+  EXPECT_EQ(changelog_keys(d), (std::vector<std::string>{"a", "c"}));
+}
+
+TEST(changelog_batching, buffering_off_logs_every_write) {
+  sluice::config c;
+  c.set("statestore.changelog.buffer.bytes", "0");
+  topology_test_driver d(count_topology(), c, {.commit_every_records = 6});
+  auto in = d.input_topic<std::string, std::string>("in");
+  for (const char* k : {"a", "b", "a", "a", "b", "a"}) in.pipe(k, "x");
+  EXPECT_EQ(changelog_keys(d), (std::vector<std::string>{"a", "b", "a", "a", "b", "a"}));
+}
+
+TEST(changelog_batching, a_full_buffer_is_sent_before_the_commit) {
+  sluice::config c;
+  c.set("statestore.changelog.buffer.bytes", "1");  // every write passes the bound
+  topology_test_driver d(count_topology(), c, {.commit_every_records = 100});
+  auto in = d.input_topic<std::string, std::string>("in");
+  for (const char* k : {"a", "a", "b"}) in.pipe(k, "x");
+  EXPECT_EQ(changelog_keys(d), (std::vector<std::string>{"a", "a", "b"}));
+}
+
+}  // namespace

@@ -1,0 +1,123 @@
+// changelog_logger on its own, over a sender that records what it is given: the last write
+// per key since the last commit (value or tombstone, with its timestamp), sent in first-write
+// order; the task-wide byte bound that sends early; drop() after an abort; the counts the
+// early-commit policy reads.
+#include "runtime/state_manager.hpp"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::runtime {
+namespace {
+
+struct sent_record {
+  std::string topic;
+  std::int32_t partition = -1;
+  std::string key;
+  std::optional<std::string> value;
+  std::int64_t timestamp = 0;
+  bool operator==(const sent_record&) const = default;
+};
+
+class recording_sender final : public record_sender {
+ public:
+  std::vector<sent_record> sent;
+  void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
+            const std::optional<std::string_view>& value, std::int64_t timestamp, const sluice::headers&) override {
+    sent.push_back({std::string(topic), partition, std::string(key.value_or("")),
+                    value ? std::optional<std::string>(*value) : std::nullopt, timestamp});
+  }
+};
+
+struct logger_fixture {
+  recording_sender sender;
+  changelog_buffer_budget budget{.bound = 1 << 20};
+  changelog_logger logger{"cl", 3, sender, changelog_batching::last_write_per_commit, &budget};
+};
+
+TEST(changelog_logger, sends_the_last_write_per_key_at_send_in_first_write_order) {
+  logger_fixture f;
+  f.logger.log("a", "1", 10);
+  f.logger.log("b", "1", 11);
+  f.logger.log("a", "2", 12);
+  f.logger.log("a", "3", 13);
+  EXPECT_TRUE(f.sender.sent.empty());
+  EXPECT_EQ(f.logger.buffered(), 2u);
+  f.logger.send();
+  EXPECT_EQ(f.sender.sent, (std::vector<sent_record>{{"cl", 3, "a", "3", 13}, {"cl", 3, "b", "1", 11}}));
+  EXPECT_EQ(f.logger.buffered(), 0u);
+  EXPECT_EQ(f.budget.used, 0);
+}
+
+TEST(changelog_logger, a_tombstone_replaces_a_value_and_a_value_a_tombstone) {
+  logger_fixture f;
+  f.logger.log("a", "1", 1);
+  f.logger.log("a", std::nullopt, 2);
+  f.logger.log("b", std::nullopt, 3);
+  f.logger.log("b", "back", 4);
+  f.logger.send();
+  EXPECT_EQ(f.sender.sent, (std::vector<sent_record>{{"cl", 3, "a", std::nullopt, 2}, {"cl", 3, "b", "back", 4}}));
+}
+
+TEST(changelog_logger, passing_the_task_bound_sends_early) {
+  recording_sender sender;
+  changelog_buffer_budget budget{.bound = 10};
+  changelog_logger one{"one", 0, sender, changelog_batching::last_write_per_commit, &budget};
+  changelog_logger two{"two", 0, sender, changelog_batching::last_write_per_commit, &budget};
+  one.log("k1", "12345", 0);  // 7 bytes of the task's 10
+  EXPECT_EQ(budget.used, 7);
+  one.log("k1", "1234", 0);  // overwritten: 6, not 13
+  EXPECT_EQ(budget.used, 6);
+  EXPECT_TRUE(sender.sent.empty());
+  two.log("k2", "123", 0);  // 11 > 10: the logger whose write passed the bound sends
+  ASSERT_EQ(sender.sent.size(), 1u);
+  EXPECT_EQ(sender.sent[0].topic, "two");
+  EXPECT_EQ(budget.used, 6);
+  EXPECT_EQ(two.sent(), 1);
+  EXPECT_EQ(one.buffered(), 1u);
+}
+
+TEST(changelog_logger, drop_forgets_the_buffer_and_the_count) {
+  logger_fixture f;
+  f.logger.log("a", "1", 0);
+  f.logger.send();
+  f.logger.log("b", "1", 0);
+  EXPECT_EQ(f.logger.uncommitted(), 2);
+  f.logger.drop();
+  EXPECT_EQ(f.logger.uncommitted(), 0);
+  EXPECT_EQ(f.budget.used, 0);
+  f.logger.send();
+  EXPECT_EQ(f.sender.sent.size(), 1u);  // only "a", sent before the abort
+}
+
+TEST(changelog_logger, uncommitted_counts_records_sent_and_buffered_not_writes) {
+  logger_fixture f;
+  for (int i = 0; i < 5; ++i) f.logger.log("a", "v", i);
+  f.logger.log("b", "v", 0);
+  EXPECT_EQ(f.logger.uncommitted(), 2);  // the commit will add two records to the changelog
+  f.logger.send();
+  f.logger.log("a", "w", 9);
+  EXPECT_EQ(f.logger.uncommitted(), 3);
+  f.logger.send();
+  f.logger.reset();
+  EXPECT_EQ(f.logger.uncommitted(), 0);
+}
+
+TEST(changelog_logger, per_write_and_a_zero_bound_send_every_write_at_once) {
+  recording_sender sender;
+  changelog_buffer_budget off{.bound = 0};
+  changelog_logger per_write{"p", 0, sender, changelog_batching::per_write, nullptr};
+  changelog_logger unbuffered{"u", 0, sender, changelog_batching::last_write_per_commit, &off};
+  per_write.log("a", "1", -5);  // a negative timestamp goes out as 0
+  per_write.log("a", "2", 1);
+  unbuffered.log("a", "1", 2);
+  EXPECT_EQ(sender.sent,
+            (std::vector<sent_record>{{"p", 0, "a", "1", 0}, {"p", 0, "a", "2", 1}, {"u", 0, "a", "1", 2}}));
+  EXPECT_EQ(per_write.uncommitted(), 2);
+}
+
+}  // namespace
+}  // namespace sluice::runtime
