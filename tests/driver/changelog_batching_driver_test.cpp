@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sluice/builder.hpp"
 #include "sluice/config.hpp"
+#include "sluice/processor.hpp"
+#include "sluice/store.hpp"
 #include "sluice/test_driver.hpp"
 
 namespace {
@@ -66,6 +70,35 @@ TEST(changelog_batching, buffering_off_logs_every_write) {
   auto in = d.input_topic<std::string, std::string>("in");
   for (const char* k : {"a", "b", "a", "a", "b", "a"}) in.pipe(k, "x");
   EXPECT_EQ(changelog_keys(d), (std::vector<std::string>{"a", "b", "a", "a", "b", "a"}));
+}
+
+TEST(changelog_batching, a_store_that_asks_for_it_logs_every_write_at_once) {
+  // A Processor API store with log_every_write beside the count's batched store, one task.
+  class keep_last : public sluice::processor<std::string, std::string, std::string, std::string> {
+   public:
+    void init(context_type& ctx) override {
+      processor::init(ctx);
+      last_.emplace(ctx.store<std::string, std::string>("last"));
+    }
+    void process(const sluice::record<std::string, std::string>& r) override { last_->put(r.key, r.value); }
+
+   private:
+    std::optional<sluice::key_value_store<std::string, std::string>> last_;
+  };
+  sluice::streams_builder b;
+  b.add_state_store({.name = "last", .log_every_write = true});
+  auto in = b.stream<std::string, std::string>("in");
+  in.process([] { return std::make_unique<keep_last>(); }, "last");
+  in.group_by_key().count("c").to_stream().to("out");
+  topology_test_driver d(b.build(), {}, {.commit_every_records = 6});
+  auto pipe = d.input_topic<std::string, std::string>("in");
+  pipe.pipe("a", "1");
+  pipe.pipe("a", "2");
+  // Sent at once, each write, before any commit; the count's store waits for the commit.
+  std::vector<std::string> values;
+  for (const auto& m : d.records("test-driver-last-changelog")) values.push_back(m.value.value_or("<null>"));
+  EXPECT_EQ(values, (std::vector<std::string>{"1", "2"}));
+  EXPECT_TRUE(changelog_keys(d).empty());
 }
 
 TEST(changelog_batching, a_full_buffer_is_sent_before_the_commit) {

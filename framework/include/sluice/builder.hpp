@@ -49,6 +49,11 @@ struct materialized {
   /// topology's own kinds (ranked index, queue) come with a function that fills this in.
   /// Default: empty, a key-value store.
   detail::store_factory make_store{};
+  /// Default: false, a key-value store's changelog gets the last write per key of each commit
+  /// (statestore.changelog.buffer.bytes). true: every write goes to the changelog at once, in
+  /// order, for a store whose at-least-once recovery should keep each write that reached the
+  /// broker before a crash (other store kinds always log every write).
+  bool log_every_write = false;
 };
 
 namespace detail {
@@ -57,7 +62,12 @@ namespace detail {
 /// changelog, ttl and RocksDB hook. Each operation adds what it knows: the store's kind
 /// (make_store) or the codec of its key and value types.
 inline store_spec store_spec_for(const materialized& m) {
-  return {.name = m.name, .backend = m.backend, .logged = m.logged, .ttl = m.ttl, .rocksdb_options = m.rocksdb_options};
+  return {.name = m.name,
+          .backend = m.backend,
+          .logged = m.logged,
+          .ttl = m.ttl,
+          .rocksdb_options = m.rocksdb_options,
+          .log_every_write = m.log_every_write};
 }
 
 /// Collects nodes and stores while the DSL is used; shared by every stream handle.

@@ -137,8 +137,10 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
     ts.changelog_topic = detail::changelog_topic(services_.application_id, spec.name);
     // Only a plain key-value store's restore is last-write-wins per key whatever the order of
     // writes to different keys; every other kind (queue, window, ranked index, custom) logs
-    // each write at once, in order, so its restore stays exactly what it was.
-    const auto batching = spec.make_store ? changelog_batching::per_write : changelog_batching::last_write_per_commit;
+    // each write at once, in order, so its restore stays exactly what it was. A key-value
+    // store may ask for the same (materialized::log_every_write).
+    const auto batching = spec.make_store || spec.log_every_write ? changelog_batching::per_write
+                                                                  : changelog_batching::last_write_per_commit;
     ts.changelog =
         std::make_unique<changelog_logger>(ts.changelog_topic, id_.partition, sender_, batching, &changelog_budget_);
   }

@@ -131,11 +131,16 @@ void add_overflow_buffer_stores(streams_builder& builder, const overflow_buffer_
   // entry per customer and each commit's writes search thousands of keys, not every version
   // of them (bench/README.md, "Direct path: instruction counts"). In-place values are not
   // snapshot-consistent for iterators; nothing iterates this store (gets only, on the task's
-  // thread).
-  builder.add_state_store({.name = o.customer_store, .rocksdb_options = [](rocksdb::Options& ro) {
-                             ro.inplace_update_support = true;
-                             ro.allow_concurrent_memtable_write = false;
-                           }});
+  // thread). Its changelog gets every write at once, not the last per commit: under
+  // at-least-once a restart after a crash then knows every record whose state write reached
+  // the broker as handled, and skips it instead of emitting it again.
+  builder.add_state_store({.name = o.customer_store,
+                           .rocksdb_options =
+                               [](rocksdb::Options& ro) {
+                                 ro.inplace_update_support = true;
+                                 ro.allow_concurrent_memtable_write = false;
+                               },
+                           .log_every_write = true});
   if (!o.rates_topic.empty()) builder.global_table<std::string, std::string>(o.rates_topic, o.rates_store);
 }
 

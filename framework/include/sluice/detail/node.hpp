@@ -226,6 +226,7 @@ struct store_spec {
   std::string source_topic;                      ///< global stores: the topic they follow
   state::rocksdb_config_setter rocksdb_options;  ///< expert hook (store_options::configure_rocksdb)
   store_factory make_store;                      ///< empty: the key-value store itself
+  bool log_every_write = false;                  ///< materialized::log_every_write
   /// > 0: the changelog topic is created `compact,delete` with this retention.ms (window
   /// stores: their retention + 1 day, as Kafka Streams); 0: `compact` only.
   std::chrono::milliseconds changelog_retention{0};
