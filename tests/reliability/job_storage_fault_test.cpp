@@ -342,9 +342,12 @@ TEST_F(job_storage_fault, damaged_store_files_are_detected_wiped_and_restored_fr
     overwrite(largest, 64, std::string(256, '\x5a'));
   }
 
-  // Opening detects the first three. The garbled block is found by the first read of a key
-  // in it: that run stops with a clear error and marks the store, and the next start wipes
-  // it. So at most two runs, four wipes in all, and the counts go on exactly.
+  // Opening detects the SST cut and the missing MANIFEST. The garbled block is found by the
+  // first read of a key in it: that run stops with a clear error and marks the store, and
+  // the next start wipes it. The cut MANIFEST is either refused (a wipe) or read by RocksDB
+  // as one whose last edits were never written, as after a crash during a write: an earlier
+  // version whose data and changelog offset were flushed together, so the store replays its
+  // changelog from there. Either way at most two runs, and the counts go on exactly.
   feed(5000);
   std::size_t wipes = 0;
   std::string logs;
@@ -372,6 +375,11 @@ TEST_F(job_storage_fault, damaged_store_files_are_detected_wiped_and_restored_fr
     std::cout << "run 0 stopped on the garbled block, as expected; restarting\n";
   }
   expect_exact_counts();
-  EXPECT_EQ(wipes, 4u) << "each damaged store is wiped once";
+  for (std::size_t task : {0u, 2u, 3u})
+    EXPECT_NE(logs.find("wiped store 'word-counts' in '" + stores[task].parent_path().string() + "'"),
+              std::string::npos)
+        << "task " << task << "'s damaged store was not wiped";
+  EXPECT_GE(wipes, 3u);
+  EXPECT_LE(wipes, 4u) << "each damaged store is wiped at most once";
   EXPECT_EQ(logs.find("Assertion"), std::string::npos);
 }
