@@ -144,8 +144,8 @@ TEST(throttle, randomized_limits_match_the_reference_model) {
 TEST(throttle, thirty_one_day_window) {
   harness h(opts(31LL * day_ms * 1ms, 2));
   reference_model model;
-  const std::vector<std::int64_t> ts = {0, day_ms, 30 * day_ms, 31 * day_ms - 1, 31 * day_ms, 32 * day_ms,
-                                        32 * day_ms + 1, 62 * day_ms, 63 * day_ms};
+  const std::vector<std::int64_t> ts = {0,           day_ms,          30 * day_ms, 31 * day_ms - 1, 31 * day_ms,
+                                        32 * day_ms, 32 * day_ms + 1, 62 * day_ms, 63 * day_ms};
   std::vector<bool> got, want;
   for (std::size_t i = 0; i < ts.size(); ++i) {
     got.push_back(h.pipe("k", std::to_string(i), ts[i]));
@@ -177,9 +177,83 @@ TEST(throttle, one_hundred_thousand_keys) {
 TEST(throttle, store_holds_at_most_limit_times_per_key) {
   harness h(opts(10s, 5));
   for (int i = 0; i < 1000; ++i) h.pipe("k", "v", i * 100);  // 100 per window offered, 5 pass
-  // One meta entry plus at most `limit` passed times, however many records came.
+  // One meta entry holding at most `limit` passed times, however many records came.
   auto store = h.driver->store<std::string, std::string>("throttle-log");
-  EXPECT_EQ(store.approximate_count(), 6u);  // passes at 90000..90400 are in (89900, 99900]
+  EXPECT_EQ(store.approximate_count(), 1u);
+  std::size_t entries = 0;
+  for (auto it = store.all(); it.valid(); it.next()) {
+    ++entries;
+    // Tag byte, last effective time, then the passes at 90000..90400, in (89900, 99900].
+    EXPECT_EQ(it.value().size(), 9u + 8u * 5u);
+  }
+  EXPECT_EQ(entries, 1u);
+}
+
+TEST(throttle, a_limit_above_the_held_times_keeps_at_most_limit_entries) {
+  // More times in the window than a meta value holds: they spill into entries of their own,
+  // one per passed time, and go back into the value once the window has emptied.
+  constexpr std::int64_t limit = sluice::topologies::throttle_detail::log_inline_capacity + 4;
+  harness h(opts(10s, limit));
+  reference_model model;
+  for (int i = 0; i < 1000; ++i)  // 100 per window offered, `limit` pass
+    ASSERT_EQ(h.pipe("k", "v", i * 100), model.offer("k", i * 100, 10'000, limit)) << "record " << i;
+  auto store = h.driver->store<std::string, std::string>("throttle-log");
+  EXPECT_EQ(store.approximate_count(), 1u + limit);
+  // A gap longer than the window: every entry leaves, the one pass is held in the value.
+  ASSERT_TRUE(h.pipe("k", "v", 200'000));
+  EXPECT_EQ(store.approximate_count(), 1u);
+}
+
+namespace {
+
+std::string be64(std::uint64_t v) {
+  std::string out;
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  return out;
+}
+
+/// Writes a key's state as the layout before the fold did: a 24-byte meta value (last
+/// effective time, head, tail) and one 8-byte entry per passed time, sequence numbers from
+/// `head`. A store restored from that layout's changelog holds exactly these bytes.
+void write_unfolded(topology_test_driver& driver, const std::string& key, std::uint64_t head,
+                    const std::vector<std::int64_t>& passed, std::int64_t last_effective) {
+  namespace td = sluice::topologies::throttle_detail;
+  auto raw = driver.store<std::string, std::string>("throttle-log");
+  std::string k;
+  td::log_key_serde::serialize(td::log_key{key, true, 0}, k);
+  raw.put(k, be64(static_cast<std::uint64_t>(last_effective)) + be64(head) + be64(head + passed.size()));
+  for (std::size_t i = 0; i < passed.size(); ++i) {
+    td::log_key_serde::serialize(td::log_key{key, false, head + i}, k);
+    raw.put(k, be64(static_cast<std::uint64_t>(passed[i])));
+  }
+}
+
+}  // namespace
+
+TEST(throttle, a_store_written_by_the_layout_before_the_fold_gives_the_same_decisions) {
+  harness h(opts(10s, 12));
+  reference_model model;
+  // "a" at its limit (twelve passes, first sequence number 0), "b" with two (numbers 3 and 4).
+  std::vector<std::int64_t> a, b;
+  for (std::int64_t t = 0; t < 1200; t += 100) a.push_back(t);
+  b = {500, 600};
+  for (auto t : a) model.offer("a", t, 10'000, 12);
+  for (auto t : b) model.offer("b", t, 10'000, 12);
+  write_unfolded(*h.driver, "a", 0, a, 1100);
+  write_unfolded(*h.driver, "b", 3, b, 600);
+  std::mt19937 rng(11);
+  std::int64_t ts = 1000;
+  for (int i = 0; i < 2000; ++i) {
+    std::string key = rng() % 2 ? "a" : "b";
+    ts += static_cast<std::int64_t>(rng() % 400);
+    ASSERT_EQ(h.pipe(key, "v", ts), model.offer(key, ts, 10'000, 12)) << "record " << i;
+  }
+  // A gap longer than the window: each key's next decision holds its times in its value.
+  ts += 20'000;
+  ASSERT_TRUE(h.pipe("a", "v", ts));
+  ASSERT_TRUE(h.pipe("b", "v", ts));
+  auto store = h.driver->store<std::string, std::string>("throttle-log");
+  EXPECT_EQ(store.approximate_count(), 2u);
 }
 
 TEST(throttle, throttled_records_carry_the_reason_header) {
@@ -249,7 +323,7 @@ TEST(throttle, rules_arriving_mid_stream_apply_to_later_records) {
   check("wf1", "alice", 10, 60'000, 1);  // default: limit 1 per minute
   auto rules = h.driver->input_topic<std::string, std::string>("throttle-rules");
   rules.pipe("wf1", R"({"window_ms": 1000, "limit": 3})", 20);
-  check("wf1", "alice", 30, 1000, 3);    // the pass at 0 counts under the new rule too
+  check("wf1", "alice", 30, 1000, 3);  // the pass at 0 counts under the new rule too
   check("wf1", "alice", 40, 1000, 3);
   check("wf1", "alice", 50, 1000, 3);    // 3 in (−950, 50]: throttled
   check("wf1", "alice", 1001, 1000, 3);  // 0 left the window

@@ -19,8 +19,10 @@ namespace {
 std::string describe_ms(std::chrono::milliseconds d) {
   auto ms = d.count();
   std::string s = std::to_string(ms) + " ms";
-  if (ms % (24LL * 3600 * 1000) == 0 && ms != 0) s += " (" + std::to_string(ms / (24LL * 3600 * 1000)) + " days)";
-  else if (ms % 1000 == 0 && ms != 0) s += " (" + std::to_string(ms / 1000) + " s)";
+  if (ms % (24LL * 3600 * 1000) == 0 && ms != 0)
+    s += " (" + std::to_string(ms / (24LL * 3600 * 1000)) + " days)";
+  else if (ms % 1000 == 0 && ms != 0)
+    s += " (" + std::to_string(ms / 1000) + " s)";
   return s;
 }
 
@@ -51,6 +53,10 @@ void put_varint(std::string& out, std::uint64_t v) {
 
 constexpr char meta_tag = 'm';
 constexpr char time_tag = 't';
+// A meta value holding its key's passed times starts with this byte; the spilled form (the
+// only one before) is exactly 24 bytes, which a held value never is (9 + 8 n).
+constexpr char held_meta_tag = 0x01;
+constexpr std::size_t spilled_meta_size = 24;
 
 }  // namespace
 
@@ -107,7 +113,9 @@ class key_field_scanner {
  public:
   key_field_scanner(std::string_view json, const std::vector<std::string>& fields,
                     std::vector<std::string_view>& values)
-      : p_(reinterpret_cast<const unsigned char*>(json.data())), end_(p_ + json.size()), fields_(fields),
+      : p_(reinterpret_cast<const unsigned char*>(json.data())),
+        end_(p_ + json.size()),
+        fields_(fields),
         values_(values) {}
 
   bool run() {
@@ -143,8 +151,7 @@ class key_field_scanner {
   bool string(std::string_view& text) {
     const unsigned char* begin = ++p_;
     while (p_ != end_) {
-      while (plain_bytes[*p_] && ++p_ != end_) {
-      }
+      while (plain_bytes[*p_] && ++p_ != end_) {}
       if (p_ == end_) break;
       const unsigned char c = *p_;
       if (c == '"') {
@@ -182,8 +189,7 @@ class key_field_scanner {
   }
 
   bool literal(std::string_view word) {
-    if (static_cast<std::size_t>(end_ - p_) < word.size() ||
-        std::memcmp(p_, word.data(), word.size()) != 0)
+    if (static_cast<std::size_t>(end_ - p_) < word.size() || std::memcmp(p_, word.data(), word.size()) != 0)
       return false;
     p_ += word.size();
     return true;
@@ -304,14 +310,37 @@ log_key log_key_serde::deserialize(std::string_view in) {
 
 void log_meta_serde::serialize(const log_meta& m, std::string& out) {
   out.clear();
+  if (m.spilled) {
+    put_be64(out, static_cast<std::uint64_t>(m.last_effective));
+    put_be64(out, m.head);
+    put_be64(out, m.tail);
+    return;
+  }
+  out.push_back(held_meta_tag);
   put_be64(out, static_cast<std::uint64_t>(m.last_effective));
-  put_be64(out, m.head);
-  put_be64(out, m.tail);
+  for (std::uint32_t i = 0; i < m.count; ++i) put_be64(out, static_cast<std::uint64_t>(m.times[i]));
 }
 
 log_meta log_meta_serde::deserialize(std::string_view in) {
-  if (in.size() != 24) throw serialization_error("throttle: malformed log meta (" + std::to_string(in.size()) + " bytes)");
-  return {static_cast<std::int64_t>(get_be64(in, 0)), get_be64(in, 8), get_be64(in, 16)};
+  log_meta m;
+  if (in.size() == spilled_meta_size) {
+    m.last_effective = static_cast<std::int64_t>(get_be64(in, 0));
+    m.spilled = true;
+    m.head = get_be64(in, 8);
+    m.tail = get_be64(in, 16);
+    return m;
+  }
+  const std::size_t held = in.size() < 9 ? 0 : (in.size() - 9) / 8;
+  if (in.size() < 9 || in[0] != held_meta_tag || (in.size() - 9) % 8 != 0 || held > log_inline_capacity)
+    throw serialization_error("throttle: malformed log meta (" + std::to_string(in.size()) +
+                              " bytes; expected 24, or 9 + 8 n with n <= " + std::to_string(log_inline_capacity) +
+                              " starting with byte 0x01): the store was written by an incompatible throttle; "
+                              "reset the application (a new application.id, or delete the state directory and "
+                              "the changelog topic)");
+  m.last_effective = static_cast<std::int64_t>(get_be64(in, 1));
+  m.count = static_cast<std::uint32_t>(held);
+  for (std::size_t i = 0; i < held; ++i) m.times[i] = static_cast<std::int64_t>(get_be64(in, 9 + 8 * i));
+  return m;
 }
 
 void log_time_serde::serialize(const std::int64_t& t, std::string& out) {
@@ -320,7 +349,8 @@ void log_time_serde::serialize(const std::int64_t& t, std::string& out) {
 }
 
 std::int64_t log_time_serde::deserialize(std::string_view in) {
-  if (in.size() != 8) throw serialization_error("throttle: malformed log time (" + std::to_string(in.size()) + " bytes)");
+  if (in.size() != 8)
+    throw serialization_error("throttle: malformed log time (" + std::to_string(in.size()) + " bytes)");
   return static_cast<std::int64_t>(get_be64(in, 0));
 }
 
@@ -443,32 +473,84 @@ rule engine::current_rule() {
 decision engine::decide(std::int64_t timestamp, const rule& r) {
   const log_key meta_key{keys_.key(), true, 0};
   auto current = meta_->get(meta_key);
-  log_meta m = current.value_or(log_meta{timestamp, 0, 0});
+  log_meta m = current ? *current : log_meta{};
+  if (!current) m.last_effective = timestamp;
   const std::int64_t t = std::max(timestamp, m.last_effective);
-  const bool effective_moved = !current || t != m.last_effective;
+  bool changed = !current || t != m.last_effective;
   m.last_effective = t;
 
-  // Pop the passed times that left (t - window, t]. Effective times of a key never decrease,
-  // so the log is sorted and what leaves the window never returns: each entry is read and
-  // deleted once. An entry missing before its turn expired by TTL, which (README, "Exactness
-  // and TTL") only happens to entries already outside every window that can still be asked.
+  // Drop the passed times that left (t - window, t]. Effective times of a key never decrease,
+  // so the times are sorted and what leaves the window never returns: each is read and
+  // dropped once. A spilled entry missing before its turn expired by TTL, which (README,
+  // "Exactness and TTL") only happens to entries already outside every window that can
+  // still be asked.
   const std::int64_t lower = t - r.window_ms;  // excluded bound
-  const std::uint64_t head_before = m.head;
-  while (m.head < m.tail) {
-    log_key k{keys_.key(), false, m.head};
-    auto passed_at = times_->get(k);
-    if (passed_at && *passed_at > lower) break;
-    if (passed_at) times_->remove(k);
-    ++m.head;
+  if (m.spilled) {
+    const std::uint64_t head_before = m.head;
+    while (m.head < m.tail) {
+      log_key k{keys_.key(), false, m.head};
+      auto passed_at = times_->get(k);
+      if (passed_at && *passed_at > lower) break;
+      if (passed_at) times_->remove(k);
+      ++m.head;
+    }
+    changed = changed || m.head != head_before;
+    if (m.tail - m.head <= log_inline_capacity / 2) {
+      hold(m);
+      changed = true;
+    }
+  } else {
+    std::uint32_t left = 0;
+    while (left < m.count && m.times[left] <= lower) ++left;
+    if (left > 0) {
+      std::copy(m.times.begin() + left, m.times.begin() + m.count, m.times.begin());
+      m.count -= left;
+      changed = true;
+    }
   }
 
-  const bool passed = m.tail - m.head < static_cast<std::uint64_t>(r.limit);
+  const std::uint64_t in_window = m.spilled ? m.tail - m.head : m.count;
+  const bool passed = in_window < static_cast<std::uint64_t>(r.limit);
   if (passed) {
-    times_->put(log_key{keys_.key(), false, m.tail}, t);
-    ++m.tail;
+    if (!m.spilled && m.count < log_inline_capacity) {
+      m.times[m.count++] = t;
+    } else {
+      if (!m.spilled) spill(m);
+      times_->put(log_key{keys_.key(), false, m.tail}, t);
+      ++m.tail;
+    }
+    changed = true;
   }
-  if (passed || effective_moved || m.head != head_before) meta_->put(meta_key, m);
+  if (changed) meta_->put(meta_key, m);
   return {passed, t};
+}
+
+void engine::hold(log_meta& m) {
+  // Half the capacity or fewer left (a key written by the layout before the fold, or one whose
+  // window emptied after a spill): the entries go back into the value. The head entry is in
+  // the window, so all are (the times are sorted); a missing one expired by TTL, as above.
+  // Half, not full: a key hovering at the capacity does not spill and hold on every record.
+  log_meta held;
+  held.last_effective = m.last_effective;
+  for (std::uint64_t seq = m.head; seq < m.tail; ++seq) {
+    const log_key k{keys_.key(), false, seq};
+    auto passed_at = times_->get(k);
+    if (!passed_at) continue;
+    times_->remove(k);
+    held.times[held.count++] = *passed_at;
+  }
+  m = held;
+}
+
+void engine::spill(log_meta& m) {
+  // More than log_inline_capacity times in the window (a limit above it): the held times
+  // become entries 0 .. count-1. None is left from an earlier spill: a key returns to holding
+  // its times only after reading and removing every entry.
+  for (std::uint32_t i = 0; i < m.count; ++i) times_->put(log_key{keys_.key(), false, i}, m.times[i]);
+  m.spilled = true;
+  m.head = 0;
+  m.tail = m.count;
+  m.count = 0;
 }
 
 std::string engine::reason(const rule& r) const {

@@ -24,6 +24,7 @@
 // Threading: one processor per task, called from the task's thread only (as every processor).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -128,15 +129,30 @@ struct log_key_serde {
   static log_key deserialize(std::string_view in);
 };
 
-/// Per key: the effective time of its last record and the live sequence range [head, tail).
+/// How many passed times a key's meta value holds itself; a key with more in its window (a
+/// limit above this) keeps them as entries of their own. See the README's "Storage".
+inline constexpr std::size_t log_inline_capacity = 16;
+
+/// Per key: the effective time of its last record and its passed times in the window, oldest
+/// first: held in the value itself (`times[0, count)`, the usual case), or, once more than
+/// log_inline_capacity are in the window, as entries of their own with the live sequence
+/// range [head, tail) (`spilled`, until half the capacity or fewer are left). Spilled is the
+/// only form before the times were folded in, so stores written by that layout read as
+/// spilled keys and move into the value at their next decision with few enough times.
 struct log_meta {
   std::int64_t last_effective = 0;
-  std::uint64_t head = 0;
-  std::uint64_t tail = 0;
+  bool spilled = false;
+  std::uint64_t head = 0;   ///< spilled only
+  std::uint64_t tail = 0;   ///< spilled only
+  std::uint32_t count = 0;  ///< held times (not spilled)
+  std::array<std::int64_t, log_inline_capacity> times{};
 };
+/// Spilled: last effective time, head, tail (24 bytes, 8 each big-endian). Held: the byte
+/// 0x01, the last effective time, then each held time (9 + 8 n bytes, never 24).
 struct log_meta_serde {
   using value_type = log_meta;
   static void serialize(const log_meta& m, std::string& out);
+  /// Throws serialization_error naming the size for any other form.
   static log_meta deserialize(std::string_view in);
 };
 
@@ -232,6 +248,10 @@ class engine {
 
  private:
   void bind_metrics(metrics_registry& m, std::string_view task_id);
+  /// Moves a key's held times into entries of their own (log_meta::spilled).
+  void spill(log_meta& m);
+  /// Moves a spilled key's entries back into its value (log_inline_capacity / 2 or fewer left).
+  void hold(log_meta& m);
 
   throttle_options options_;
   key_builder keys_;
@@ -261,7 +281,8 @@ class throttle_processor final : public processor<K, V> {
       if (children.size() != 2)
         throw error(errc::invalid_topology,
                     "throttle: with throttled_action::forward the processor needs exactly two children (passed, "
-                    "throttled) but has " + std::to_string(children.size()) + "; use apply_throttle()");
+                    "throttled) but has " +
+                        std::to_string(children.size()) + "; use apply_throttle()");
       passed_child_ = children[0];
       throttled_child_ = children[1];
     }
@@ -270,14 +291,15 @@ class throttle_processor final : public processor<K, V> {
   void process(const record<K, V>& r) override {
     auto key = sluice::detail::encode_field<sluice::detail::topic_serde_t<K>, K>(r.key, key_buf_);
     std::optional<std::string_view> value;
-    if (needs_value_)
-      value = sluice::detail::encode_field<sluice::detail::topic_serde_t<V>, V>(r.value, value_buf_);
+    if (needs_value_) value = sluice::detail::encode_field<sluice::detail::topic_serde_t<V>, V>(r.value, value_buf_);
     engine_.extract_key(key.value_or(std::string_view{}), value);
     auto rule = engine_.current_rule();
     if (engine_.decide(r.timestamp, rule).passed) {
       engine_.count_passed();
-      if (forward_) this->context().forward(r, passed_child_);
-      else this->context().forward(r);
+      if (forward_)
+        this->context().forward(r, passed_child_);
+      else
+        this->context().forward(r);
       return;
     }
     engine_.count_throttled();
@@ -323,21 +345,22 @@ struct throttle_outlets {
 /// key and the input is used as it is partitioned (after a key-changing operation, it is
 /// repartitioned by the record key first).
 template <class K, class V>
-throttle_outlets<K, V> apply_throttle(streams_builder& builder, const kstream<K, V>& in, const throttle_options& options) {
+throttle_outlets<K, V> apply_throttle(streams_builder& builder, const kstream<K, V>& in,
+                                      const throttle_options& options) {
   add_throttle_stores(builder, options);
   auto by_throttle_key = [&] {
     if (options.key_fields.empty()) return in.repartitioned(options.store_name);
-    auto throttle_key = [keys = throttle_detail::key_builder(options.key_fields, false),
-                         buf = std::string()](const K&, const V& value) mutable -> std::string_view {
+    auto throttle_key = [keys = throttle_detail::key_builder(options.key_fields, false), buf = std::string()](
+                            const K&, const V& value) mutable -> std::string_view {
       keys.build({}, sluice::detail::encode_field<sluice::detail::topic_serde_t<V>, V>(value, buf));
       return keys.key();
     };
     return in.repartition_by(options.store_name, std::move(throttle_key));
   };
   const kstream<K, V> by_key = by_throttle_key();
-  auto throttled = options.rules_topic.empty() ? by_key.process(throttle<K, V>(options), options.store_name)
-                                               : by_key.process(throttle<K, V>(options), options.store_name,
-                                                                options.rules_store);
+  auto throttled = options.rules_topic.empty()
+                       ? by_key.process(throttle<K, V>(options), options.store_name)
+                       : by_key.process(throttle<K, V>(options), options.store_name, options.rules_store);
   auto all = [](const K&, const V&) { return true; };
   if (options.on_throttled == throttled_action::drop) return {throttled, std::nullopt};
   // Created in this order, so they are the processor's first and second children.
