@@ -110,4 +110,18 @@ std::string fatal_advice(const std::exception& e) {
   return {};
 }
 
+bool fencing_record::twin_after(std::uint64_t incarnation, clock_type::time_point now) {
+  if (any_ && incarnation == last_incarnation_) return false;  // the same fencing, repeated
+  any_ = true;
+  last_incarnation_ = incarnation;
+  fencings_.push_back(now);
+  while (now - fencings_.front() >= twin_window) fencings_.pop_front();
+  return fencings_.size() >= twin_fencings;
+}
+
+std::chrono::seconds fencing_record::span() const noexcept {
+  if (fencings_.empty()) return std::chrono::seconds(0);
+  return std::chrono::duration_cast<std::chrono::seconds>(fencings_.back() - fencings_.front());
+}
+
 }  // namespace sluice::runtime

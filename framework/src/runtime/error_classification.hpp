@@ -8,6 +8,10 @@
 // Threading: pure functions; any thread.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <exception>
 #include <string>
 
@@ -40,5 +44,40 @@ failure_kind classify_failure(const std::exception& e) noexcept;
 /// with ("another instance joined ... give each instance its own instance.id"); empty when
 /// the error's own message already says it.
 std::string fatal_advice(const std::exception& e);
+
+/// Tells the fencings of a consumer's own stale member id apart from a twin instance.
+///
+/// The group coordinator fences a consumer whose group.instance.id another member joined
+/// with. After a fault that member is this instance's own earlier incarnation (a consumer
+/// cut off by the network, a process killed a moment ago): one fencing per fault, two when a
+/// second fault follows within seconds. A twin instance with a copied instance.id instead
+/// fences each new consumer within a heartbeat or two of its rejoining. Three consumers
+/// fenced within 30 s are taken for a twin.
+///
+/// A fenced consumer repeats its fatal error on every later call until it is replaced (a
+/// poll during a recovery's backoff, a close): those repeats are the same fencing, counted
+/// once by the consumer's incarnation number.
+///
+/// Lifecycle and threading: one per stream thread, used by that thread only.
+class fencing_record {
+ public:
+  using clock_type = std::chrono::steady_clock;
+  static constexpr auto twin_window = std::chrono::seconds(30);
+  static constexpr std::size_t twin_fencings = 3;
+
+  /// Notes that the consumer numbered `incarnation` (numbers grow with each consumer the
+  /// thread makes) was fenced at `now`; true when the fencings within the window make a twin.
+  bool twin_after(std::uint64_t incarnation, clock_type::time_point now);
+
+  /// The fencings counted within the window, and the time from the first of them to the
+  /// last, for the message the instance stops with.
+  std::size_t count() const noexcept { return fencings_.size(); }
+  std::chrono::seconds span() const noexcept;
+
+ private:
+  std::deque<clock_type::time_point> fencings_;
+  std::uint64_t last_incarnation_ = 0;
+  bool any_ = false;
+};
 
 }  // namespace sluice::runtime

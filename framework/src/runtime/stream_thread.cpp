@@ -28,13 +28,6 @@ std::string parts_text(const std::vector<kafka::topic_partition>& parts) {
   return out.empty() ? "none" : out;
 }
 
-/// A consumer fenced this often within this window is not fencing its own stale member id
-/// after an outage (that happens once per outage, twice when a second fault follows the first
-/// within seconds, as a fault suite's schedule does) but competing with a twin instance that
-/// has the same group.instance.id: each rejoin fences the other within a heartbeat or two.
-constexpr auto twin_fencing_window = std::chrono::seconds(30);
-constexpr std::size_t twin_fencings = 3;
-
 /// The lag of a task's empty input as its consumer knows it, for task idling
 /// (partition_group::ready(), max.task.idle.ms).
 ///
@@ -187,6 +180,11 @@ void stream_thread::loop_once() {
     try {
       auto until = clock_type::now() + settings_.recovery_backoff;
       while (!stop_.load() && clock_type::now() < until) {
+        if (consumer_fenced_) {
+          // A fenced consumer answers every call with its fatal error; the recovery replaces it.
+          std::this_thread::sleep_for(std::min<clock_type::duration>(100ms, until - clock_type::now()));
+          continue;
+        }
         // Keeps the group membership and rebalances going; what it fetches is read again
         // after the rewind.
         consumer_->poll_batch(batch_, settings_.max_poll_records, 100ms);
@@ -403,6 +401,7 @@ void stream_thread::update_lag() {
 }
 
 std::unique_ptr<kafka::consumer> stream_thread::make_consumer() {
+  ++consumer_incarnation_;
   auto c = std::make_unique<kafka::consumer>(
       settings_.consumer, [this](std::string_view json) { consumer_statistics_.on_statistics(json); });
   // Partition ends settle an idling task's wait (consumer_lags above).
@@ -503,19 +502,13 @@ void stream_thread::note_failure(const std::exception& e) {
 void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt) {
   switch (classify_failure(e)) {
     case failure_kind::member_fenced: {
-      const auto now = clock_type::now();
-      member_fencings_.push_back(now);
-      while (now - member_fencings_.front() >= twin_fencing_window) member_fencings_.pop_front();
-      if (member_fencings_.size() >= twin_fencings) {
+      if (fencings_.twin_after(consumer_incarnation_, clock_type::now())) {
         // Fenced again and again right after rejoining: a twin keeps taking the identity back.
         auto* se = dynamic_cast<const sluice::error*>(&e);
-        throw sluice::error(
-            errc::kafka_fatal,
-            std::string(e.what()) + "; fenced " + std::to_string(member_fencings_.size()) + " times in " +
-                std::to_string(
-                    std::chrono::duration_cast<std::chrono::seconds>(now - member_fencings_.front()).count()) +
-                " s after rejoining",
-            se ? se->kafka() : kafka_flags{});
+        throw sluice::error(errc::kafka_fatal,
+                            std::string(e.what()) + "; fenced " + std::to_string(fencings_.count()) + " times in " +
+                                std::to_string(fencings_.span().count()) + " s after rejoining",
+                            se ? se->kafka() : kafka_flags{});
       }
       consumer_fenced_ = true;
       break;

@@ -19,7 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -33,6 +33,7 @@
 #include "kafka/consumer.hpp"
 #include "runtime/changelog_reader.hpp"
 #include "runtime/client_statistics.hpp"
+#include "runtime/error_classification.hpp"
 #include "runtime/query_inbox.hpp"
 #include "runtime/record_collector.hpp"
 #include "runtime/stream_task.hpp"
@@ -123,7 +124,7 @@ class stream_thread final : kafka::rebalance_listener {
   /// A failure `e` that reached the loop, classified in error_classification.hpp: fatal ones
   /// are rethrown (call it inside a catch), retriable ones noted, then, when `attempt` is
   /// now, the tasks are closed dirty and recovery is tried at once; a fenced consumer is
-  /// recreated each time and is fatal when fenced twin_fencings times within twin_fencing_window.
+  /// recreated each time and is fatal when fencing_record takes its fencings for a twin's.
   void on_failure(const std::exception& e, recovery_attempt attempt);
   /// recover_from_failure(); a retriable failure of it is noted and left for the next loop.
   void try_recovery();
@@ -170,8 +171,9 @@ class stream_thread final : kafka::rebalance_listener {
   std::optional<std::chrono::steady_clock::time_point> failing_since_;
   std::string last_failure_;
   bool recovery_pending_ = false;
-  bool consumer_fenced_ = false;                                       ///< recovery recreates the consumer too
-  std::deque<std::chrono::steady_clock::time_point> member_fencings_;  ///< within twin_fencing_window
+  bool consumer_fenced_ = false;            ///< recovery recreates the consumer too
+  std::uint64_t consumer_incarnation_ = 0;  ///< numbers the consumers made, for fencings_
+  fencing_record fencings_;
   std::string failure_;
   std::thread thread_;
   std::mutex finished_mutex_;

@@ -65,6 +65,42 @@ TEST(error_classification, a_fenced_consumer_is_told_apart_with_advice_for_twins
   EXPECT_NE(fatal_advice(e).find("give every instance its own instance.id"), std::string::npos) << fatal_advice(e);
 }
 
+TEST(fencing_record, a_fenced_consumer_repeating_its_error_is_one_fencing) {
+  // Seen in the fault suite: an instance cut off from the brokers was fenced by its own
+  // earlier member once; the fenced consumer then answered each poll of the recovery's
+  // backoff with the same fatal error, and three of those within a millisecond stopped the
+  // instance as if a twin had taken its identity.
+  fencing_record r;
+  const auto t = fencing_record::clock_type::now();
+  EXPECT_FALSE(r.twin_after(1, t));
+  EXPECT_FALSE(r.twin_after(1, t));
+  EXPECT_FALSE(r.twin_after(1, t + std::chrono::milliseconds(1)));
+  EXPECT_EQ(r.count(), 1u);
+  EXPECT_FALSE(r.twin_after(2, t + std::chrono::seconds(3)));  // a second fault soon after
+  EXPECT_FALSE(r.twin_after(2, t + std::chrono::seconds(3)));
+  EXPECT_EQ(r.count(), 2u);
+}
+
+TEST(fencing_record, three_consumers_fenced_within_30_s_are_a_twin) {
+  fencing_record r;
+  const auto t = fencing_record::clock_type::now();
+  EXPECT_FALSE(r.twin_after(1, t));
+  EXPECT_FALSE(r.twin_after(2, t + std::chrono::seconds(2)));
+  EXPECT_TRUE(r.twin_after(3, t + std::chrono::seconds(4)));
+  EXPECT_EQ(r.count(), 3u);
+  EXPECT_EQ(r.span(), std::chrono::seconds(4));
+}
+
+TEST(fencing_record, fencings_further_apart_than_30_s_are_separate_faults) {
+  fencing_record r;
+  const auto t = fencing_record::clock_type::now();
+  EXPECT_FALSE(r.twin_after(1, t));
+  EXPECT_FALSE(r.twin_after(2, t + std::chrono::seconds(20)));
+  EXPECT_FALSE(r.twin_after(3, t + std::chrono::seconds(40)));  // the first left the window
+  EXPECT_EQ(r.count(), 2u);
+  EXPECT_TRUE(r.twin_after(4, t + std::chrono::seconds(45)));
+}
+
 TEST(error_classification, refusals_no_retry_can_fix_stop_the_job) {
   for (auto code : {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_RECORD,
                     RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,

@@ -287,4 +287,42 @@ TEST(transaction_recovery, lost_partitions_abort_the_open_transaction_instead_of
   EXPECT_EQ(app.state(), sluice::app_state::not_running) << app.error_message();
 }
 
+
+TEST(transaction_recovery, a_consumer_fenced_once_is_replaced_and_the_thread_goes_on) {
+  ticker_job job("fenced", false,
+                 {{"consumer.heartbeat.interval.ms", "500"},  // the injected error arrives soon
+                  {"consumer.session.timeout.ms", "3000"},
+                  // the mock coordinator completes the new consumer's join only after the
+                  // rebalance timeout, when the fenced member it replaces is dropped
+                  {"consumer.max.poll.interval.ms", "3000"},
+                  {"commit.interval.ms", "100"}});
+  auto& app = *job.app;
+  auto feed_one = [&] {
+    sluice::topic_writer writer(job.cfg);
+    writer.send<std::string, std::string>(job.input, "k", "v");
+    writer.flush();
+  };
+  feed_one();
+  ASSERT_TRUE(metric_passes(app, "sluice_records_processed_total", 0)) << "the first record was never processed";
+  const auto recoveries = app.metrics().total("sluice_task_recoveries_total");
+
+  // The coordinator answers the next heartbeat FENCED_INSTANCE_ID, as a broker does when the
+  // instance's own earlier member (an incarnation cut off by a network fault, or one killed a
+  // moment ago) joined last: librdkafka makes it a fatal error of the consumer, which repeats
+  // it on every later call. One fencing: the thread replaces the consumer and goes on (three
+  // fencings of successive consumers within 30 s would mean a live twin, and stop it).
+  job.fail_next(12 /* Heartbeat */, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+  ASSERT_TRUE(metric_passes(app, "sluice_task_recoveries_total", recoveries))
+      << "the fenced consumer was not replaced: " << app.error_message();
+  const auto processed = app.metrics().total("sluice_records_processed_total");
+  feed_one();
+  EXPECT_TRUE(metric_passes(app, "sluice_records_processed_total", processed))
+      << "the new consumer processed nothing: " << app.error_message();
+  // `degraded` from the recovery until the next successful commit.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (app.state() != sluice::app_state::running && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(app.state(), sluice::app_state::running) << app.error_message();
+}
+
 }  // namespace
