@@ -47,9 +47,10 @@ void changelog_logger::log(std::string_view key, const std::optional<std::string
     e = &buffer_[it->second];
     add_bytes(-bytes_of(*e));
   } else {
-    e = &buffer_.emplace_back();
+    // Entries past live_ are kept from earlier commits, their strings' storage with them.
+    e = live_ < buffer_.size() ? &buffer_[live_] : &buffer_.emplace_back();
     e->key.assign(key);
-    index_.emplace(std::string_view(e->key), buffer_.size() - 1);
+    index_.emplace(std::string_view(e->key), live_++);
   }
   e->tombstone = !value.has_value();
   if (value)
@@ -62,22 +63,25 @@ void changelog_logger::log(std::string_view key, const std::optional<std::string
 }
 
 void changelog_logger::send() {
-  for (const auto& e : buffer_) {
+  for (std::size_t i = 0; i < live_; ++i) {
+    const auto& e = buffer_[i];
     std::optional<std::string_view> value;
     if (!e.tombstone) value = e.value;
     sender_.send(topic_, partition_, e.key, value, e.timestamp, no_headers_);
   }
-  sent_ += static_cast<std::int64_t>(buffer_.size());
-  index_.clear();
-  buffer_.clear();
-  if (budget_ != nullptr) add_bytes(-buffered_bytes_);
+  sent_ += static_cast<std::int64_t>(live_);
+  clear_buffer();
 }
 
 void changelog_logger::drop() noexcept {
-  index_.clear();
-  buffer_.clear();
-  if (budget_ != nullptr) add_bytes(-buffered_bytes_);
+  clear_buffer();
   sent_ = 0;
+}
+
+void changelog_logger::clear_buffer() noexcept {
+  index_.clear();
+  live_ = 0;
+  if (budget_ != nullptr) add_bytes(-buffered_bytes_);
 }
 
 state_manager::state_manager(task_id id, const task_services& services, record_sender& sender,

@@ -82,11 +82,11 @@ class changelog_logger final : public detail::changelog_writer {
   /// Changelog records of the open commit: those sent since the last reset plus those
   /// buffered (one per key), i.e. what the commit will have added to the changelog. The
   /// early-commit policy (state_manager::commit_due) measures this, not the writes made.
-  std::int64_t uncommitted() const noexcept { return sent_ + static_cast<std::int64_t>(buffer_.size()); }
+  std::int64_t uncommitted() const noexcept { return sent_ + static_cast<std::int64_t>(live_); }
   /// Records handed to the sender since the last reset.
   std::int64_t sent() const noexcept { return sent_; }
   /// Writes waiting in the buffer (one per key).
-  std::size_t buffered() const noexcept { return buffer_.size(); }
+  std::size_t buffered() const noexcept { return live_; }
   /// Key and value bytes waiting in the buffer.
   std::int64_t buffered_bytes() const noexcept { return buffered_bytes_; }
   /// After a commit: the count starts again. Precondition: send() since the last write.
@@ -103,6 +103,8 @@ class changelog_logger final : public detail::changelog_writer {
     return static_cast<std::int64_t>(e.key.size() + e.value.size());
   }
   void add_bytes(std::int64_t delta) noexcept;
+  /// Empties the buffer, keeping its entries (and their strings' storage) for the next commit.
+  void clear_buffer() noexcept;
 
   std::string topic_;
   std::int32_t partition_;
@@ -111,7 +113,10 @@ class changelog_logger final : public detail::changelog_writer {
   changelog_buffer_budget* budget_;
   sluice::headers no_headers_;
   std::int64_t sent_ = 0;
-  std::deque<entry> buffer_;  // first-write order; a deque, so index_'s views stay valid as it grows
+  // The first live_ entries are the buffered writes, in first-write order; the rest are kept
+  // for reuse. A deque, so index_'s views stay valid as it grows.
+  std::deque<entry> buffer_;
+  std::size_t live_ = 0;
   std::unordered_map<std::string_view, std::size_t> index_;  // key (viewing buffer_'s) -> position
   std::int64_t buffered_bytes_ = 0;
 };

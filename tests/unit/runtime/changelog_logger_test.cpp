@@ -52,6 +52,29 @@ TEST(changelog_logger, sends_the_last_write_per_key_at_send_in_first_write_order
   EXPECT_EQ(f.budget.used, 0);
 }
 
+TEST(changelog_logger, the_next_commit_starts_empty_whatever_the_entries_kept_from_the_last) {
+  // send() and drop() keep the buffer's entries for reuse: what they held must not show.
+  logger_fixture f;
+  f.logger.log("a-long-key-beyond-small-strings", std::string(100, 'x'), 1);
+  f.logger.log("b", "1", 2);
+  f.logger.log("c", std::nullopt, 3);
+  f.logger.send();
+  f.sender.sent.clear();
+  f.logger.log("d", std::nullopt, 4);  // into the entry that held "a...": now a tombstone
+  f.logger.log("b", "2", 5);
+  EXPECT_EQ(f.logger.buffered(), 2u);
+  EXPECT_EQ(f.logger.buffered_bytes(), 3);
+  f.logger.send();
+  EXPECT_EQ(f.sender.sent, (std::vector<sent_record>{{"cl", 3, "d", std::nullopt, 4}, {"cl", 3, "b", "2", 5}}));
+  f.sender.sent.clear();
+  f.logger.log("e", "3", 6);
+  f.logger.drop();
+  f.logger.log("f", "4", 7);
+  f.logger.send();
+  EXPECT_EQ(f.sender.sent, (std::vector<sent_record>{{"cl", 3, "f", "4", 7}}));
+  EXPECT_EQ(f.budget.used, 0);
+}
+
 TEST(changelog_logger, a_tombstone_replaces_a_value_and_a_value_a_tombstone) {
   logger_fixture f;
   f.logger.log("a", "1", 1);
