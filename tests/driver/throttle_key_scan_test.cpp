@@ -165,6 +165,31 @@ TEST(throttle_key_scan, randomly_damaged_values_build_the_same_key_or_error_as_t
   EXPECT_GT(taken_by_scan, 0u);  // some damaged values stay well-formed and are scanned
 }
 
+TEST(throttle_key_scan, a_byte_that_ends_a_plain_run_is_found_at_every_position_of_long_strings) {
+  // The scanner skips plain string bytes 16 at a time where it can: every byte that ends such
+  // a run (quote, backslash, control bytes, DEL's neighbours, UTF-8 lead and stray bytes), at
+  // every position of strings up to 48 bytes, in a key field and in another member, and in a
+  // string the value ends inside of, must give the document's key or error.
+  const std::vector<std::string> stops = {"\"", "\\", "\\n", "\x01", "\x1f", " ", "\x7f",
+                                          "\x80", "\xc3", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff"};
+  std::size_t cases = 0;
+  for (std::size_t length = 1; length <= 48; ++length)
+    for (std::size_t at = 0; at < length; ++at)
+      for (const auto& stop : stops) {
+        std::string body(length, 'a');
+        body.replace(at, 1, stop);
+        for (const std::string& text :
+             {"{\"workflow\":\"" + body + "\",\"recipient\":\"r\"}",
+              "{\"workflow\":\"w\",\"body\":\"" + body + "\",\"recipient\":\"" + body + "\"}",
+              "{\"workflow\":\"w\",\"recipient\":\"r\",\"body\":\"" + body}) {
+          expect_same_key(text);
+          ++cases;
+          if (HasFailure()) return;
+        }
+      }
+  EXPECT_EQ(cases, 3u * 13u * (48u * 49u / 2u));
+}
+
 TEST(throttle_key_scan, reason_header_is_the_json_nlohmann_writes) {
   // engine::reason's text for printable keys is written by hand; it must be nlohmann's.
   using namespace sluice::topologies;

@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -147,11 +151,33 @@ class key_field_scanner {
     return t;
   }();
 
+  // Moves p_ to the first byte that is not plain (or the end).
+  void skip_plain() {
+#if defined(__SSE2__)
+    // 16 bytes at a time: a quote, a backslash, or a byte below 0x20 or from 0x80 (negative
+    // as a signed byte, so one signed comparison finds both) ends the run.
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20);
+    while (end_ - p_ >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+      const __m128i stop =
+          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), _mm_cmplt_epi8(v, space));
+      if (const int mask = _mm_movemask_epi8(stop); mask != 0) {
+        p_ += __builtin_ctz(static_cast<unsigned>(mask));
+        return;
+      }
+      p_ += 16;
+    }
+#endif
+    while (p_ != end_ && plain_bytes[*p_]) ++p_;
+  }
+
   // At the opening quote; leaves p_ after the closing one.
   bool string(std::string_view& text) {
     const unsigned char* begin = ++p_;
     while (p_ != end_) {
-      while (plain_bytes[*p_] && ++p_ != end_) {}
+      skip_plain();
       if (p_ == end_) break;
       const unsigned char c = *p_;
       if (c == '"') {
