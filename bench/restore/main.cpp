@@ -7,7 +7,8 @@
 // alone (every thread; the peak reset after the fill) and the busiest threads' CPU. Needs a
 // real broker (the embedded cluster is not a fair measure of fetch throughput).
 //
-//   sluice-bench-restore [--bootstrap host:port] [--records N] [--partitions P]
+//   sluice-bench-restore [--bootstrap host:port] [--records N] [--partitions P] [--set KEY=VALUE]...
+//   (--set: a setting of the restored job, e.g. consumer.queued.min.messages=100000)
 //   SLUICE_BENCH_LOG=1 ...   the framework's info log (restore progress) on stderr
 #include <spdlog/spdlog.h>
 
@@ -20,6 +21,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 #include <malloc.h>
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   std::string bootstrap = std::getenv("SLUICE_BOOTSTRAP") ? std::getenv("SLUICE_BOOTSTRAP") : "127.0.0.1:39092";
   long long records = 5000000;
   int partitions = 4;
+  std::vector<std::string> settings;  // KEY=VALUE of --set
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--bootstrap")
@@ -97,8 +100,11 @@ int main(int argc, char** argv) {
       records = std::atoll(argv[i + 1]);
     else if (a == "--partitions")
       partitions = std::atoi(argv[i + 1]);
+    else if (a == "--set" && std::string_view(argv[i + 1]).find('=') != std::string_view::npos)
+      settings.emplace_back(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--bootstrap host:port] [--records N] [--partitions P]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--bootstrap host:port] [--records N] [--partitions P] [--set KEY=VALUE]...\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -135,7 +141,9 @@ int main(int argc, char** argv) {
     }
     double fill_s = seconds_since(fill_start);
 
-    sluice::app app(examples::word_count_topology(in, out), cfg);
+    sluice::config job_cfg = cfg;
+    for (const auto& kv : settings) job_cfg.set(kv.substr(0, kv.find('=')), kv.substr(kv.find('=') + 1));
+    sluice::app app(examples::word_count_topology(in, out), job_cfg);
     auto start = clock_type::now();
     reset_peak_rss();
     const auto cpu_before = cpu_seconds_and_peak_mb().first;
@@ -174,8 +182,10 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < busiest.size() && i < 5; ++i)
       std::printf(" %s %.2f", busiest[i].second.c_str(), busiest[i].first);
     std::printf("\n");
-    std::printf("command: %s --bootstrap %s --records %lld --partitions %d\n", argv[0], bootstrap.c_str(), records,
+    std::printf("command: %s --bootstrap %s --records %lld --partitions %d", argv[0], bootstrap.c_str(), records,
                 partitions);
+    for (const auto& kv : settings) std::printf(" --set %s", kv.c_str());
+    std::printf("\n");
     return restored == records ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice-bench-restore: %s\n", e.what());

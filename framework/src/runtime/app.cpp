@@ -435,6 +435,11 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
     settings.restore_consumer.erase("group.instance.id");
     settings.restore_consumer["isolation.level"] = "read_committed";
     settings.restore_consumer["enable.partition.eof"] = "true";
+    // Half the group consumer's prefetch (kafka/consumer.cpp): a changelog's small records
+    // cost librdkafka about 200 bytes each while queued, and a restore fetches far ahead of
+    // what it applies. 2,000,000 records: peak RSS 398-418 -> 256-266 MB, wall within noise
+    // (bench/README.md, "Restore"); consumer.queued.min.messages still sets it.
+    settings.restore_consumer.try_emplace("queued.min.messages", "500000");
     settings.producer = producer_props;
     settings.producer.try_emplace("statistics.interval.ms", "15000");
     // A crashed instance's open transaction holds back read_committed reads of every
