@@ -24,7 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <ranges>
+#include <iterator>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -73,17 +73,25 @@ inline store_spec store_spec_for(const materialized& m) {
 /// Collects nodes and stores while the DSL is used; shared by every stream handle.
 class graph_builder {
  public:
-  std::size_t add(node_spec spec) {
-    nodes.push_back(std::move(spec));
-    return nodes.size() - 1;
-  }
+  using node_factory = std::function<std::unique_ptr<node>()>;
+
+  std::size_t add(node_spec spec);
   /// Kafka Streams style generated names: "KSTREAM-FILTER-0000000003".
-  std::string name(std::string_view kind) {
-    char digits[16];
-    std::snprintf(digits, sizeof digits, "%010zu", counter++);
-    return std::string(kind) + "-" + digits;
-  }
+  std::string name(std::string_view kind);
   void add_store(store_spec spec);
+
+  // The typed DSL's usual nodes, added out of line (framework/src/dsl/topology.cpp) so
+  // that a unit using the DSL compiles only the factory of each node, not the spec around it.
+  /// A processor "<kind>-<n>" under `parent` using `stores`; returns its index.
+  std::size_t add_processor(std::string_view kind, std::size_t parent, node_factory factory,
+                            std::vector<std::string> stores = {});
+  /// A source "<kind>-<n>" of `topics`; returns its index.
+  std::size_t add_source(std::string_view kind, std::vector<std::string> topics, node_factory factory);
+  /// A sink "KSTREAM-SINK-<n>" of `topic` under `parent`.
+  void add_sink(std::size_t parent, const std::string& topic, node_factory factory);
+  /// A sink to the repartition topic called `name` under `parent`, then the source that
+  /// reads it back; returns the source's index.
+  std::size_t add_repartition(std::size_t parent, const std::string& name, node_factory sink, node_factory source);
 
   std::vector<node_spec> nodes;
   std::vector<store_spec> stores;
@@ -99,6 +107,15 @@ enum class table_join_kind;
 enum class table_store_kind { key_value, window, suppression_buffer };
 /// Which records a stream–stream join keeps (sluice/detail/stream_join_nodes.hpp).
 enum class stream_join_kind;
+
+/// What a range-for over an R visits (std::ranges::range without <ranges>).
+template <class R>
+concept iterable = requires(R& r) {
+  std::ranges::begin(r);
+  std::ranges::end(r);
+};
+template <class R>
+using iterable_value_t = std::iter_value_t<decltype(std::ranges::begin(std::declval<R&>()))>;
 
 template <class N>
 std::function<std::unique_ptr<node>()> factory_of(N prototype) {
@@ -344,9 +361,9 @@ class kstream {
     static_assert(std::is_invocable_v<F&, const K&, const V&>,
                   "flat_map: the mapper must be callable as Range<std::pair<K2, V2>>(const K& key, const V& value)");
     using R = std::remove_cvref_t<std::invoke_result_t<F&, const K&, const V&>>;
-    static_assert(std::ranges::range<R>,
+    static_assert(detail::iterable<R>,
                   "flat_map: the mapper must return a range (e.g. std::vector) of std::pair<K2, V2>");
-    using P = std::remove_cvref_t<std::ranges::range_value_t<R>>;
+    using P = std::remove_cvref_t<detail::iterable_value_t<R>>;
     using K2 = std::remove_cvref_t<typename P::first_type>;
     using V2 = std::remove_cvref_t<typename P::second_type>;
     return then<K2, V2>("KSTREAM-FLATMAP", detail::flat_map_node<K, V, K2, V2, F>(std::move(mapper)), true);
@@ -362,9 +379,8 @@ class kstream {
                   "Range<V2>(const K& key, const V& value)");
     using R = std::remove_cvref_t<typename std::conditional_t<by_key_value, std::invoke_result<F&, const K&, const V&>,
                                                               std::invoke_result<F&, const V&>>::type>;
-    static_assert(std::ranges::range<R>,
-                  "flat_map_values: the mapper must return a range (e.g. std::vector) of values");
-    using V2 = std::remove_cvref_t<std::ranges::range_value_t<R>>;
+    static_assert(detail::iterable<R>, "flat_map_values: the mapper must return a range (e.g. std::vector) of values");
+    using V2 = std::remove_cvref_t<detail::iterable_value_t<R>>;
     return then<K, V2>("KSTREAM-FLATMAPVALUES", detail::flat_map_values_node<K, V, V2, F>(std::move(mapper)),
                        repartition_);
   }
@@ -435,10 +451,8 @@ class kstream {
   /// One stream of the records of both.
   kstream merge(const kstream& other) const {
     auto& g = *g_;
-    auto idx = g.add({.name = g.name("KSTREAM-MERGE"),
-                      .kind = detail::node_kind::processor,
-                      .parents = {node_, other.node_},
-                      .factory = detail::factory_of(detail::pass_node<K, V>())});
+    auto idx = g.add_processor("KSTREAM-MERGE", node_, detail::factory_of(detail::pass_node<K, V>()));
+    g.nodes[idx].parents.push_back(other.node_);
     return kstream(g_, idx, repartition_ || other.repartition_);
   }
 
@@ -456,12 +470,7 @@ class kstream {
   /// Writes records to `topic` with the given serdes (default: default_serde).
   template <class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
   void to(const std::string& topic) const {
-    auto& g = *g_;
-    g.add({.name = g.name("KSTREAM-SINK"),
-           .kind = detail::node_kind::sink,
-           .topics = {topic},
-           .parents = {node_},
-           .factory = detail::factory_of(detail::sink_node<K, V, KS, VS>(topic, false))});
+    g_->add_sink(node_, topic, detail::factory_of(detail::sink_node<K, V, KS, VS>(topic, false)));
   }
 
   /// Runs a user processor: supplier() -> std::unique_ptr<P>, P derived from
@@ -573,22 +582,11 @@ class kstream {
   /// earlier operation changed keys; unchanged otherwise.
   kstream repartitioned(const std::string& name) const {
     if (!repartition_) return *this;
-    auto& g = *g_;
     // The graph keeps the name; detail::topology_access::resolve_topic() makes it the topic.
-    const std::string& topic = name;
-    g.add({.name = g.name("KSTREAM-SINK"),
-           .kind = detail::node_kind::sink,
-           .topics = {topic},
-           .parents = {node_},
-           .factory = detail::factory_of(
-               detail::sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>(topic, true)),
-           .internal_topic = true});
-    auto src = g.add(
-        {.name = g.name("KSTREAM-SOURCE"),
-         .kind = detail::node_kind::source,
-         .topics = {topic},
-         .factory = detail::factory_of(detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
-         .internal_topic = true});
+    auto src = g_->add_repartition(
+        node_, name,
+        detail::factory_of(detail::sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>(name, true)),
+        detail::factory_of(detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()));
     return kstream(g_, src, false);
   }
 
@@ -605,23 +603,12 @@ class kstream {
     static_assert(std::is_convertible_v<std::invoke_result_t<F&, const K&, const V&>, std::string_view>,
                   "repartition_by: the partition key must be callable as std::string_view(const K& key, const V& "
                   "value) (std::string works too)");
-    auto& g = *g_;
     // The graph keeps the name; detail::topology_access::resolve_topic() makes it the topic.
-    const std::string& topic = name;
-    g.add({.name = g.name("KSTREAM-SINK"),
-           .kind = detail::node_kind::sink,
-           .topics = {topic},
-           .parents = {node_},
-           .factory = detail::factory_of(
-               detail::partitioned_sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>, F>(
-                   topic, std::move(partition_key))),
-           .internal_topic = true});
-    auto src = g.add(
-        {.name = g.name("KSTREAM-SOURCE"),
-         .kind = detail::node_kind::source,
-         .topics = {topic},
-         .factory = detail::factory_of(detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()),
-         .internal_topic = true});
+    auto src = g_->add_repartition(
+        node_, name,
+        detail::factory_of(detail::partitioned_sink_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>, F>(
+            name, std::move(partition_key))),
+        detail::factory_of(detail::source_node<K, V, detail::topic_serde_t<K>, detail::topic_serde_t<V>>()));
     // Partitioned by the computed key, not by the record key: a later key-based stateful
     // step (an aggregation, repartitioned()) goes through a repartition topic again.
     return kstream(g_, src, true);
@@ -642,12 +629,7 @@ class kstream {
   template <class K2, class V2, class N>
   kstream<K2, V2> then(std::string_view kind, N prototype, bool repartition,
                        std::vector<std::string> stores = {}) const {
-    auto& g = *g_;
-    auto idx = g.add({.name = g.name(kind),
-                      .kind = detail::node_kind::processor,
-                      .stores = std::move(stores),
-                      .parents = {node_},
-                      .factory = detail::factory_of(std::move(prototype))});
+    auto idx = g_->add_processor(kind, node_, detail::factory_of(std::move(prototype)), std::move(stores));
     return kstream<K2, V2>(g_, idx, repartition);
   }
 
@@ -682,11 +664,8 @@ ktable<K, A> kgrouped_stream<K, V>::stateful(N prototype, materialized store) {
   auto spec = detail::store_spec_for(store);
   spec.codec = detail::make_store_codec<K, A>();
   g.add_store(std::move(spec));
-  auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
-                    .kind = detail::node_kind::processor,
-                    .stores = {store.name},
-                    .parents = {in.node_index()},
-                    .factory = detail::factory_of(std::move(prototype))});
+  auto idx =
+      g.add_processor("KSTREAM-AGGREGATE", in.node_index(), detail::factory_of(std::move(prototype)), {store.name});
   return ktable<K, A>(g_, idx, store.name);
 }
 
@@ -722,10 +701,8 @@ class streams_builder {
     static_assert(std::is_invocable_r_v<std::int64_t, X&, const K&, const V&, std::int64_t>,
                   "stream: the timestamp extractor must be callable as std::int64_t(const K& key, const V& value, "
                   "std::int64_t record_timestamp)");
-    auto idx = g_->add({.name = g_->name("KSTREAM-SOURCE"),
-                        .kind = detail::node_kind::source,
-                        .topics = std::move(topics),
-                        .factory = detail::factory_of(detail::source_node<K, V, KS, VS, X>(std::move(extractor)))});
+    auto idx = g_->add_source("KSTREAM-SOURCE", std::move(topics),
+                              detail::factory_of(detail::source_node<K, V, KS, VS, X>(std::move(extractor))));
     return kstream<K, V>(g_, idx, false);
   }
 
@@ -745,18 +722,13 @@ class streams_builder {
     static_assert(std::is_invocable_r_v<std::int64_t, X&, const K&, const V&, std::int64_t>,
                   "table: the timestamp extractor must be callable as std::int64_t(const K& key, const V& value, "
                   "std::int64_t record_timestamp)");
-    auto src = g_->add({.name = g_->name("KTABLE-SOURCE"),
-                        .kind = detail::node_kind::source,
-                        .topics = {topic},
-                        .factory = detail::factory_of(detail::table_source<K, V, KS, VS>(std::move(extractor)))});
+    auto src = g_->add_source("KTABLE-SOURCE", {topic},
+                              detail::factory_of(detail::table_source<K, V, KS, VS>(std::move(extractor))));
     auto spec = detail::store_spec_for(store);
     spec.codec = detail::make_store_codec<K, V>();
     g_->add_store(std::move(spec));
-    auto idx = g_->add({.name = g_->name("KTABLE-MATERIALIZE"),
-                        .kind = detail::node_kind::processor,
-                        .stores = {store.name},
-                        .parents = {src},
-                        .factory = detail::factory_of(detail::table_node<K, V>(store.name))});
+    auto idx = g_->add_processor("KTABLE-MATERIALIZE", src, detail::factory_of(detail::table_node<K, V>(store.name)),
+                                 {store.name});
     return ktable<K, std::optional<V>>(g_, idx, store.name, std::nullopt, src);
   }
   template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>

@@ -179,6 +179,14 @@ class topology_test_driver {
   void check_written_topic(const std::string& topic) const;
 
  private:
+  template <class, class>
+  friend class test_output_topic;
+  // Out of line, so that each test_output_topic<K, V> holds only its decoding.
+  /// Removes and returns the oldest unread record of `topic`; throws std::out_of_range when none is left.
+  raw_message take_record(const std::string& topic);
+  /// Throws serialization_error: `part` ("key" or "value") of `m`, read from `topic`, did not decode.
+  [[noreturn]] static void throw_undecodable(const std::string& topic, const raw_message& m, const char* part,
+                                             const serialization_error& cause);
   std::pair<detail::store_binding, detail::task_context*> store_binding(const std::string& name,
                                                                         std::int32_t partition);
   struct impl;
@@ -195,10 +203,7 @@ void test_input_topic<K, V>::pipe(const K& key, const V& value, std::optional<st
 
 template <class K, class V>
 record<K, V> test_output_topic<K, V>::read() {
-  auto& q = driver_->records(topic_);
-  if (q.empty()) throw std::out_of_range("no unread record in topic '" + topic_ + "'");
-  auto m = std::move(q.front());
-  q.pop_front();
+  raw_message m = driver_->take_record(topic_);
   std::optional<std::string_view> k, v;
   if (m.key) k = std::string_view(*m.key);
   if (m.value) v = std::string_view(*m.value);
@@ -209,11 +214,7 @@ record<K, V> test_output_topic<K, V>::read() {
     return record<K, V>{std::move(key), detail::decode_field<detail::topic_serde_t<V>, V>(v, "value"), m.timestamp,
                         m.headers};
   } catch (const serialization_error& e) {
-    throw serialization_error("reading topic '" + topic_ + "' (partition " + std::to_string(m.partition) + ", offset " +
-                              std::to_string(m.offset) + "): the record's " + part +
-                              " does not decode as the type this output_topic reads it with (check the template "
-                              "arguments against the topology's serdes): " +
-                              e.what());
+    driver_->throw_undecodable(topic_, m, part, e);
   }
 }
 

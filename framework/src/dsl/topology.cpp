@@ -2,6 +2,7 @@
 #include "sluice/topology.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <numeric>
 #include <set>
@@ -35,6 +36,72 @@ void throw_wrong_store_kind(const state::state_store* store, std::string_view ki
   const std::string name = store ? store->name() : std::string("(none)");
   throw error(errc::invalid_topology, "store '" + name + "' is not a " + std::string(kind) +
                                           " store; ask for it with the handle of the kind it was declared as");
+}
+
+void throw_null_field(const char* what) {
+  throw serialization_error(std::string("the record has a null ") + what + " but the stream's " + what +
+                            " type is not std::optional");
+}
+
+void throw_deserialization_failure(const char* prefix, const std::exception& cause) {
+  throw deserialization_failure(std::string(prefix) + cause.what());
+}
+
+void throw_negative_timestamp(std::int64_t ts, std::int64_t record_ts, bool extracted) {
+  if (!extracted)
+    throw deserialization_failure("the record's timestamp is " + std::to_string(ts) +
+                                  "; timestamps must be >= 0 (produce records with a timestamp, or give the "
+                                  "source a timestamp extractor)");
+  throw deserialization_failure("the timestamp extractor returned " + std::to_string(ts) + " (record timestamp " +
+                                std::to_string(record_ts) + "); timestamps must be >= 0");
+}
+
+std::size_t graph_builder::add(node_spec spec) {
+  nodes.push_back(std::move(spec));
+  return nodes.size() - 1;
+}
+
+std::string graph_builder::name(std::string_view kind) {
+  char digits[16];
+  std::snprintf(digits, sizeof digits, "%010zu", counter++);
+  return std::string(kind) + "-" + digits;
+}
+
+std::size_t graph_builder::add_processor(std::string_view kind, std::size_t parent, node_factory factory,
+                                         std::vector<std::string> stores) {
+  return add({.name = name(kind),
+              .kind = node_kind::processor,
+              .stores = std::move(stores),
+              .parents = {parent},
+              .factory = std::move(factory)});
+}
+
+std::size_t graph_builder::add_source(std::string_view kind, std::vector<std::string> topics, node_factory factory) {
+  return add(
+      {.name = name(kind), .kind = node_kind::source, .topics = std::move(topics), .factory = std::move(factory)});
+}
+
+void graph_builder::add_sink(std::size_t parent, const std::string& topic, node_factory factory) {
+  add({.name = name("KSTREAM-SINK"),
+       .kind = node_kind::sink,
+       .topics = {topic},
+       .parents = {parent},
+       .factory = std::move(factory)});
+}
+
+std::size_t graph_builder::add_repartition(std::size_t parent, const std::string& topic, node_factory sink,
+                                           node_factory source) {
+  add({.name = name("KSTREAM-SINK"),
+       .kind = node_kind::sink,
+       .topics = {topic},
+       .parents = {parent},
+       .factory = std::move(sink),
+       .internal_topic = true});
+  return add({.name = name("KSTREAM-SOURCE"),
+              .kind = node_kind::source,
+              .topics = {topic},
+              .factory = std::move(source),
+              .internal_topic = true});
 }
 
 void graph_builder::add_store(store_spec spec) {

@@ -5,6 +5,7 @@
 #include <deque>
 #include <filesystem>
 #include <set>
+#include <stdexcept>
 
 #include "kafka/types.hpp"
 #include "runtime/config_checks.hpp"
@@ -351,6 +352,23 @@ void topology_test_driver::advance_wall_clock(std::chrono::milliseconds by) {
 std::int64_t topology_test_driver::wall_clock_ms() const noexcept { return impl_->wall; }
 
 std::deque<raw_message>& topology_test_driver::records(const std::string& topic) { return impl_->topics[topic]; }
+
+raw_message topology_test_driver::take_record(const std::string& topic) {
+  auto& q = records(topic);
+  if (q.empty()) throw std::out_of_range("no unread record in topic '" + topic + "'");
+  raw_message m = std::move(q.front());
+  q.pop_front();
+  return m;
+}
+
+void topology_test_driver::throw_undecodable(const std::string& topic, const raw_message& m, const char* part,
+                                             const serialization_error& cause) {
+  throw serialization_error("reading topic '" + topic + "' (partition " + std::to_string(m.partition) + ", offset " +
+                            std::to_string(m.offset) + "): the record's " + part +
+                            " does not decode as the type this output_topic reads it with (check the template "
+                            "arguments against the topology's serdes): " +
+                            cause.what());
+}
 
 void topology_test_driver::check_written_topic(const std::string& topic) const {
   const auto& d = *impl_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <string>
@@ -46,6 +47,9 @@ struct unwrap_optional<std::optional<T>> {
 template <class T>
 using topic_serde_t = default_serde<typename unwrap_optional<T>::type>;
 
+/// Throws serialization_error: a null `what` (key or value) for a type that is not std::optional.
+[[noreturn]] void throw_null_field(const char* what);
+
 /// Decodes a Kafka key or value; null bytes are valid only for std::optional types.
 template <class S, class T>
 T decode_field(const std::optional<std::string_view>& bytes, const char* what) {
@@ -53,9 +57,7 @@ T decode_field(const std::optional<std::string_view>& bytes, const char* what) {
     if (!bytes) return std::nullopt;
     return S::deserialize(*bytes);
   } else {
-    if (!bytes)
-      throw serialization_error(std::string("the record has a null ") + what + " but the stream's " + what +
-                                " type is not std::optional");
+    if (!bytes) throw_null_field(what);
     return S::deserialize(*bytes);
   }
 }
@@ -84,6 +86,14 @@ class deserialization_failure : public serialization_error {
  public:
   using serialization_error::serialization_error;
 };
+
+// A source's failures, built out of line (framework/src/dsl/topology.cpp) so that each
+// source_node instantiation holds only the calls.
+/// Throws deserialization_failure("<prefix><cause.what()>").
+[[noreturn]] void throw_deserialization_failure(const char* prefix, const std::exception& cause);
+/// Throws deserialization_failure for a negative timestamp `ts`: the record's own
+/// (`extracted` false) or a timestamp extractor's from record timestamp `record_ts`.
+[[noreturn]] void throw_negative_timestamp(std::int64_t ts, std::int64_t record_ts, bool extracted);
 
 /// Base of the nodes that emit records of another type than they take. emit() assigns into
 /// one reused output record rather than building a new one, so key, value and header storage
@@ -140,20 +150,20 @@ class source_node final : public node {
     try {
       record_.key = decode_field<KS, K>(raw.key, "key");
     } catch (const serialization_error& e) {
-      throw deserialization_failure(std::string("key: ") + e.what());
+      throw_deserialization_failure("key: ", e);
     }
     try {
       record_.value = decode_field<VS, V>(raw.value, "value");
     } catch (const serialization_error& e) {
-      throw deserialization_failure(std::string("value: ") + e.what());
+      throw_deserialization_failure("value: ", e);
     }
     std::int64_t ts;
     try {
       ts = std::invoke(extract_, std::as_const(record_.key), std::as_const(record_.value), raw.timestamp);
     } catch (const std::exception& e) {
-      throw deserialization_failure(std::string("the timestamp extractor threw: ") + e.what());
+      throw_deserialization_failure("the timestamp extractor threw: ", e);
     }
-    if (ts < 0) throw_negative_timestamp(ts, raw.timestamp);
+    if (ts < 0) throw_negative_timestamp(ts, raw.timestamp, !std::is_same_v<X, record_timestamp>);
     record_.timestamp = ts;
     if (raw.headers)
       record_.headers = *raw.headers;
@@ -166,15 +176,6 @@ class source_node final : public node {
   void process(const void* r) override { forward_erased(r); }
 
  private:
-  [[noreturn]] static void throw_negative_timestamp(std::int64_t ts, std::int64_t record_ts) {
-    if constexpr (std::is_same_v<X, record_timestamp>)
-      throw deserialization_failure("the record's timestamp is " + std::to_string(ts) +
-                                    "; timestamps must be >= 0 (produce records with a timestamp, or give the "
-                                    "source a timestamp extractor)");
-    else
-      throw deserialization_failure("the timestamp extractor returned " + std::to_string(ts) + " (record timestamp " +
-                                    std::to_string(record_ts) + "); timestamps must be >= 0");
-  }
   X extract_{};
   record<K, V> record_;  // reused: no allocation per record once capacities settle
 };
@@ -495,5 +496,13 @@ class pass_node final : public typed_node<K, V> {
  public:
   void on_record(const record<K, V>& r) override { this->forward_erased(&r); }
 };
+
+// The nodes of the commonest types (string keys; string or 64-bit integer values) are
+// compiled once, in framework/src/dsl/common_nodes.cpp, not in every unit that uses them.
+extern template class source_node<std::string, std::string, string_serde, string_serde>;
+extern template class source_node<std::optional<std::string>, std::string, string_serde, string_serde>;
+extern template class source_node<std::string, std::int64_t, string_serde, int64_serde>;
+extern template class sink_node<std::string, std::string, string_serde, string_serde>;
+extern template class sink_node<std::string, std::int64_t, string_serde, int64_serde>;
 
 }  // namespace sluice::detail

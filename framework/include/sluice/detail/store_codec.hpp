@@ -22,10 +22,10 @@ struct store_codec {
   /// "string", "integer" or "other": how a key is written in a URL (other: not at all).
   std::string key_kind;
   /// The key's bytes from its text in a URL; nullopt when the text is not a valid key.
-  std::function<std::optional<std::string>(std::string_view)> key_from_text;
+  std::optional<std::string> (*key_from_text)(std::string_view) = nullptr;
   /// A stored key / value as JSON text. Throws sluice::serde_error when the bytes do not decode.
-  std::function<std::string(std::string_view)> key_to_json;
-  std::function<std::string(std::string_view)> value_to_json;
+  std::string (*key_to_json)(std::string_view) = nullptr;
+  std::string (*value_to_json)(std::string_view) = nullptr;
 };
 
 template <class T>
@@ -90,5 +90,10 @@ std::shared_ptr<const store_codec> make_store_codec() {
   c->value_to_json = [](std::string_view bytes) { return to_json_text(VS::deserialize(bytes)); };
   return c;
 }
+
+// The codecs of the commonest stores (string keys; string or 64-bit integer values) are
+// compiled once, in framework/src/dsl/common_nodes.cpp.
+extern template std::shared_ptr<const store_codec> make_store_codec<std::string, std::string>();
+extern template std::shared_ptr<const store_codec> make_store_codec<std::string, std::int64_t>();
 
 }  // namespace sluice::detail
