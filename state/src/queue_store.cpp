@@ -204,6 +204,8 @@ void queue_store::flush() { storage_->flush(); }
 
 std::size_t queue_store::pending_bytes() const noexcept { return storage_->pending_bytes(); }
 
+std::optional<std::uint64_t> queue_store::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
+
 void queue_store::close() {
   if (closed_) {
     return;

@@ -358,6 +358,8 @@ void ranked_index::flush() { storage_->flush(); }
 
 std::size_t ranked_index::pending_bytes() const noexcept { return storage_->pending_bytes(); }
 
+std::optional<std::uint64_t> ranked_index::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
+
 void ranked_index::close() {
   if (!indexes_) return;
   indexes_->account.close();  // first: after it the budget never calls this store again

@@ -426,6 +426,18 @@ class rocksdb_store final : public kv_store {
 
   std::size_t pending_bytes() const noexcept override { return cache_.dirty_bytes(); }
 
+  // The data column family's memtable entries. RocksDB counts an entry per insert; a value
+  // updated in place (inplace_update_support, as the overflow buffer's customer store asks)
+  // adds none, so a store rewriting a few keys holds few entries however often it commits.
+  std::optional<std::uint64_t> unflushed_entries() const noexcept override {
+    if (!db_) return std::nullopt;
+    std::uint64_t active = 0, immutable = 0;
+    if (!db_->GetIntProperty(data_cf_, "rocksdb.num-entries-active-mem-table", &active) ||
+        !db_->GetIntProperty(data_cf_, "rocksdb.num-entries-imm-mem-tables", &immutable))
+      return std::nullopt;
+    return active + immutable;
+  }
+
   std::optional<std::uint64_t> int_property(std::string_view name) {
     serve();
     std::uint64_t value = 0;

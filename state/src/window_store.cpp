@@ -155,6 +155,8 @@ void window_store::flush() { storage_->flush(); }
 
 std::size_t window_store::pending_bytes() const noexcept { return storage_->pending_bytes(); }
 
+std::optional<std::uint64_t> window_store::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
+
 void window_store::close() {
   if (closed_) return;
   closed_ = true;

@@ -160,8 +160,12 @@ class state_manager {
   /// Flushes memtables so a crash replays a short tail.
   void checkpoint();
   /// True when a logged store's changelog position moved past its last checkpoint by more
-  /// than max(min_records, fraction * position): a crash now would replay more than that
-  /// share of the changelog, which a time-only checkpoint cannot bound at high rates.
+  /// than max(min_records, fraction * position) and the store holds more unflushed entries
+  /// than that too (state_store::unflushed_entries; a store that cannot tell counts records
+  /// alone): a crash now would take more than that share from the store, which a time-only
+  /// checkpoint cannot bound at high rates. For a store writing new keys the two counts are
+  /// about equal; a store rewriting a few keys in place stays under the entries' bound and is
+  /// flushed at the timed checkpoints only (its replay is then bounded by their interval).
   bool checkpoint_due(double fraction, std::int64_t min_records) const;
   /// True when a logged store's changelog writes since the last commit exceed
   /// max(min_records, fraction * position). Committing then bounds what a crash replays

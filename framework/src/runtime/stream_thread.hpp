@@ -54,10 +54,11 @@ struct thread_settings {
   std::chrono::milliseconds poll_timeout{100};
   std::chrono::milliseconds checkpoint_interval{5000};
   /// A task's stores are also checkpointed at a commit once a store's unflushed changelog
-  /// tail exceeds this share of its changelog position (at least checkpoint_min_records),
-  /// and under exactly-once a commit comes early once a store's uncommitted writes exceed
-  /// the same bound: a crash then replays about twice this share of the changelog whatever
-  /// the record rate.
+  /// tail and its unflushed entries both exceed this share of its changelog position (at
+  /// least checkpoint_min_records), and under exactly-once a commit comes early once a
+  /// store's uncommitted writes exceed the same bound: a crash then replays about twice this
+  /// share of the changelog whatever the record rate, except for a store rewriting fewer
+  /// keys than the bound in place, whose tail is bounded by checkpoint_interval.
   double checkpoint_tail_fraction = 0.04;
   std::int64_t checkpoint_min_records = 1000;
   std::chrono::milliseconds restore_log_interval{5000};

@@ -113,6 +113,7 @@ class queue_store final : public state_store {
   void restore(std::span<const restore_record> batch, changelog_offset next_offset) override;
   void flush() override;
   std::size_t pending_bytes() const noexcept override;
+  std::optional<std::uint64_t> unflushed_entries() const noexcept override;
   void close() override;
 
   /// Adds `value` at `sequence` to `queue` (see append_result for replays). `timestamp_ms`

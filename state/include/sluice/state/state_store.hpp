@@ -79,6 +79,13 @@ class state_store {
   /// Bytes in the pending batch (what commit() would write; abort() would drop).
   virtual std::size_t pending_bytes() const noexcept = 0;
 
+  /// Entries committed but not yet durable: what flush() would write, and what a crash now
+  /// would take from the store for its restore to put back (a key written at every commit
+  /// since the last flush counts once where its storage updates entries in place, else once
+  /// per commit). The runtime's checkpoint policy weighs a flush by it. Default: nullopt, the
+  /// store cannot tell (the runtime then counts changelog records alone).
+  virtual std::optional<std::uint64_t> unflushed_entries() const noexcept { return std::nullopt; }
+
   /// Drops pending writes, flushes committed data and releases the store's resources.
   /// Idempotent; the destructor calls it.
   virtual void close() = 0;
