@@ -41,20 +41,20 @@ struct step {
   std::int64_t timestamp;
 };
 const std::vector<step> steps = {
-    {true, "a", "L1", 1},          // 1
-    {false, "a", "R1", 2},         // 2
-    {true, "a", "L2", 3},          // 3
-    {false, "a", std::nullopt, 4}, // 4: deletes the right row
-    {false, "a", std::nullopt, 5}, // 5: deletes a right key already absent
-    {true, "a", std::nullopt, 6},  // 6: deletes the left row; the right is absent
-    {true, "a", std::nullopt, 7},  // 7: deletes a left key already absent
-    {false, "a", "R2", 8},         // 8: a right row without a left one
-    {true, "b", std::nullopt, 9},  // 9: a key neither side ever had
-    {true, "a", "L3", 10},         // 10
-    {false, "a", std::nullopt, 11},// 11
-    {true, "a", std::nullopt, 12}, // 12
-    {true, "c", "Lc", 13},         // 13
-    {false, "c", "Rc", 14},        // 14
+    {true, "a", "L1", 1},            // 1
+    {false, "a", "R1", 2},           // 2
+    {true, "a", "L2", 3},            // 3
+    {false, "a", std::nullopt, 4},   // 4: deletes the right row
+    {false, "a", std::nullopt, 5},   // 5: deletes a right key already absent
+    {true, "a", std::nullopt, 6},    // 6: deletes the left row; the right is absent
+    {true, "a", std::nullopt, 7},    // 7: deletes a left key already absent
+    {false, "a", "R2", 8},           // 8: a right row without a left one
+    {true, "b", std::nullopt, 9},    // 9: a key neither side ever had
+    {true, "a", "L3", 10},           // 10
+    {false, "a", std::nullopt, 11},  // 11
+    {true, "a", std::nullopt, 12},   // 12
+    {true, "c", "Lc", 13},           // 13
+    {false, "c", "Rc", 14},          // 14
 };
 
 void pipe_steps(topology_test_driver& d) {
@@ -69,7 +69,8 @@ TEST(table_join, inner_join_emits_on_either_side_when_both_are_present_and_delet
   sluice::streams_builder b;
   auto l = b.table<std::string, std::string>("left", "left-store");
   auto r = b.table<std::string, std::string>("right", "right-store");
-  l.join(r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, "joined")
+  l.join(
+       r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, "joined")
       .to_stream()
       .to("out");
   topology_test_driver d(b.build());
@@ -82,7 +83,7 @@ TEST(table_join, inner_join_emits_on_either_side_when_both_are_present_and_delet
       {"a", "L3+R2", 10},       // 10
       {"a", std::nullopt, 11},  // 11
       {"c", "Lc+Rc", 14},       // 14
-  };  // 1, 6-9, 12, 13: the other side absent, nothing
+  };                            // 1, 6-9, 12, 13: the other side absent, nothing
   EXPECT_EQ(read_updates(d, "out"), expected);
   auto store = d.store<std::string, std::string>("joined");
   EXPECT_EQ(store.get("c"), "Lc+Rc");
@@ -93,7 +94,8 @@ TEST(table_join, left_join_keeps_every_left_row_and_passes_right_deletions_as_a_
   sluice::streams_builder b;
   auto l = b.table<std::string, std::string>("left", "left-store");
   auto r = b.table<std::string, std::string>("right", "right-store");
-  l.left_join(r, [](const std::string& lv, const text& rv) { return lv + "+" + show(rv); }, "joined")
+  l.left_join(
+       r, [](const std::string& lv, const text& rv) { return lv + "+" + show(rv); }, "joined")
       .to_stream()
       .to("out");
   topology_test_driver d(b.build());
@@ -122,7 +124,8 @@ TEST(table_join, outer_join_keeps_rows_of_either_side_and_deletes_when_both_are_
   sluice::streams_builder b;
   auto l = b.table<std::string, std::string>("left", "left-store");
   auto r = b.table<std::string, std::string>("right", "right-store");
-  l.outer_join(r, [](const text& lv, const text& rv) { return show(lv) + "+" + show(rv); }, "joined")
+  l.outer_join(
+       r, [](const text& lv, const text& rv) { return show(lv) + "+" + show(rv); }, "joined")
       .to_stream()
       .to("out");
   topology_test_driver d(b.build());
@@ -156,7 +159,8 @@ TEST(table_join, joins_an_aggregation_table_and_chains_on_a_join_result) {
   auto named = names.join(
       clicks, [](const std::string& n, std::int64_t c) { return n + ":" + std::to_string(c); }, "named-clicks");
   named
-      .left_join(plans, [](const std::string& nc, const text& p) { return nc + "/" + show(p); }, "named-clicks-plans")
+      .left_join(
+          plans, [](const std::string& nc, const text& p) { return nc + "/" + show(p); }, "named-clicks-plans")
       .to_stream()
       .to("out");
   topology_test_driver d(b.build());
@@ -182,7 +186,10 @@ TEST(table_join, describe_names_both_join_sides_the_merge_and_the_result_store) 
   sluice::streams_builder b;
   auto l = b.table<std::string, std::string>("left", "left-store");
   auto r = b.table<std::string, std::string>("right", "right-store");
-  l.outer_join(r, [](const text& lv, const text& rv) { return show(lv) + show(rv); }, "joined").to_stream().to("out");
+  l.outer_join(
+       r, [](const text& lv, const text& rv) { return show(lv) + show(rv); }, "joined")
+      .to_stream()
+      .to("out");
   const auto t = b.build();
   const auto described = t.describe();
   EXPECT_NE(described.find("KTABLE-OUTERJOINTHIS-"), std::string::npos) << described;
@@ -193,44 +200,131 @@ TEST(table_join, describe_names_both_join_sides_the_merge_and_the_result_store) 
   EXPECT_EQ(t.subtopologies().size(), 1u);
 }
 
-// A suppressed table's buffer does not answer lookups of what it has emitted, so joining it
-// is refused when the topology is built, naming the table as the user wrote it (the
-// suppress call and the table it suppresses, never the generated buffer store) and the fix,
-// which works.
-TEST(table_join, joining_a_suppressed_table_is_refused_at_build_naming_the_table_and_the_fix) {
+// A suppressed table joins as in Kafka Streams 3.9 (KTableSuppressProcessorSupplier's value
+// getter): a lookup of a key its buffer holds answers with the value the suppression last
+// emitted for it (absent when it never emitted one), not the buffered update; any other key
+// reads the table underneath. Left join of rates with limits suppressed until_time_limit(10
+// ms); the suppression's stream time moves with limits' updates only.
+namespace {
+
+sluice::topology rates_left_join_held_limits() {
   using namespace std::chrono_literals;
   sluice::streams_builder b;
   auto limits = b.table<std::string, std::string>("limits", "limits-store");
   auto rates = b.table<std::string, std::string>("rates", "rates-store");
-  auto suppressed = limits.suppress(sluice::until_time_limit(1s, {}));
-  try {
-    (void)rates.outer_join(suppressed, [](const text& r, const text& l) { return show(r) + "/" + show(l); }, "both");
-    FAIL() << "a join with a suppressed table was accepted";
-  } catch (const sluice::error& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(e.code(), sluice::errc::invalid_topology);
-    EXPECT_NE(message.find("table join of 'rates-store' and the suppressed table suppress(until_time_limit(...)) of "
-                           "'limits-store': a suppressed table cannot be joined"),
-              std::string::npos)
-        << message;
-    EXPECT_EQ(message.find("KTABLE-SUPPRESS-STATE-STORE"), std::string::npos) << message;
-    EXPECT_NE(message.find("join the table before suppressing it"), std::string::npos) << message;
-  }
-  // The fix: join, then suppress the result.
-  sluice::streams_builder ok;
-  auto l = ok.table<std::string, std::string>("limits", "limits-store");
-  auto r = ok.table<std::string, std::string>("rates", "rates-store");
-  r.join(l, [](const std::string& rv, const std::string& lv) { return rv + "/" + lv; }, "both")
-      .suppress(sluice::until_time_limit(10ms, {}))
+  auto held = limits.suppress(sluice::until_time_limit(10ms, {}).with_name("held"));
+  rates
+      .left_join(
+          held, [](const std::string& r, const text& l) { return r + "/" + show(l); }, "both")
       .to_stream()
       .to("out");
-  topology_test_driver d(ok.build());
-  d.input_topic<std::string, std::string>("rates").pipe("k", "r", 0);
-  d.input_topic<std::string, std::string>("limits").pipe("k", "l", 1);
-  d.input_topic<std::string, std::string>("rates").pipe("k2", "y", 20);
-  d.input_topic<std::string, std::string>("limits").pipe("k2", "x", 21);  // y/x at 21 releases k's r/l (1 + 10 <= 21)
-  const updates expected = {{"k", text("r/l"), 1}};
-  EXPECT_EQ(read_updates(d, "out"), expected);
+  return b.build();
+}
+
+}  // namespace
+
+TEST(table_join, a_suppressed_until_time_limit_table_answers_lookups_with_what_it_has_emitted) {
+  topology_test_driver d(rates_left_join_held_limits());
+  auto limits = d.input_topic<std::string, text>("limits");
+  auto rates = d.input_topic<std::string, std::string>("rates");
+  rates.pipe("k", "r0", 0);  // before limits has k: absent
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r0/null"), 0}}));
+  limits.pipe("k", "L1", 0);  // buffered until 10; never emitted before
+  rates.pipe("k", "r1", 1);   // during: k held back, nothing emitted yet -> absent
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r1/null"), 1}}));
+  limits.pipe("x", "X1", 10);  // suppression time 10 releases k = L1 (@0); the join's right side sees it
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r1/L1"), 0}}));
+  rates.pipe("k", "r2", 11);  // after: k not buffered -> the limits table: L1
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r2/L1"), 11}}));
+  limits.pipe("k", "L2", 12);  // buffered again (until 22); what downstream saw is L1
+  rates.pipe("k", "r3", 13);
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r3/L1"), 13}}));
+  limits.pipe("k", std::nullopt, 14);  // a deletion replaces the buffered L2; the prior value stays L1
+  rates.pipe("k", "r4", 15);
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r4/L1"), 15}}));
+  // Time 30 releases x (10; rates has no x: a left join's right side emits nothing) then k's
+  // deletion (12, @14), which the join passes on as r4/null.
+  limits.pipe("y", "Y", 30);
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r4/null"), 14}}));
+  rates.pipe("k", "r5", 31);  // after: the limits table no longer has k
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r5/null"), 31}}));
+}
+
+// A stream–table join reads a suppressed table the same way (Kafka Streams' stream–table
+// join takes the table's value getter).
+TEST(table_join, a_stream_joined_with_a_suppressed_table_sees_what_the_table_has_emitted) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  auto limits = b.table<std::string, std::string>("limits", "limits-store");
+  auto held = limits.suppress(sluice::until_time_limit(10ms, {}));
+  b.stream<std::string, std::string>("orders")
+      .left_join(held, [](const std::string& o, const std::optional<std::string>& l) { return o + "/" + show(l); })
+      .to("orders-out");
+  topology_test_driver d(b.build());
+  auto limits_in = d.input_topic<std::string, std::string>("limits");
+  auto orders = d.input_topic<std::string, std::string>("orders");
+  auto out = [&] {
+    std::vector<std::pair<std::string, std::string>> r;
+    for (auto& m : d.output_topic<std::string, std::string>("orders-out").read_all()) r.emplace_back(m.key, m.value);
+    return r;
+  };
+  using pairs = std::vector<std::pair<std::string, std::string>>;
+  limits_in.pipe("k", "L1", 0);
+  orders.pipe("k", "o1", 1);
+  EXPECT_EQ(out(), (pairs{{"k", "o1/null"}}));  // held back, never emitted
+  limits_in.pipe("x", "X", 10);                 // releases k = L1
+  orders.pipe("k", "o2", 11);
+  EXPECT_EQ(out(), (pairs{{"k", "o2/L1"}}));
+  limits_in.pipe("k", "L2", 12);  // held back; downstream has seen L1
+  orders.pipe("k", "o3", 13);
+  EXPECT_EQ(out(), (pairs{{"k", "o3/L1"}}));
+}
+
+// A buffer entry restored from a changelog written before sluice kept prior values (a 'k'
+// entry of the buffer time only) still comes out when due, but a join cannot look its key
+// up: the lookup fails naming the buffer, its changelog and the fixes.
+TEST(table_join, a_lookup_of_a_key_buffered_in_the_old_format_fails_naming_the_fix) {
+  topology_test_driver d(rates_left_join_held_limits());
+  auto buffer = d.store<std::string, std::string>("held-store");
+  auto u64 = [](std::uint64_t v) {
+    std::string out;
+    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
+    return out;
+  };
+  // 'k' <key> -> <u64 buffer time>; 't' <u64 time> <key> -> <u64 ts> <u64 window end> <u32 0 headers> <value>
+  buffer.put("kk", u64(0));
+  buffer.put("t" + u64(0) + "k", u64(0) + u64(0) + std::string(4, '\0') + "\1L1");
+  try {
+    d.input_topic<std::string, std::string>("rates").pipe("k", "r", 1);
+    FAIL() << "a lookup of an old-format entry was answered";
+  } catch (const sluice::error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("suppression buffer 'held-store' holds an entry restored from its changelog in the "
+                           "format of an older sluice"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("test-driver-held-store-changelog"), std::string::npos) << message;
+  }
+}
+
+TEST(table_join, a_buffer_entry_in_the_old_format_is_still_emitted_when_due) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  b.table<std::string, std::string>("limits", "limits-store")
+      .suppress(sluice::until_time_limit(10ms, {}).with_name("held"))
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  auto buffer = d.store<std::string, std::string>("held-store");
+  auto u64 = [](std::uint64_t v) {
+    std::string out;
+    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
+    return out;
+  };
+  buffer.put("kk", u64(0));
+  buffer.put("t" + u64(0) + "k", u64(3) + u64(0) + std::string(4, '\0') + "\1L1");
+  d.input_topic<std::string, std::string>("limits").pipe("x", "X", 10);  // releases k (buffer time 0)
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("L1"), 3}}));
 }
 
 namespace {
@@ -354,4 +448,44 @@ TEST(table_join, session_tables_join_on_key_start_and_end_and_merged_sessions_le
   c.pipe("b", "", 30);  // clicks (b, [28,30]): views' session ending at 30 starts at 30, no match
   EXPECT_EQ(read_windowed<key_serde>(d, "out"),
             (u{{"b", 28, 28, "1/null", 28}, {"b", 28, 28, std::nullopt, 28}, {"b", 28, 30, "2/null", 30}}));
+}
+
+// until_window_closes on the side of a windowed table join: a window the suppression holds
+// back answers with what it has emitted for it (nothing yet: absent), a window it has
+// released reads the window store (a window stays there for size + grace after the
+// latest window start, so past its release). views left-joins final click counts;
+// tumbling 10 ms windows, grace 5 ms.
+TEST(table_join, a_suppressed_until_window_closes_table_answers_lookups_with_what_it_has_emitted) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  const auto windows = sluice::time_windows::of_size_and_grace(10ms, 5ms);
+  auto clicks = b.stream<std::string, std::string>("clicks").group_by_key().windowed_by(windows).count("clicks-per-10");
+  auto views = b.stream<std::string, std::string>("views").group_by_key().windowed_by(windows).count("views-per-10");
+  views
+      .left_join(
+          clicks.suppress(sluice::until_window_closes()),
+          [](std::int64_t v, const std::optional<std::int64_t>& c) { return std::to_string(v) + "/" + show_count(c); },
+          "views-and-final-clicks")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  auto c = d.input_topic<std::string, std::string>("clicks");
+  auto v = d.input_topic<std::string, std::string>("views");
+  using key_serde = sluice::time_windowed_serde<sluice::default_serde<std::string>, 10>;
+  using u = windowed_updates;
+  v.pipe("a", "", 0);  // before: no clicks of (a, [0,10))
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "1/null", 0}}));
+  c.pipe("a", "", 1);  // clicks (a, [0,10)) = 1, held until the window closes
+  v.pipe("a", "", 2);  // during: held back and never emitted -> absent
+  c.pipe("a", "", 3);  // clicks = 2, still held
+  v.pipe("a", "", 4);
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "2/null", 2}, {"a", 0, 10, "3/null", 4}}));
+  // Clicks at 16 close [0,10) (10 + 5 <= 16): the final count 2 (@3) reaches the join's
+  // right side, which finds views' 3 (@4): the result is at 4. (a, [10,20)) is held now.
+  c.pipe("a", "", 16);
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "3/2", 4}}));
+  v.pipe("a", "", 5);  // after: released, read from the window store (2 @3)
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "4/2", 5}}));
+  v.pipe("a", "", 13);  // (a, [10,20)): held back, never emitted -> absent
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 10, 20, "1/null", 13}}));
 }

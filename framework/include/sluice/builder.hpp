@@ -104,7 +104,7 @@ enum class table_join_kind;
 /// What keeps a ktable's rows: a key-value store (a table read from a topic, an aggregation,
 /// a join), a window or session store (a windowed aggregation), or a suppression buffer.
 /// The first two can be joined.
-enum class table_store_kind { key_value, window, suppression_buffer };
+enum class table_store_kind { key_value, window };
 /// Which records a stream–stream join keeps (sluice/detail/stream_join_nodes.hpp).
 enum class stream_join_kind;
 
@@ -214,7 +214,8 @@ class ktable {
   /// session windows gap + grace), for suppress(until_window_closes()).
   /// `update_node`: set on a table read from a topic (V is std::optional of the stored
   /// value), its source node, whose output carries its deletions too, for joins.
-  /// `store_kind`: what keeps the rows (windowed aggregations and suppress say).
+  /// `store_kind`: what keeps the rows (windowed aggregations say; a suppressed table keeps
+  /// its parent's, read under its suppression buffers).
   ktable(std::shared_ptr<detail::graph_builder> g, std::size_t node, std::string store,
          std::optional<std::chrono::milliseconds> window_grace = std::nullopt,
          std::optional<std::size_t> update_node = std::nullopt,
@@ -238,7 +239,8 @@ class ktable {
   /// outerJoin: an update on either side looks up the other side's current value; the result
   /// is a table kept in the store `store` whose updates are std::optional (nullopt: the key
   /// left the join, a tombstone on an output topic). Both tables must be co-partitioned;
-  /// windowed tables join on the windowed key; a suppressed table cannot be joined. The
+  /// windowed tables join on the windowed key; a suppressed table answers lookups with what
+  /// it has emitted (a buffered key's value before its buffered update). The
   /// joiner takes this table's value first (defined in sluice/table_joins.hpp, which
   /// sluice/sluice.hpp includes; see docs/time-and-windows.md, "Table–table joins"):
   ///   join:       VR(const V& value, const VO& other_value)
@@ -269,6 +271,8 @@ class ktable {
  private:
   template <class, class>
   friend class ktable;
+  template <class, class>
+  friend class kstream;
   template <detail::table_join_kind Kind, class VO, class F>
   auto joined(const ktable<K, VO>& other, F joiner, materialized store) const;
   /// The table as a user wrote it, for errors: its store's name in quotes, or for a
@@ -281,9 +285,11 @@ class ktable {
   std::optional<std::chrono::milliseconds> window_grace_;
   std::optional<std::size_t> update_node_;
   detail::table_store_kind store_kind_;
-  /// Set by suppress(): "the suppressed table suppress(...) of 'store'" (its store_ is then
-  /// the generated buffer's name, which the user never wrote).
+  /// Set by suppress(): "the suppressed table suppress(...) of 'store'", for errors.
   std::string suppressed_of_;
+  /// Set by suppress(): the buffer stores of the suppressions over the table kept in store_,
+  /// outermost first; lookups read them before store_ (detail::table_getter).
+  std::vector<std::string> suppression_buffers_;
 };
 
 /// A table every instance reads in full (customer rates, rules); joined by a key selector.
@@ -511,9 +517,10 @@ class kstream {
                   "join: the joiner must be callable as VR(const V& value, const VT& table_value)");
     using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const VT&>>;
     auto s = repartitioned(table.store_name() + "-join");
-    return s.template then<K, VR>(
-        "KSTREAM-JOIN", detail::table_join_node<K, V, VT, VR, F, false>(table.store_name(), std::move(joiner)), false,
-        {table.store_name()});
+    return s.template then<K, VR>("KSTREAM-JOIN",
+                                  detail::table_join_node<K, V, VT, VR, F, false>(
+                                      table.store_name(), table.suppression_buffers_, std::move(joiner)),
+                                  false, table_stores(table));
   }
 
   /// Left join with a table: joiner(value, std::optional<VT>) -> VR; every record passes.
@@ -525,8 +532,9 @@ class kstream {
     using VR = std::remove_cvref_t<std::invoke_result_t<F&, const V&, const std::optional<VT>&>>;
     auto s = repartitioned(table.store_name() + "-join");
     return s.template then<K, VR>("KSTREAM-LEFTJOIN",
-                                  detail::table_join_node<K, V, VT, VR, F, true>(table.store_name(), std::move(joiner)),
-                                  false, {table.store_name()});
+                                  detail::table_join_node<K, V, VT, VR, F, true>(
+                                      table.store_name(), table.suppression_buffers_, std::move(joiner)),
+                                  false, table_stores(table));
   }
 
   /// Inner join with a global table: key_selector(key, value) -> KG, joiner(value, VG) -> VR.
@@ -648,6 +656,13 @@ class kstream {
   template <class KT, class VT>
   static void add_store_ref(std::vector<std::string>& names, const ktable<KT, VT>& t) {
     names.push_back(t.store_name());
+  }
+  /// The stores a lookup of `t` reads: its store and, when suppressed, its buffers.
+  template <class VT>
+  static std::vector<std::string> table_stores(const ktable<K, VT>& t) {
+    std::vector<std::string> names{t.store_name()};
+    names.insert(names.end(), t.suppression_buffers_.begin(), t.suppression_buffers_.end());
+    return names;
   }
 
   std::shared_ptr<detail::graph_builder> g_;

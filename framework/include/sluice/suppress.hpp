@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sluice/builder.hpp"
 #include "sluice/detail/suppress_node.hpp"
@@ -54,7 +55,10 @@ ktable<K, V> ktable<K, V>::suppress(const suppressed& how) const {
                     .stores = {store},
                     .parents = {node_},
                     .factory = detail::factory_of(detail::suppress_node<K, V>(store, spec))});
-  ktable<K, V> result(g_, idx, store, window_grace_, std::nullopt, detail::table_store_kind::suppression_buffer);
+  // Lookups of the suppressed table (joins) read this buffer, then the table underneath.
+  ktable<K, V> result(g_, idx, store_, window_grace_, std::nullopt, store_kind_);
+  result.suppression_buffers_ = suppression_buffers_;
+  result.suppression_buffers_.insert(result.suppression_buffers_.begin(), store);
   result.suppressed_of_ =
       "the suppressed table " +
       std::string(how.what() == suppressed::kind::until_window_closes ? "suppress(until_window_closes())"

@@ -6,8 +6,9 @@
 //   totals.to_stream().to("totals-out");  // std::optional<std::int64_t>: nullopt is a tombstone
 //
 // Each input table's updates (deletions included) look the key up in the other table's
-// store (a windowed aggregation's table: its window or session store by key and window);
-// the results go to the join's store and on. See docs/time-and-windows.md, "Table–table
+// store (a windowed aggregation's table: its window or session store by key and window; a
+// suppressed table: first its suppression buffer, which answers a buffered key with the value
+// emitted before it); the results go to the join's store and on. See docs/time-and-windows.md, "Table–table
 // joins", for what comes out when.
 //
 // Thread-safety: values; build on one thread, like the rest of the DSL.
@@ -15,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 #include <type_traits>
 #include <utility>
 
@@ -43,13 +45,6 @@ auto ktable<K, V>::joined(const ktable<K, VO>& other, F joiner, materialized sto
   if (store.name.empty())
     throw error(errc::invalid_topology, "table join of " + described() + " and " + other.described() +
                                             ": the result's store needs a name (materialized{.name = ...})");
-  for (const auto* table : {&suppressed_of_, &other.suppressed_of_})
-    if (!table->empty())
-      throw error(errc::invalid_topology,
-                  "table join of " + described() + " and " + other.described() +
-                      ": a suppressed table cannot be joined in sluice (its suppression buffer does not answer "
-                      "lookups of what it has emitted); join the table before suppressing it and suppress the "
-                      "join's result instead");
   constexpr const char* this_kind = Kind == detail::table_join_kind::inner  ? "KTABLE-JOINTHIS"
                                     : Kind == detail::table_join_kind::left ? "KTABLE-LEFTJOINTHIS"
                                                                             : "KTABLE-OUTERJOINTHIS";
@@ -67,15 +62,18 @@ auto ktable<K, V>::joined(const ktable<K, VO>& other, F joiner, materialized sto
   // session aggregation's table passes the sessions merged away as nullopt). A side reads the
   // other table by key from its key-value store, or, for a windowed aggregation's table, by
   // key and window from its window or session store (Kafka Streams' windowed value getters).
+  // A suppressed table is read through its buffers first (detail::table_getter): a key one
+  // holds back answers with what that suppression last emitted, as Kafka Streams' suppressed
+  // value getter.
   auto side = [&]<class VThis, class VOther, class Input, detail::table_join_side Side, class VOtherTable>(
                   const ktable<K, Input>& self, const ktable<K, VOtherTable>& other_table, const char* kind) {
     auto make = [&]<class Getter>() {
       if (self.update_node_)
         return detail::factory_of(
             detail::table_join_side_node<K, std::optional<VThis>, VThis, VOther, Out, F, Kind, Side, Getter>(
-                other_table.store_, store.name, joiner));
+                other_table.store_, other_table.suppression_buffers_, store.name, joiner));
       return detail::factory_of(detail::table_join_side_node<K, Input, VThis, VOther, Out, F, Kind, Side, Getter>(
-          other_table.store_, store.name, joiner));
+          other_table.store_, other_table.suppression_buffers_, store.name, joiner));
     };
     std::function<std::unique_ptr<detail::node>()> factory;
     if constexpr (windowed_key) {
@@ -83,9 +81,11 @@ auto ktable<K, V>::joined(const ktable<K, VO>& other, F joiner, materialized sto
         factory = make.template operator()<detail::window_table_getter<K, VOther>>();
     }
     if (!factory) factory = make.template operator()<detail::key_value_getter<K, VOther>>();
+    std::vector<std::string> stores{other_table.store_, store.name};
+    stores.insert(stores.end(), other_table.suppression_buffers_.begin(), other_table.suppression_buffers_.end());
     return g.add({.name = g.name(kind),
                   .kind = detail::node_kind::processor,
-                  .stores = {other_table.store_, store.name},
+                  .stores = std::move(stores),
                   .parents = {self.update_node_.value_or(self.node_)},
                   .factory = std::move(factory)});
   };

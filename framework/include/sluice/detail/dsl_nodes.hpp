@@ -14,6 +14,7 @@
 
 #include "sluice/detail/internal_topics.hpp"
 #include "sluice/detail/node.hpp"
+#include "sluice/detail/suppression_buffer.hpp"
 #include "sluice/record.hpp"
 #include "sluice/serde/serde.hpp"
 #include "sluice/store.hpp"
@@ -370,7 +371,7 @@ class split_node final : public typed_node<K, V> {
 
 /// Folds each record into the aggregate stored under its key and emits the new aggregate.
 template <class K, class V, class A, class Init, class Agg>
-class aggregate_node final : public emitting_node<K, V, K, A> {
+class aggregate_node final : public emitting_node<K, V, K, A>, public prior_value_source<A> {
  public:
   aggregate_node(std::string store, Init init, Agg agg)
       : store_name_(std::move(store)), init_(std::move(init)), agg_(std::move(agg)) {}
@@ -380,21 +381,26 @@ class aggregate_node final : public emitting_node<K, V, K, A> {
   }
   void on_record(const record<K, V>& r) override {
     auto current = store_->get(r.key);
+    if (send_prior_) prior_ = current;
     A next = std::invoke(agg_, r.key, r.value, current ? std::move(*current) : std::invoke(init_));
     store_->put(r.key, next);
     this->emit(r.key, std::move(next), r);
   }
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<A>& prior_value() const noexcept override { return prior_; }
 
  private:
   std::string store_name_;
   Init init_;
   Agg agg_;
   std::optional<key_value_store<K, A>> store_;
+  bool send_prior_ = false;
+  std::optional<A> prior_;
 };
 
 /// Combines each value with the stored one per key (the first value starts it).
 template <class K, class V, class F>
-class reduce_node final : public emitting_node<K, V, K, V> {
+class reduce_node final : public emitting_node<K, V, K, V>, public prior_value_source<V> {
  public:
   reduce_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
   void init(task_context& task) override {
@@ -405,18 +411,23 @@ class reduce_node final : public emitting_node<K, V, K, V> {
     auto current = store_->get(r.key);
     V next = current ? std::invoke(f_, *current, r.value) : r.value;
     store_->put(r.key, next);
+    if (send_prior_) prior_ = std::move(current);
     this->emit(r.key, std::move(next), r);
   }
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<V>& prior_value() const noexcept override { return prior_; }
 
  private:
   std::string store_name_;
   F f_;
   std::optional<key_value_store<K, V>> store_;
+  bool send_prior_ = false;
+  std::optional<V> prior_;
 };
 
 /// Materializes a table topic into its store; a null value deletes the key.
 template <class K, class V>
-class table_node final : public typed_node<K, std::optional<V>> {
+class table_node final : public typed_node<K, std::optional<V>>, public prior_value_source<V> {
  public:
   explicit table_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
@@ -426,29 +437,87 @@ class table_node final : public typed_node<K, std::optional<V>> {
   /// Applies the update to the store, then forwards it, a deletion too (as Kafka Streams'
   /// KTableSource forwards a tombstone, also for a key the table did not hold).
   void on_record(const record<K, std::optional<V>>& r) override {
+    if (send_prior_) prior_ = store_->get(r.key);
     if (r.value)
       store_->put(r.key, *r.value);
     else
       store_->remove(r.key);
     this->forward_erased(&r);
   }
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<V>& prior_value() const noexcept override { return prior_; }
 
  private:
   std::string store_name_;
   std::optional<key_value_store<K, V>> store_;
+  bool send_prior_ = false;
+  std::optional<V> prior_;
 };
 
-/// Stream-table join: looks the record's key up in the table's store.
+/// How a join reads a table's current value for a key (Kafka Streams' value getters). The
+/// key-value getter reads a table kept in a key-value store (a table read from a topic, an
+/// aggregation, a join's result) by key; its values carry no timestamp.
+template <class K, class V>
+class key_value_getter {
+ public:
+  void init(task_context& task, const std::string& store) {
+    store_.emplace(store_handle_factory::make<key_value_store<K, V>>(task.store(store), &task));
+  }
+  /// The value of `key`, if any; leaves `timestamp` as it is.
+  std::optional<V> get(const K& key, std::int64_t&) { return store_->get(key); }
+
+ private:
+  std::optional<key_value_store<K, V>> store_;
+};
+
+/// A table's getter as a join sees the table, as Kafka Streams' suppressed value getter: for
+/// a suppressed table (`buffers`: its suppressions' buffer stores, outermost first; several
+/// when a suppressed table is suppressed again), a key a suppression holds back answers with
+/// the value that suppression last emitted for it (absent when it never emitted one), so a
+/// lookup sees what downstream has seen, not the buffered update; any other key reads the
+/// table underneath through Base (key_value_getter or a windowed table's getter). A value
+/// from a buffer leaves `timestamp` as it is (Kafka Streams' unknown timestamp). With no
+/// buffers it is Base.
+template <class K, class V, class Base>
+class table_getter {
+ public:
+  explicit table_getter(std::vector<std::string> buffers = {}) : buffer_names_(std::move(buffers)) {}
+  void init(task_context& task, const std::string& store) {
+    base_.init(task, store);
+    buffers_.clear();
+    for (const auto& name : buffer_names_) buffers_.emplace_back(name).init(task);
+  }
+  std::optional<V> get(const K& key, std::int64_t& timestamp) {
+    if (!buffers_.empty()) {
+      key_bytes_.clear();
+      default_serde<K>::serialize(key, key_bytes_);
+      for (auto& buffer : buffers_)
+        if (auto prior = buffer.prior_value(key_bytes_)) return std::move(*prior);
+    }
+    return base_.get(key, timestamp);
+  }
+
+ private:
+  std::vector<std::string> buffer_names_;
+  Base base_;
+  std::vector<suppression_buffer_view<V>> buffers_;
+  std::string key_bytes_;
+};
+
+/// Stream-table join: looks the record's key up in the table (through its getter, so a
+/// suppressed table answers with what it has emitted).
 template <class K, class V, class VT, class VR, class F, bool Left>
 class table_join_node final : public emitting_node<K, V, K, VR> {
  public:
-  table_join_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
+  table_join_node(std::string store, std::vector<std::string> buffers, F f)
+      : store_name_(std::move(store)), table_(std::move(buffers)), f_(std::move(f)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
+    table_.init(task, store_name_);
   }
   void on_record(const record<K, V>& r) override {
-    auto t = store_->get(r.key);
+    std::int64_t timestamp = r.timestamp;
+    auto t = table_.get(r.key, timestamp);
     if constexpr (Left) {
       this->emit(r.key, std::invoke(f_, r.value, t), r);
     } else {
@@ -459,8 +528,8 @@ class table_join_node final : public emitting_node<K, V, K, VR> {
 
  private:
   std::string store_name_;
+  table_getter<K, VT, key_value_getter<K, VT>> table_;
   F f_;
-  std::optional<key_value_store<K, VT>> store_;
 };
 
 /// Stream-global-table join: maps the record to the table's key, looks it up.

@@ -160,8 +160,11 @@ class node {
   void add_child(node* child, std::string name) {
     children_.push_back(child);
     child_names_.push_back(std::move(name));
+    child->parents_.push_back(this);
   }
   const std::vector<std::string>& child_names() const noexcept { return child_names_; }
+  /// The nodes that forward to this one, in wiring order (set before init).
+  const std::vector<node*>& parents() const noexcept { return parents_; }
 
   /// Passes the record to every child, or to the child named `to`.
   void forward_erased(const void* record, std::string_view to = {}) {
@@ -181,6 +184,26 @@ class node {
  private:
   std::vector<node*> children_;
   std::vector<std::string> child_names_;
+  std::vector<node*> parents_;
+};
+
+/// A node that keeps a table (a table's materialization, an aggregation, a join's merge, a
+/// suppression) and can tell a child, while it forwards an update, the value the update's
+/// key had in the table before it (Kafka Streams' old values, enabled per table by
+/// sendOldValues). V is the table's stored value type (nullopt: the key was absent).
+/// Off by default: a node reads the prior value only after send_prior_values(), which a
+/// child calls in its init (ktable::suppress's node, to remember what it last emitted).
+/// Used by the task's thread only, like every node.
+template <class V>
+class prior_value_source {
+ public:
+  /// From now on, prior_value() answers for each update forwarded.
+  virtual void send_prior_values() = 0;
+  /// During a forward: the key's value before the update being forwarded.
+  virtual const std::optional<V>& prior_value() const noexcept = 0;
+
+ protected:
+  ~prior_value_source() = default;
 };
 
 /// Base of nodes whose input is record<K, V>: casts once, calls a typed function.

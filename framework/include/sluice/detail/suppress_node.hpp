@@ -14,6 +14,7 @@
 
 #include "sluice/detail/dsl_nodes.hpp"
 #include "sluice/detail/node.hpp"
+#include "sluice/detail/suppression_buffer.hpp"
 #include "sluice/error.hpp"
 #include "sluice/metrics.hpp"
 #include "sluice/record.hpp"
@@ -22,29 +23,6 @@
 #include "sluice/windows.hpp"
 
 namespace sluice::detail {
-
-/// A buffered value in its state encoding. A std::optional value (a session table's, nullopt
-/// for a session merged into another) as a presence byte, then the value.
-template <class V>
-struct buffered_value_serde {
-  static void serialize(const V& v, std::string& out) { default_state_serde<V>::serialize(v, out); }
-  static V deserialize(std::string_view in) { return default_state_serde<V>::deserialize(in); }
-};
-template <class T>
-struct buffered_value_serde<std::optional<T>> {
-  static void serialize(const std::optional<T>& v, std::string& out) {
-    out.clear();
-    out.push_back(v ? '\1' : '\0');
-    if (!v) return;
-    std::string bytes;
-    default_state_serde<T>::serialize(*v, bytes);
-    out.append(bytes);
-  }
-  static std::optional<T> deserialize(std::string_view in) {
-    if (in.empty() || in[0] == '\0') return std::nullopt;
-    return default_state_serde<T>::deserialize(in.substr(1));
-  }
-};
 
 /// The time a buffered key is due by: its window's end (until_window_closes) or the
 /// timestamp of the update that first buffered it (until_time_limit).
@@ -56,24 +34,6 @@ struct suppression_spec {
   suppression_time buffer_time = suppression_time::record_timestamp;
 };
 
-/// Big-endian fixed-width integers for the buffer's store layout.
-inline void append_u64(std::string& out, std::uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
-}
-inline std::uint64_t read_u64(std::string_view in, std::size_t at) {
-  std::uint64_t v = 0;
-  for (std::size_t i = at; i < at + 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
-  return v;
-}
-inline void append_u32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
-}
-inline std::uint32_t read_u32(std::string_view in, std::size_t at) {
-  std::uint32_t v = 0;
-  for (std::size_t i = at; i < at + 4; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
-  return v;
-}
-
 /// Buffers each update of a key, replacing the key's earlier buffered update, and emits a
 /// key's latest update when it is due (a session's: its end, the last record's timestamp;
 /// until_window_closes drops tombstones, which only merged-away sessions produce) (buffer time <= observed stream time
@@ -83,22 +43,39 @@ inline std::uint32_t read_u32(std::string_view in, std::size_t at) {
 /// buffered update (non-resetting); due keys come out in (buffer time, serialized key) order, each with the timestamp
 /// and headers of its latest update.
 ///
-/// Store layout (one key-value store, changelogged, so the buffer survives restarts and
-/// commits with the outputs under exactly-once):
-///   't' <u64 buffer time> <key bytes>  ->  <u64 timestamp> <u64 window end> <headers> <value>
-///   'k' <key bytes>                    ->  <u64 buffer time>
-/// Key bytes are the key's topic serde (windowed keys: TimeWindowedSerializer's layout, the
-/// key's bytes then the window start), so keys of one buffer time sort as in Kafka Streams.
+/// The buffer also keeps, per buffered key, its prior value: the table's value before the
+/// update that first buffered the key, i.e. what this node last emitted for it (absent if it
+/// never did), which the parent table passes as its old value (prior_value_source), as Kafka
+/// Streams' buffer keeps the first buffered change's old value. A join of the suppressed
+/// table answers a buffered key's lookup with it (suppression_buffer_view); this node passes
+/// it on as the prior value of what it emits, for a suppression of this table.
+///
+/// Store layout: see detail/suppression_buffer.hpp (one key-value store, changelogged, so
+/// the buffer survives restarts and commits with the outputs under exactly-once). Key bytes
+/// are the key's topic serde (windowed keys: TimeWindowedSerializer's layout, the key's bytes
+/// then the window start), so keys of one buffer time sort as in Kafka Streams.
 template <class K, class V>
-class suppress_node final : public typed_node<K, V> {
+class suppress_node final : public typed_node<K, V>, public prior_value_source<typename unwrap_optional<V>::type> {
  public:
   using KS = default_serde<K>;
   using VS = buffered_value_serde<V>;
+  using T = typename unwrap_optional<V>::type;
+  using PS = buffered_value_serde<std::optional<T>>;
 
   suppress_node(std::string store, suppression_spec spec) : store_name_(std::move(store)), spec_(spec) {}
 
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<T>& prior_value() const noexcept override { return prior_; }
+
   void init(task_context& task) override {
     node::init(task);
+    // The table this node suppresses tells it each key's value before an update.
+    parent_ = this->parents().size() == 1 ? dynamic_cast<prior_value_source<T>*>(this->parents()[0]) : nullptr;
+    if (!parent_)
+      throw error(errc::invalid_topology, "suppression buffer '" + store_name_ +
+                                              "': its parent is not a table node that passes prior values (a bug "
+                                              "in how the topology was built)");
+    parent_->send_prior_values();
     auto binding = task.store(store_name_);
     store_ = kv_store_of(binding);
     changelog_ = binding.changelog;
@@ -128,12 +105,15 @@ class suppress_node final : public typed_node<K, V> {
     std::int64_t time = spec_.buffer_time == suppression_time::window_end ? window_end : r.timestamp;
 
     index_key_.assign("k").append(key_bytes_);
-    if (store_->get(index_key_, scratch_) && scratch_.size() == 8) {
+    if (store_->get(index_key_, scratch_) && scratch_.size() >= old_index_entry_size) {
       time = static_cast<std::int64_t>(read_u64(scratch_, 0));
     } else {
-      scratch_.clear();
-      append_u64(scratch_, static_cast<std::uint64_t>(time));
-      write(index_key_, scratch_);
+      // First buffered: the key's prior value is the table's value before this update.
+      entry_.clear();
+      append_u64(entry_, static_cast<std::uint64_t>(time));
+      PS::serialize(parent_->prior_value(), scratch_);
+      entry_.append(scratch_);
+      write(index_key_, entry_);
     }
     entry_key_.assign("t");
     append_u64(entry_key_, static_cast<std::uint64_t>(time));
@@ -213,6 +193,13 @@ class suppress_node final : public typed_node<K, V> {
       --records_;
       bytes_ -= key.size() + value.size();
       index_key_.assign("k").append(key_bytes);
+      if (send_prior_) {
+        // What downstream saw before this emission (unknown for an entry of the old format).
+        if (store_->get(index_key_, scratch_) && scratch_.size() > old_index_entry_size)
+          prior_ = PS::deserialize(std::string_view(scratch_).substr(old_index_entry_size));
+        else
+          prior_.reset();
+      }
       remove(index_key_);
       remove(std::string(key));
       // Final results drop tombstones (a session merged into another), as Kafka Streams'
@@ -238,6 +225,9 @@ class suppress_node final : public typed_node<K, V> {
   state::kv_store* store_ = nullptr;
   changelog_writer* changelog_ = nullptr;
   counter* emitted_ = nullptr;
+  prior_value_source<T>* parent_ = nullptr;
+  bool send_prior_ = false;
+  std::optional<T> prior_;
   std::int64_t observed_ = -1;
   std::uint64_t records_ = 0, bytes_ = 0;
   std::string key_bytes_, index_key_, entry_key_, entry_, scratch_;

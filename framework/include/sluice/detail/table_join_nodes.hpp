@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sluice/detail/dsl_nodes.hpp"
 #include "sluice/detail/window_nodes.hpp"
@@ -25,22 +26,6 @@ enum class table_join_kind { inner, left, outer };
 
 /// Which input table a side node takes updates from.
 enum class table_join_side { left, right };
-
-/// How a side node reads the other table's current value for a key (Kafka Streams' value
-/// getters). The key-value getter reads a table kept in a key-value store (a table read from
-/// a topic, an aggregation, a join's result) by key; its values carry no timestamp.
-template <class K, class V>
-class key_value_getter {
- public:
-  void init(task_context& task, const std::string& store) {
-    store_.emplace(store_handle_factory::make<key_value_store<K, V>>(task.store(store), &task));
-  }
-  /// The value of `key`, if any; leaves `timestamp` as it is.
-  std::optional<V> get(const K& key, std::int64_t&) { return store_->get(key); }
-
- private:
-  std::optional<key_value_store<K, V>> store_;
-};
 
 /// The getter of a windowed aggregation's table (its window store), as Kafka Streams'
 /// KStreamWindowAggregate / KStreamSessionWindowAggregate value getters: a time window by
@@ -103,15 +88,20 @@ class window_table_getter<session_windowed<K>, V> {
 /// it has one exactly when this side had one before (the other side being absent), which is
 /// what Kafka Streams learns from the old value it enables on the input tables.
 ///
-/// Getter reads the other table (key_value_getter or window_table_getter). A result carries
+/// Getter reads the other table (key_value_getter or window_table_getter, under a
+/// table_getter, which answers for a suppressed table's buffered keys). A result carries
 /// the update's timestamp, or the other side's when that is larger and known (a windowed
 /// table's), as Kafka Streams' max of both.
 template <class K, class I, class VThis, class VOther, class VO, class F, table_join_kind Kind, table_join_side Side,
           class Getter = key_value_getter<K, VOther>>
 class table_join_side_node final : public typed_node<K, I> {
  public:
-  table_join_side_node(std::string other_store, std::string result_store, F joiner)
-      : other_name_(std::move(other_store)), result_name_(std::move(result_store)), joiner_(std::move(joiner)) {}
+  table_join_side_node(std::string other_store, std::vector<std::string> other_buffers, std::string result_store,
+                       F joiner)
+      : other_name_(std::move(other_store)),
+        result_name_(std::move(result_store)),
+        joiner_(std::move(joiner)),
+        other_(std::move(other_buffers)) {}
 
   void init(task_context& task) override {
     node::init(task);
@@ -171,7 +161,7 @@ class table_join_side_node final : public typed_node<K, I> {
   std::string other_name_;
   std::string result_name_;
   F joiner_;
-  Getter other_;
+  table_getter<K, VOther, Getter> other_;
   std::optional<key_value_store<K, VO>> result_;
   record<K, std::optional<VO>> out_;
 };
@@ -179,7 +169,7 @@ class table_join_side_node final : public typed_node<K, I> {
 /// The merge point of a table–table join: applies each result of either side to the join's
 /// store (a value puts, nullopt deletes) and passes it on unchanged, tombstones included.
 template <class K, class VO>
-class table_join_merge_node final : public typed_node<K, std::optional<VO>> {
+class table_join_merge_node final : public typed_node<K, std::optional<VO>>, public prior_value_source<VO> {
  public:
   explicit table_join_merge_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
@@ -187,16 +177,21 @@ class table_join_merge_node final : public typed_node<K, std::optional<VO>> {
     store_.emplace(store_handle_factory::make<key_value_store<K, VO>>(task.store(store_name_), &task));
   }
   void on_record(const record<K, std::optional<VO>>& r) override {
+    if (send_prior_) prior_ = store_->get(r.key);
     if (r.value)
       store_->put(r.key, *r.value);
     else
       store_->remove(r.key);
     this->forward_erased(&r);
   }
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<VO>& prior_value() const noexcept override { return prior_; }
 
  private:
   std::string store_name_;
   std::optional<key_value_store<K, VO>> store_;
+  bool send_prior_ = false;
+  std::optional<VO> prior_;
 };
 
 }  // namespace sluice::detail

@@ -34,7 +34,7 @@ using window_aggregate_store_handle = window_store_handle<K, value_and_timestamp
 /// windows and be late for others). Fold(key, value, std::optional<A> current) -> A makes
 /// count, reduce and aggregate one node.
 template <class K, class V, class A, class Fold>
-class window_aggregate_node final : public typed_node<K, V> {
+class window_aggregate_node final : public typed_node<K, V>, public prior_value_source<A> {
  public:
   using stored = value_and_timestamp<A>;
   using store_handle = window_aggregate_store_handle<K, A>;
@@ -64,6 +64,7 @@ class window_aggregate_node final : public typed_node<K, V> {
       const std::int64_t ts = current ? std::max(r.timestamp, current->timestamp) : r.timestamp;
       std::optional<A> agg;
       if (current) agg.emplace(std::move(current->value));
+      if (send_prior_) prior_ = agg;
       A next = fold_(r.key, r.value, std::move(agg));
       store_->put(r.key, w.start, stored{next, ts});
       out_.key.key = r.key;
@@ -83,6 +84,12 @@ class window_aggregate_node final : public typed_node<K, V> {
   std::int64_t observed_ = -1;
   counter* late_ = nullptr;
   record<windowed<K>, A> out_;
+  bool send_prior_ = false;
+  std::optional<A> prior_;
+
+ public:
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<A>& prior_value() const noexcept override { return prior_; }
 };
 
 /// Sliding-window aggregation, exactly as Kafka Streams 3.9's KStreamSlidingWindowAggregate
@@ -100,7 +107,7 @@ class window_aggregate_node final : public typed_node<K, V> {
 /// sluice_window_late_records_dropped_total. Updates are emitted keyed windowed<K> with
 /// window {start, start + d}, at the highest timestamp folded into the window.
 template <class K, class V, class A, class Fold>
-class sliding_window_aggregate_node final : public typed_node<K, V> {
+class sliding_window_aggregate_node final : public typed_node<K, V>, public prior_value_source<A> {
  public:
   using stored = value_and_timestamp<A>;
   using store_handle = window_aggregate_store_handle<K, A>;
@@ -207,6 +214,7 @@ class sliding_window_aggregate_node final : public typed_node<K, V> {
   void create_right_window(const record<K, V>& r, const stored& aggregate) {
     const std::int64_t start = r.timestamp + 1;
     store_->put(r.key, start, aggregate);
+    if (send_prior_) prior_.reset();  // the window did not exist
     emit(r, start, aggregate.value, aggregate.timestamp);
   }
 
@@ -222,6 +230,7 @@ class sliding_window_aggregate_node final : public typed_node<K, V> {
     const std::int64_t ts = current ? std::max(r.timestamp, current->timestamp) : r.timestamp;
     std::optional<A> agg;
     if (current) agg.emplace(current->value);
+    if (send_prior_) prior_ = agg;
     A next = fold_(r.key, r.value, std::move(agg));
     store_->put(r.key, start, stored{next, ts});
     emit(r, start, std::move(next), ts);
@@ -244,6 +253,12 @@ class sliding_window_aggregate_node final : public typed_node<K, V> {
   counter* late_ = nullptr;
   std::vector<std::int64_t> starts_;
   record<windowed<K>, A> out_;
+  bool send_prior_ = false;
+  std::optional<A> prior_;
+
+ public:
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<A>& prior_value() const noexcept override { return prior_; }
 };
 
 /// The typed handle to a session aggregation's store: per (key, session end), the aggregate
@@ -264,7 +279,7 @@ using session_aggregate_store_handle =
 /// Store: a window store keyed by (key, session end) holding session_value{aggregate,
 /// start}; sessions of one key never overlap, so their ends are distinct.
 template <class K, class V, class A, class Fold, class Merge>
-class session_aggregate_node final : public typed_node<K, V> {
+class session_aggregate_node final : public typed_node<K, V>, public prior_value_source<A> {
  public:
   using stored = session_value<A>;
   using store_handle = session_aggregate_store_handle<K, A>;
@@ -289,6 +304,7 @@ class session_aggregate_node final : public typed_node<K, V> {
     // Sessions ending in [t - gap, ...]: none ends after the highest timestamp seen.
     auto sessions = store_->fetch(r.key, std::max<std::int64_t>(0, ts - gap), std::max(observed_, ts + gap));
     merged_.clear();
+    merged_values_.clear();
     time_window window{ts, ts};
     std::optional<A> agg;
     for (auto& [end, session] : sessions) {
@@ -296,19 +312,24 @@ class session_aggregate_node final : public typed_node<K, V> {
       agg = merge_(r.key, std::move(agg), session.value);
       window = time_window{std::min(window.start, session.start), std::max(window.end, end)};
       merged_.push_back(time_window{session.start, end});
+      if (send_prior_) merged_values_.push_back(session.value);
     }
     if (window.end < close_time) {
       late_->add();
       return;
     }
     if (window != time_window{ts, ts}) {
-      for (const auto& old : merged_) {
-        store_->remove(r.key, old.end);
-        emit(r, old, std::nullopt);
+      for (std::size_t i = 0; i < merged_.size(); ++i) {
+        store_->remove(r.key, merged_[i].end);
+        if (send_prior_) prior_ = std::move(merged_values_[i]);
+        emit(r, merged_[i], std::nullopt);
       }
     }
     A next = fold_(r.key, r.value, std::move(agg));
     store_->put(r.key, window.end, stored{next, window.start});
+    // As Kafka Streams, the new session's prior value is null, even when it replaces a
+    // session of the same window (merged away above, with its own prior value).
+    if (send_prior_) prior_.reset();
     emit(r, window, std::move(next));
   }
 
@@ -330,7 +351,14 @@ class session_aggregate_node final : public typed_node<K, V> {
   std::int64_t observed_ = -1;
   counter* late_ = nullptr;
   std::vector<time_window> merged_;
+  std::vector<A> merged_values_;
   record<session_windowed<K>, std::optional<A>> out_;
+  bool send_prior_ = false;
+  std::optional<A> prior_;
+
+ public:
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<A>& prior_value() const noexcept override { return prior_; }
 };
 
 }  // namespace sluice::detail
