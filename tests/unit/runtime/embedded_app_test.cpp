@@ -150,7 +150,7 @@ TEST(embedded_app, a_suppression_buffer_comes_back_from_its_changelog_after_a_re
     writer.flush();
     sluice::topic_reader reader(cfg, {updates});
     ASSERT_EQ(reader.read_at_least(2, 30s).size(), 2u);  // both counted, the window still open
-    app.close();                                          // commits
+    app.close();                                         // commits
   }
   auto restarted = restartable_embedded_config(app_id);
   sluice::app app(topology(), restarted);
@@ -167,6 +167,75 @@ TEST(embedded_app, a_suppression_buffer_comes_back_from_its_changelog_after_a_re
   EXPECT_EQ(key.window.start, 0);
   EXPECT_EQ(sluice::default_serde<std::int64_t>::deserialize(*out[0].value), 2);
   EXPECT_EQ(out[0].timestamp, 2'000);
+}
+
+TEST(embedded_app, a_suppression_buffers_prior_values_come_back_from_its_changelog_for_joins) {
+  // A join of a suppressed table answers a buffered key with the value the suppression last
+  // emitted for it, which the buffer keeps in its changelog with the buffered update. The
+  // second instance starts on an empty state.dir: k's lookup answers L1 only if the buffer's
+  // entry (L2 held back, L1 emitted before) came back from the changelog with its prior
+  // value (without the buffer it would read the limits table's L2).
+  const std::string limits = unique("limits"), rates = unique("rates"), out = unique("rates-and-limits");
+  auto topology = [&] {
+    sluice::streams_builder b;
+    auto held = b.table<std::string, std::string>(limits, "limits-store")
+                    .suppress(sluice::until_time_limit(1min, {}).with_name("held"));
+    b.table<std::string, std::string>(rates, "rates-store")
+        .left_join(
+            held,
+            [](const std::string& r, const std::optional<std::string>& l) { return r + "/" + l.value_or("null"); },
+            "rates-and-limits")
+        .to_stream()
+        .to(out);
+    return b.build();
+  };
+  const std::string app_id = unique("suppressed-join-restart");
+  auto cfg = restartable_embedded_config(app_id);
+  sluice::topic_admin admin(cfg);
+  for (const auto& t : {limits, rates, out}) admin.create_topic(t, 1);
+  sluice::topic_writer writer(cfg);
+  auto value_of = [](const sluice::raw_message& m) {
+    return sluice::default_serde<std::string>::deserialize(*m.value);
+  };
+  {
+    sluice::app app(topology(), cfg);
+    app.start();
+    writer.send<std::string, std::string>(rates, "k", "r0", 0);
+    writer.flush();
+    sluice::topic_reader reader(cfg, {out});
+    auto first = reader.read_at_least(1, 60s);  // r0/null: rates is read before the limits arrive
+    ASSERT_EQ(first.size(), 1u);
+    writer.send<std::string, std::string>(limits, "k", "L1", 1'000);
+    writer.send<std::string, std::string>(limits, "x", "X", 61'000);  // releases k = L1: r0/L1
+    writer.flush();
+    auto second = reader.read_at_least(1, 60s);
+    ASSERT_EQ(second.size(), 1u);
+    EXPECT_EQ(value_of(second[0]), "r0/L1");
+    writer.send<std::string, std::string>(limits, "k", "L2", 62'000);  // held back; L1 was emitted
+    writer.flush();
+    // Evidence that the buffer logged k with its prior value: 'k' "k" -> <u64 62000> 0x01 "L1".
+    std::string expected(8, '\0');
+    for (int i = 7, v = 62'000; i >= 0; --i, v >>= 8)
+      expected[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xFF);
+    expected += "\1L1";
+    sluice::topic_reader changelog(cfg, {app_id + "-held-store-changelog"});
+    bool logged = false;
+    for (int polls = 0; polls < 60 && !logged; ++polls)
+      for (const auto& m : changelog.poll(1s))
+        if (m.key && *m.key == "kk" && m.value && *m.value == expected) logged = true;
+    ASSERT_TRUE(logged);
+    app.close();
+  }
+  auto restarted = restartable_embedded_config(app_id);
+  sluice::app app(topology(), restarted);
+  app.start();
+  writer.send<std::string, std::string>(rates, "k", "r1", 62'001);
+  writer.flush();
+  sluice::topic_reader reader(restarted, {out});
+  auto all = reader.read_at_least(3, 60s);
+  app.close();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(value_of(all[2]), "r1/L1");
 }
 
 TEST(embedded_app, stream_join_stores_come_back_from_their_changelogs_after_a_restart) {
@@ -208,7 +277,7 @@ TEST(embedded_app, stream_join_stores_come_back_from_their_changelogs_after_a_re
   auto restarted = restartable_embedded_config(app_id);
   sluice::app app(topology(), restarted);
   app.start();
-  writer.send<std::string, std::string>(right, "k", "r1", 1'500);     // joins l1 from the restored store
+  writer.send<std::string, std::string>(right, "k", "r1", 1'500);    // joins l1 from the restored store
   writer.send<std::string, std::string>(right, "k3", "z", 100'000);  // closes the windows of time 1000
   writer.flush();
   sluice::topic_reader reader(restarted, {out});
