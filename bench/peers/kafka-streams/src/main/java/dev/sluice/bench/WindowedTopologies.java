@@ -87,6 +87,16 @@ final class WindowedTopologies {
                   .withKeySerde(timeWindowed).withValueSerde(s))
         .toStream()
         .to(out + "-windowed-table-join", Produced.with(timeWindowed, s));
+    // A suppressed table on a join's side: a window its buffer holds answers with what the
+    // suppression has emitted for it (nothing before the window closes). A reduce: the old
+    // value of a count's new window is its initializer's 0, where sluice has none.
+    tumblingCount
+        .leftJoin(tumblingReduce.suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded())),
+                  (n, vs) -> n + "=" + show(vs),
+                  Materialized.<Windowed<String>, String, KeyValueStore<Bytes, byte[]>>as("suppressed-table-join")
+                      .withKeySerde(timeWindowed).withValueSerde(s))
+        .toStream()
+        .to(out + "-suppressed-table-join", Produced.with(timeWindowed, s));
     KTable<Windowed<String>, String> sessionReduce =
         byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(50), Duration.ofMillis(50)))
             .reduce((agg, v) -> agg + "," + v,
