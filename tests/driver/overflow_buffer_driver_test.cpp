@@ -397,6 +397,66 @@ TEST(overflow_buffer, output_keeps_key_value_and_headers) {
   EXPECT_EQ(header(out[1], "sluice-overflow-delay-ms"), "1000");
 }
 
+// A record without a key and a record with the empty key are the same customer "" (one line,
+// one token bucket), but each leaves as it came: drained or expired, keyless stays keyless.
+TEST(overflow_buffer, a_keyless_record_drained_or_expired_stays_keyless_and_an_empty_key_stays_empty) {
+  harness h(rate_opts(1));
+  h.driver->pipe_raw("notifications", std::nullopt, msg(0), start_ms);                         // direct
+  h.driver->pipe_raw("notifications", std::nullopt, msg(1), start_ms);                         // buffered
+  h.driver->pipe_raw("notifications", std::string(""), msg(2), start_ms);                      // buffered
+  h.driver->pipe_raw("notifications", std::nullopt, R"({"n":3,"ttl_ms":2500})", start_ms);      // expires
+  h.driver->pipe_raw("notifications", std::string(""), R"({"n":4,"ttl_ms":2500})", start_ms);  // expires
+  h.run_for(4000);
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(n_of(out[0]), 0);
+  EXPECT_EQ(out[0].key, std::nullopt);
+  EXPECT_EQ(n_of(out[1]), 1);
+  EXPECT_EQ(out[1].key, std::nullopt) << "drained from the buffer";
+  EXPECT_EQ(header(out[1], "sluice-overflow-delay-ms"), "1000");
+  EXPECT_EQ(n_of(out[2]), 2);
+  EXPECT_EQ(out[2].key, std::optional<std::string>("")) << "the empty key is a key";
+  expect_token_bucket_bound(out, 1);
+  auto expired = h.take("expired");
+  ASSERT_EQ(expired.size(), 2u);
+  EXPECT_EQ(n_of(expired[0]), 3);
+  EXPECT_EQ(expired[0].key, std::nullopt);
+  EXPECT_EQ(n_of(expired[1]), 4);
+  EXPECT_EQ(expired[1].key, std::optional<std::string>(""));
+}
+
+// Buffer entries written before keyless records were told apart (format 0x01, no flags byte)
+// still read, as keyed records; the current format round-trips the flag.
+TEST(overflow_buffer, buffered_records_of_the_first_format_still_read) {
+  using sluice::topologies::overflow_detail::buffered_record;
+  buffered_record b;
+  b.input_timestamp = 11;
+  b.offset = 22;
+  b.buffered_at = 33;
+  b.deliver_at = 44;
+  b.ttl_ms = 55;
+  b.value = "v";
+  b.headers.add("h", std::string("x"));
+  b.key_absent = true;
+  std::string now_format;
+  b.serialize(now_format);
+  const auto back = buffered_record::deserialize(now_format);
+  EXPECT_TRUE(back.key_absent);
+  EXPECT_EQ(back.offset, 22);
+  EXPECT_EQ(back.ttl_ms, 55);
+  EXPECT_EQ(back.value, "v");
+  ASSERT_EQ(back.headers.size(), 1u);
+  // The first format is the current one without the flags byte.
+  std::string first_format = now_format.substr(0, 1) + now_format.substr(2);
+  first_format[0] = 0x01;
+  const auto old = buffered_record::deserialize(first_format);
+  EXPECT_FALSE(old.key_absent);
+  EXPECT_EQ(old.input_timestamp, 11);
+  EXPECT_EQ(old.deliver_at, 44);
+  EXPECT_EQ(old.value, "v");
+  EXPECT_THROW(buffered_record::deserialize(std::string(1, '\x03')), sluice::serialization_error);
+}
+
 // Direct emissions are built in one reused record: a record without a key goes out without
 // one (the customer ""), between keyed records whose keys and headers stay their own.
 TEST(overflow_buffer, direct_path_keeps_an_absent_key_absent_between_keyed_records) {

@@ -183,7 +183,8 @@ namespace overflow_detail {
 
 void buffered_record::serialize(std::string& out) const {
   out.clear();
-  out.push_back(0x01);  // format version
+  out.push_back(0x02);  // format version: 0x01 had no flags byte
+  out.push_back(key_absent ? 0x01 : 0x00);
   put_be64(out, static_cast<std::uint64_t>(input_timestamp));
   put_be64(out, static_cast<std::uint64_t>(offset));
   put_be64(out, static_cast<std::uint64_t>(buffered_at));
@@ -198,14 +199,19 @@ void buffered_record::serialize(std::string& out) const {
 }
 
 buffered_record buffered_record::deserialize(std::string_view in) {
-  if (in.empty() || in[0] != 0x01) throw serialization_error("overflow buffer: unknown buffered record format");
+  // 0x01: the first format, written before keyless records were told apart (they come back
+  // keyed ""); 0x02: a flags byte follows the version.
+  if (in.empty() || (in[0] != 0x01 && in[0] != 0x02) || (in[0] == 0x02 && in.size() < 2))
+    throw serialization_error("overflow buffer: unknown buffered record format");
   buffered_record b;
-  b.input_timestamp = static_cast<std::int64_t>(get_be64(in, 1));
-  b.offset = static_cast<std::int64_t>(get_be64(in, 9));
-  b.buffered_at = static_cast<std::int64_t>(get_be64(in, 17));
-  b.deliver_at = static_cast<std::int64_t>(get_be64(in, 25));
-  b.ttl_ms = static_cast<std::int64_t>(get_be64(in, 33));
-  std::size_t at = 41;
+  std::size_t at = 1;
+  if (in[0] == 0x02) b.key_absent = (static_cast<std::uint8_t>(in[at++]) & 0x01) != 0;
+  b.input_timestamp = static_cast<std::int64_t>(get_be64(in, at));
+  b.offset = static_cast<std::int64_t>(get_be64(in, at + 8));
+  b.buffered_at = static_cast<std::int64_t>(get_be64(in, at + 16));
+  b.deliver_at = static_cast<std::int64_t>(get_be64(in, at + 24));
+  b.ttl_ms = static_cast<std::int64_t>(get_be64(in, at + 32));
+  at += 40;
   b.value = get_bytes(in, at);
   const auto n = get_be64(in, at);
   at += 8;
@@ -419,7 +425,8 @@ void processor::emit_direct(const record<bytes, bytes>& r, std::int64_t now) {
 
 void processor::emit(std::string_view customer, const buffered_record& b, std::int64_t now) {
   const std::int64_t waited_from = std::max(b.buffered_at, b.deliver_at);
-  forward_emitted(customer, b.value, b.headers, now, b.input_timestamp, std::max<std::int64_t>(0, now - waited_from));
+  forward_emitted(b.key_absent ? std::nullopt : std::optional<std::string_view>(customer), b.value, b.headers, now,
+                  b.input_timestamp, std::max<std::int64_t>(0, now - waited_from));
   drained_->add();
 }
 
@@ -431,7 +438,7 @@ void processor::expire(std::string_view customer, const buffered_record& b, std:
     return;
   }
   nlohmann::json j = {{"customer", std::string(customer)}, {"age_ms", now - reference}, {"ttl_ms", ttl_ms}};
-  record<bytes, bytes> out{std::string(customer), b.value, now, b.headers};
+  record<bytes, bytes> out{b.key_absent ? bytes{} : bytes{std::string(customer)}, b.value, now, b.headers};
   out.headers.add(std::string(overflow_expired_header),
                   j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   context().forward(out, expired_child_);
@@ -472,11 +479,13 @@ void processor::process(const record<bytes, bytes>& r) {
   b.ttl_ms = std::min<std::int64_t>(options_.default_ttl.count(), fields.ttl_ms.value_or(options_.default_ttl.count()));
   const bool scheduled = fields.deliver_at_ms && *fields.deliver_at_ms > now;
   if (fields.deliver_at_ms) b.deliver_at = *fields.deliver_at_ms;
+  b.key_absent = !r.key;
   const std::int64_t reference = b.deliver_at != 0 ? b.deliver_at : b.input_timestamp;
 
   if (b.expires_at() <= now) {  // expired on arrival
-    expire(customer, {b.input_timestamp, offset, now, b.deliver_at, b.ttl_ms, r.value, r.headers}, now, b.ttl_ms,
-           reference);
+    b.value = r.value;
+    b.headers = r.headers;
+    expire(customer, b, now, b.ttl_ms, reference);
     save_state(customer, st);
     return;
   }

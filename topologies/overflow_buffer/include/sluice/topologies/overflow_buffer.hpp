@@ -117,6 +117,7 @@ struct buffered_record {
   std::int64_t ttl_ms = 0;       ///< the TTL that applies to it
   bytes value;
   sluice::headers headers;
+  bool key_absent = false;  ///< the input record had no key (the customer ""): emitted without one
 
   /// When it expires: ttl after deliver_at (scheduled) or after the input timestamp.
   std::int64_t expires_at() const noexcept { return (deliver_at != 0 ? deliver_at : input_timestamp) + ttl_ms; }
