@@ -1,7 +1,7 @@
 // sluice-bench-job: the sluice contender of bench/run. Runs until SIGTERM like any job.
 //
 //   sluice-bench-job --workload passthrough|count --input T --output T [--report-running]
-//                    [--config F] [--set k=v]...
+//                    [--log-level warn|info|debug] [--config F] [--set k=v]...
 //
 // passthrough: map each value (ASCII upper-case) and write it out, key kept.
 // count: count per key into a RocksDB store with a changelog ("bench-counts"), emit each
@@ -9,6 +9,7 @@
 // --report-running: when the app first reaches `running`, print one JSON line to stdout,
 // {"running":true,"restored":N} with N the changelog records restored before it (bench/run's
 // restart workload times start-to-running by it).
+// --log-level: spdlog's level (default warn: the job's own logging stays out of the figures).
 #include <atomic>
 #include <utility>
 #include <iostream>
@@ -35,6 +36,7 @@ std::string upper(const std::string& v) {
 int main(int argc, char** argv) {
   std::string workload = "passthrough", input, output;
   bool report_running = false;
+  std::string log_level = "warn";
   std::vector<const char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
     else if (i + 1 < argc && a == "--input") input = argv[++i];
     else if (i + 1 < argc && a == "--output") output = argv[++i];
     else if (a == "--report-running") report_running = true;
+    else if (i + 1 < argc && a == "--log-level") log_level = argv[++i];
     else rest.push_back(argv[i]);
   }
   if (input.empty() || output.empty() || (workload != "passthrough" && workload != "count")) {
@@ -49,7 +52,7 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  spdlog::set_level(spdlog::level::warn);
+  spdlog::set_level(spdlog::level::from_str(log_level));
   try {
     auto args = sluice::config::from_args(static_cast<int>(rest.size()), rest.data(), "bench job");
     if (args.action == sluice::command_line::request::print_help) {
