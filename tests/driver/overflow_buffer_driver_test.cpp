@@ -316,6 +316,29 @@ TEST(overflow_buffer, without_an_expired_topic_expired_records_are_dropped_and_c
   EXPECT_EQ(h.metric("sluice_overflow_expired_dropped_total"), 1);
 }
 
+// The customer store's changelog gets each customer's last state of a commit, not one record
+// per direct record: three records each for two customers between two commits leave two
+// changelog records, each the state the store holds (handled offset of the customer's last
+// record, three tokens spent), and every record still goes out.
+TEST(overflow_buffer, the_customer_store_logs_the_last_state_per_customer_per_commit) {
+  harness h(rate_opts(1000), {}, {.commit_every_records = 6});
+  for (int i = 0; i < 6; ++i) h.pipe(i % 2 == 0 ? "c-a" : "c-b", msg(i));
+  EXPECT_EQ(h.take("out").size(), 6u);
+  auto changelog = h.take(h.driver->application_id() + "-overflow-customers-changelog");
+  ASSERT_EQ(changelog.size(), 2u);
+  auto customers = h.driver->store<std::string, std::string>("overflow-customers");
+  std::set<std::string> seen;
+  for (const auto& m : changelog) {
+    ASSERT_TRUE(m.key && m.value);
+    seen.insert(*m.key);
+    EXPECT_EQ(m.value, customers.get(*m.key));
+    const auto st = sluice::topologies::overflow_detail::customer_state::deserialize(*m.value);
+    EXPECT_EQ(st.handled_offset, *m.key == "c-a" ? 4 : 5);
+    EXPECT_DOUBLE_EQ(st.tokens, 997);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"c-a", "c-b"}));
+}
+
 TEST(overflow_buffer, replayed_input_at_or_below_the_handled_offset_is_skipped) {
   harness h(rate_opts(1000));
   h.pipe("c", msg(0));  // offset 0
@@ -404,7 +427,7 @@ TEST(overflow_buffer, a_keyless_record_drained_or_expired_stays_keyless_and_an_e
   h.driver->pipe_raw("notifications", std::nullopt, msg(0), start_ms);                         // direct
   h.driver->pipe_raw("notifications", std::nullopt, msg(1), start_ms);                         // buffered
   h.driver->pipe_raw("notifications", std::string(""), msg(2), start_ms);                      // buffered
-  h.driver->pipe_raw("notifications", std::nullopt, R"({"n":3,"ttl_ms":2500})", start_ms);      // expires
+  h.driver->pipe_raw("notifications", std::nullopt, R"({"n":3,"ttl_ms":2500})", start_ms);     // expires
   h.driver->pipe_raw("notifications", std::string(""), R"({"n":4,"ttl_ms":2500})", start_ms);  // expires
   h.run_for(4000);
   auto out = h.take("out");
