@@ -96,8 +96,8 @@ rocksdb_environment::rocksdb_environment(const rocksdb_environment_options& opti
 
   // RocksDB's background pools are process-wide; stores share them.
   rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(options.background_jobs, rocksdb::Env::LOW);
-  // Two flush threads: stores restored from empty sort their (vector) memtables when they
-  // flush, and one thread flushing every store became the restore's longest thread.
+  // Two flush threads, so the flushes of different stores overlap (added when restores
+  // flushed vector memtables; restores from empty now ingest SST files and flush nothing).
   rocksdb::Env::Default()->IncBackgroundThreadsIfNeeded(2, rocksdb::Env::HIGH);
 
   // Store kinds' in-memory structures take their share off the cache's capacity as they

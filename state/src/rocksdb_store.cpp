@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <rocksdb/comparator.h>
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
-#include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/perf_level.h>
 #include <rocksdb/table.h>
@@ -21,6 +21,7 @@
 #include "rocksdb_shared_state.hpp"
 #include "sluice/error.hpp"
 #include "sluice/state/rocksdb_store.hpp"
+#include "sst_restore.hpp"
 #include "store_cache.hpp"
 #include "store_common.hpp"
 
@@ -38,8 +39,8 @@ constexpr const char* meta_column_family = "sluice_meta";
 constexpr const char* corrupt_marker = "SLUICE_CORRUPT";
 constexpr std::string_view offset_key = "changelog_offset";
 /// A restore() of at least this many records into a store restored from empty switches it
-/// to the bulk-restore memtable (see rocksdb_store::enter_bulk_restore); smaller restores
-/// are not worth the two reopens.
+/// to restoring through SST files (see rocksdb_store::begin_sst_restore); smaller restores
+/// go through write batches.
 constexpr std::size_t bulk_restore_min_records = 1000;
 
 std::string_view view(const rocksdb::Slice& s) noexcept { return {s.data(), s.size()}; }
@@ -394,11 +395,26 @@ class rocksdb_store final : public kv_store {
       throw sluice::error(errc::state,
                           "restore of state store '" + name_ + "' with pending writes; commit or abort them first");
     }
-    if (restored_from_empty_ && !bulk_ && batch.size() >= bulk_restore_min_records) {
-      enter_bulk_restore();
+    if (restored_from_empty_ && !sst_restore_ && batch.size() >= bulk_restore_min_records) {
+      begin_sst_restore();
+    }
+    const std::int64_t now = now_();
+    if (sst_restore_) {
+      // Nothing was served yet, so the read cache holds none of these keys.
+      for (const auto& r : batch) {
+        std::int64_t expiry = detail::expiry_for(r.timestamp_ms.value_or(now), ttl_ms_);
+        if (!r.value || !is_live(expiry, now)) {
+          sst_restore_->add(r.key, std::nullopt);
+        } else {
+          encode_value(scratch_, *r.value, expiry);
+          sst_restore_->add(r.key, scratch_);
+        }
+      }
+      check(sst_restore_->end_batch(next_offset), "restore");
+      offset_ = next_offset;
+      return;
     }
     batch_.Clear();
-    const std::int64_t now = now_();
     for (const auto& r : batch) {
       cache_.forget(r.key);
       std::int64_t expiry = detail::expiry_for(r.timestamp_ms.value_or(now), ttl_ms_);
@@ -416,9 +432,9 @@ class rocksdb_store final : public kv_store {
   }
 
   void flush() override {
-    if (bulk_) {
-      // The runtime checkpoints a store once its restore ends: the store goes back to the
-      // skip list now (after the same flush), before the task's first record rather than at it.
+    if (sst_restore_) {
+      // The runtime checkpoints a store once its restore ends: what the restore buffered is
+      // ingested now, durably with its offset, before the task's first record.
       serve();
       return;
     }
@@ -466,7 +482,8 @@ class rocksdb_store final : public kv_store {
     require_no_open_iterators("close");
     cache_.clear();
     try {
-      flush_memtables();  // not flush(): a store closing in bulk mode need not reopen
+      end_sst_restore();  // a task closed while restoring keeps what it restored
+      flush_memtables();
     } catch (const std::exception& e) {
       spdlog::warn(
           "state: store '{}' could not flush on close ({}); the next start replays "
@@ -534,7 +551,8 @@ class rocksdb_store final : public kv_store {
                                            "); wipe the directory and the store is rebuilt from "
                                            "its changelog");
     }
-    open_db(memtable::skiplist);
+    open_db();
+    detail::sst_restore::remove_leftovers(path_);
 
     rocksdb::PinnableSlice stored;
     auto s = db_->Get(read_options_, meta_cf_, slice(offset_key), &stored);
@@ -555,11 +573,7 @@ class rocksdb_store final : public kv_store {
                  offset_ ? std::to_string(offset_->value()) : std::string("none: new store"));
   }
 
-  /// The memtable a store's database is opened with: RocksDB's skip list, or while a store
-  /// is restored from empty, a vector (see enter_bulk_restore).
-  enum class memtable { skiplist, vector };
-
-  void open_db(memtable kind) {
+  void open_db() {
     const auto& env = shared_->options;
     rocksdb::Options o;
     o.create_if_missing = true;
@@ -592,15 +606,13 @@ class rocksdb_store final : public kv_store {
     o.atomic_flush = true;  // the consistency protocol depends on it
     o.create_if_missing = true;
     o.create_missing_column_families = true;
-    if (kind == memtable::vector) {
-      o.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
-      o.allow_concurrent_memtable_write = false;  // a vector takes one writer at a time
-    }
 
     rocksdb::ColumnFamilyOptions meta(o);
     meta.compaction_filter = nullptr;
     meta.write_buffer_size = std::size_t{1} << 20;
     meta.periodic_compaction_seconds = 0;
+    data_options_ = o;
+    meta_options_ = rocksdb::Options(rocksdb::DBOptions(o), meta);
     std::vector<rocksdb::ColumnFamilyDescriptor> families{
         {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(o)}, {meta_column_family, meta}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -640,39 +652,44 @@ class rocksdb_store final : public kv_store {
     check(db_->Flush(fo, {data_cf_, meta_cf_}), "flush");
   }
 
-  // Flushes (atomically, data and offset together) and opens the database again with
-  // another memtable. A crash in between finds the flushed state, as after any flush.
-  void reopen(memtable kind) {
-    flush_memtables();
-    close_db();
-    open_db(kind);
-  }
-
-  // A store restored from empty serves nothing until its restore ends, so its memtable
-  // needs no order while it fills: RocksDB's vector memtable appends each record in O(1)
-  // and sorts once, on the flush thread, where the skip list compared every key dozens of
-  // times on the restoring thread (76 comparisons per record in a 4,000-record restore,
-  // each through a thread-local perf counter; bench/README.md "Restore"). The first
-  // operation other than restore() (serve()) flushes it and goes back to the skip list,
-  // whose reads stay fast; a vector memtable sorts a copy for every read. Entered once per
-  // store, never with iterators open or a compaction of compact_range() running, whose
-  // RocksDB objects a reopen would free.
-  void enter_bulk_restore() {
+  // A store restored from empty serves nothing until its restore ends, so its records need
+  // no memtable: they are buffered, sorted by a plain byte comparison and ingested as SST
+  // files together with their offset (sst_restore.hpp), where RocksDB's skip list compared
+  // every key dozens of times on the restoring thread and a vector memtable sorted them again
+  // with RocksDB's comparator at each flush (bench/README.md, "Restore"). The first operation
+  // other than restore() (serve()) ingests what is buffered. Entered once per store, never
+  // with iterators open, and only where keys are ordered bytewise (the expert hook may set
+  // another comparator).
+  void begin_sst_restore() {
     restored_from_empty_ = false;
-    if (open_iterators() != 0 || compaction_thread_.joinable()) {
+    if (open_iterators() != 0 || compaction_thread_.joinable() ||
+        data_options_.comparator != rocksdb::BytewiseComparator()) {
       return;
     }
-    reopen(memtable::vector);
-    bulk_ = true;
+    detail::sst_restore::target t;
+    t.db = db_.get();
+    t.data = data_cf_;
+    t.meta = meta_cf_;
+    t.data_options = &data_options_;
+    t.meta_options = &meta_options_;
+    t.meta_key = std::string(offset_key);
+    t.directory = path_;
+    t.write_buffer_manager = data_options_.write_buffer_manager;
+    sst_restore_ = std::make_unique<detail::sst_restore>(std::move(t), data_options_.write_buffer_size);
+  }
+
+  // Ingests what the SST restore buffered and ends it; the store is restored through write
+  // batches from now on.
+  void end_sst_restore() {
+    if (!sst_restore_) return;
+    auto ending = std::move(sst_restore_);
+    check(ending->finish(), "restore");
   }
 
   // Every operation but restore() and close() calls this first: the store serves from now on.
   void serve() {
     restored_from_empty_ = false;
-    if (bulk_) {
-      bulk_ = false;
-      reopen(memtable::skiplist);
-    }
+    end_sst_restore();
   }
 
   // Pending entries in bounds are copied so the iterator is a snapshot; the base iterator
@@ -751,9 +768,11 @@ class rocksdb_store final : public kv_store {
   std::unique_ptr<expiry_compaction_filter> filter_;  // outlives db_ (declared before it)
   rocksdb_config_setter configure_rocksdb_;
   bool restored_from_empty_ = false;  ///< no offset at open, and restore() is all it has seen
-  bool bulk_ = false;                 ///< open with the vector memtable (enter_bulk_restore)
+  rocksdb::Options data_options_;     ///< as opened (after the expert hook): SST files are written with them
+  rocksdb::Options meta_options_;
   std::unique_ptr<rocksdb::DB> db_;
-  std::thread compaction_thread_;  ///< compact_range(background); joined by close()
+  std::unique_ptr<detail::sst_restore> sst_restore_;  ///< while restoring from empty; before db_ is closed
+  std::thread compaction_thread_;                     ///< compact_range(background); joined by close()
   std::atomic<bool> compacting_{false};
   rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
