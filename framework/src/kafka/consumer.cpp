@@ -265,6 +265,51 @@ bool consumer::poll_batch(std::vector<message>& out, std::size_t max, std::chron
   return count > 0;
 }
 
+bool consumer::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
+                         const std::function<void(std::span<const lent_message>)>& apply) {
+  rethrow_pending();
+  if (closed_) throw sluice::error(errc::kafka, "consumer " + name_ + " is closed");
+  lent_raw_.resize(std::max<std::size_t>(max, 1));
+  const auto got = rd_kafka_consume_batch_queue(wake_queue_.get(), static_cast<int>(timeout.count()), lent_raw_.data(),
+                                                lent_raw_.size());
+  if (got < 0) throw_if(rd_kafka_last_error(), "consume_batch_queue");
+  const auto n = static_cast<std::size_t>(std::max<ssize_t>(got, 0));
+  // Every message handed out is destroyed when this returns, whatever throws first.
+  struct destroy_on_return {
+    std::vector<rd_kafka_message_t*>& messages;
+    std::size_t count;
+    ~destroy_on_return() {
+      for (std::size_t i = 0; i < count; ++i) rd_kafka_message_destroy(messages[i]);
+    }
+  } destroy{lent_raw_, n};
+  lent_.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& m = *lent_raw_[i];
+    if (m.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      handle_error_message(m);
+      continue;
+    }
+    lent_message& v = lent_.emplace_back();
+    v.topic = m.rkt ? rd_kafka_topic_name(m.rkt) : "";
+    v.partition = m.partition;
+    v.offset = m.offset;
+    rd_kafka_timestamp_type_t ts_type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+    v.timestamp = rd_kafka_message_timestamp(&m, &ts_type);
+    if (m.key) v.key.emplace(static_cast<const char*>(m.key), m.key_len);
+    if (m.payload) v.value.emplace(static_cast<const char*>(m.payload), m.len);
+  }
+  rethrow_pending();
+  for (std::size_t i = 0; i < lent_.size();) {
+    std::size_t j = i + 1;
+    while (j < lent_.size() && lent_[j].partition == lent_[i].partition &&
+           (lent_[j].topic.data() == lent_[i].topic.data() || lent_[j].topic == lent_[i].topic))
+      ++j;
+    apply(std::span<const lent_message>(lent_.data() + i, j - i));
+    i = j;
+  }
+  return !lent_.empty();
+}
+
 void consumer::subscribe(const std::vector<std::string>& topics, rebalance_listener* listener) {
   require_group("subscribe");
   listener_ = listener;

@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,6 +104,15 @@ class consumer {
   /// partition end (enable.partition.eof) only. Returns true when at least one message was read.
   bool poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout);
 
+  /// Like poll_batch(), without copying: takes up to `max` records from librdkafka at once
+  /// (waiting up to `timeout` for them), lends them to `apply` in runs of consecutive records
+  /// of one partition, in order, and destroys them before it returns (also when `apply`
+  /// throws). For records used at once and never kept: the restore consumer writes them
+  /// into stores. Partition ends and errors among them are handled as poll_batch() handles
+  /// them, before the runs are lent. Returns true when at least one record was lent.
+  bool poll_lent(std::size_t max, std::chrono::milliseconds timeout,
+                 const std::function<void(std::span<const lent_message>)>& apply);
+
   /// Sets the callback for partition ends (needs enable.partition.eof=true).
   void on_partition_eof(partition_eof_callback callback) { on_eof_ = std::move(callback); }
 
@@ -146,7 +156,9 @@ class consumer {
   bool has_group_ = false;
   log_throttle throttle_;
   std::string name_;
-  std::vector<message> spare_;  // messages poll_batch shrank off, buffers kept for reuse
+  std::vector<message> spare_;                 // messages poll_batch shrank off, buffers kept for reuse
+  std::vector<rd_kafka_message_t*> lent_raw_;  // poll_lent: what librdkafka handed out
+  std::vector<lent_message> lent_;             // poll_lent: views of the records among them
   handle_ptr rk_;
   queue_ptr wake_queue_;  // the queue consumer_poll serves; released before rk_
 };

@@ -30,7 +30,7 @@ changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, st
       metrics_(metrics) {
   end_offsets_ = std::make_unique<kafka::consumer>(end_offsets_config_);
   // The end is noted here and applied by restore() after the batch: this callback runs
-  // inside poll_batch(), before the batch's records of the same partition are written.
+  // inside poll_lent(), before the batch's records of the same partition are written.
   consumer_->on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
     for (auto& e : entries_)
       if (!e.done && e.topic == topic && e.partition == partition) e.eof = std::max(e.eof, offset);
@@ -77,38 +77,25 @@ bool changelog_reader::add(stream_task& task) {
 }
 
 void changelog_reader::restore(std::vector<stream_task*>& restored) {
-  consumer_->poll_batch(batch_, 10000, 10ms);
-  // Apply contiguous runs of one partition as one write batch.
-  std::vector<state::restore_record> run;
-  std::size_t i = 0;
-  while (i < batch_.size()) {
-    const auto& first = batch_[i];
+  // Each run of one partition is written as one restore batch straight from librdkafka's
+  // buffers: no copy into framework records first.
+  consumer_->poll_lent(10000, 10ms, [&](std::span<const kafka::lent_message> run) {
+    const auto& first = run.front();
     auto r = std::find_if(entries_.begin(), entries_.end(),
                           [&](auto& x) { return !x.done && x.topic == first.topic && x.partition == first.partition; });
-    std::size_t j = i;
-    run.clear();
-    while (j < batch_.size() && batch_[j].topic == first.topic && batch_[j].partition == first.partition) {
-      const auto& m = batch_[j];
-      if (m.key) {
-        state::restore_record rec;
-        rec.key = *m.key;
-        if (m.value) rec.value = std::string_view(*m.value);
-        rec.timestamp_ms = m.timestamp;
-        run.push_back(rec);
-      }
-      ++j;
+    if (r == entries_.end()) return;
+    run_.clear();
+    for (const auto& m : run) {
+      if (m.key) run_.push_back({*m.key, m.value, m.timestamp});
     }
-    if (r != entries_.end()) {
-      auto next = batch_[j - 1].offset + 1;
-      r->store->store->restore(run, state::changelog_offset(next));
-      r->restored += j - i;
-      r->next = next;
-      restore_records_ += j - i;
-      metrics_.restored_records->add(j - i);
-      if (r->next >= r->end) r->done = true;
-    }
-    i = j;
-  }
+    const auto next = run.back().offset + 1;
+    r->store->store->restore(run_, state::changelog_offset(next));
+    r->restored += run.size();
+    r->next = next;
+    restore_records_ += run.size();
+    metrics_.restored_records->add(run.size());
+    if (r->next >= r->end) r->done = true;
+  });
   for (auto& e : entries_) {
     if (e.done || e.eof < 0) continue;
     // Under read_committed the partition ends at its last stable offset. Below the end taken

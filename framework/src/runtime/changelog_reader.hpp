@@ -22,6 +22,7 @@
 
 #include "kafka/consumer.hpp"
 #include "sluice/metrics.hpp"
+#include "sluice/state/state_store.hpp"
 
 namespace sluice::runtime {
 
@@ -115,7 +116,7 @@ class changelog_reader {
   std::chrono::milliseconds log_interval_;
   std::chrono::milliseconds open_transaction_wait_;
   std::vector<entry> entries_;
-  std::vector<kafka::message> batch_;
+  std::vector<state::restore_record> run_;  ///< the restore batch of one run, viewing librdkafka's buffers
   std::chrono::steady_clock::time_point started_, last_log_;
   restore_metrics metrics_;
   bool in_restore_ = false;

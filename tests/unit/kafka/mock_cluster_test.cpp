@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -88,6 +93,58 @@ TEST(kafka_mock_cluster, wake_from_another_thread_ends_a_blocked_poll) {
   EXPECT_TRUE(returned.load());
 }
 
+// poll_lent hands out the records of several partitions without copying, each run from one
+// partition and in offset order, with null keys and values as nullopt; every record once.
+TEST(kafka_mock_cluster, lent_records_come_in_runs_of_one_partition_each_record_once) {
+  mock_cluster cluster;
+  cluster.create_topic("lent", 3);
+  constexpr int per_partition = 500;
+  {
+    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+    for (int i = 0; i < per_partition; ++i) {
+      for (std::int32_t part = 0; part < 3; ++part) {
+        const auto key = "k" + std::to_string(part) + "-" + std::to_string(i);
+        const auto value = "v" + std::to_string(i);
+        std::optional<std::string_view> k = key, v = value;
+        if (i % 50 == 7) v.reset();  // a tombstone
+        if (i % 50 == 9) k.reset();  // no key
+        p.produce("lent", part, k, v, 1000 + i, {});
+      }
+    }
+    p.flush(10s);
+  }
+  consumer c({{"bootstrap.servers", cluster.bootstrap_servers()}, {"enable.partition.eof", "true"}});
+  std::set<std::int32_t> ended;
+  c.on_partition_eof([&](std::string_view, std::int32_t partition, std::int64_t) { ended.insert(partition); });
+  c.assign({{"lent", 0, offset_beginning}, {"lent", 1, offset_beginning}, {"lent", 2, offset_beginning}});
+  std::map<std::int32_t, std::int64_t> next;  // per partition: the offset the next record must have
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (ended.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    c.poll_lent(200, 50ms, [&](std::span<const lent_message> run) {
+      ASSERT_FALSE(run.empty());
+      for (const auto& m : run) {
+        ASSERT_EQ(m.topic, "lent");
+        ASSERT_EQ(m.partition, run.front().partition);
+        ASSERT_EQ(m.offset, next[m.partition]++);
+        const auto i = static_cast<int>(m.offset);
+        EXPECT_EQ(m.timestamp, 1000 + i);
+        if (i % 50 == 9) {
+          EXPECT_FALSE(m.key.has_value());
+        } else {
+          EXPECT_EQ(m.key, "k" + std::to_string(m.partition) + "-" + std::to_string(i));
+        }
+        if (i % 50 == 7) {
+          EXPECT_FALSE(m.value.has_value());
+        } else {
+          EXPECT_EQ(m.value, "v" + std::to_string(i));
+        }
+      }
+    });
+  }
+  ASSERT_EQ(ended.size(), 3u);
+  EXPECT_EQ(next, (std::map<std::int32_t, std::int64_t>{{0, per_partition}, {1, per_partition}, {2, per_partition}}));
+}
+
 // What the mock does with an aborted transaction, for read_committed readers: documented in
 // framework/src/kafka/README.md. A consequence: an exactly-once job on the mock that aborts a
 // transaction and restores a store afterwards restores the aborted changelog records too, so
@@ -108,8 +165,8 @@ TEST(kafka_mock_cluster, read_committed_readers_are_not_spared_aborted_records) 
     p.commit_transaction(10s);
   }
   consumer c({{"bootstrap.servers", cluster.bootstrap_servers()},
-                             {"isolation.level", "read_committed"},
-                             {"enable.partition.eof", "true"}});
+              {"isolation.level", "read_committed"},
+              {"enable.partition.eof", "true"}});
   bool end = false;
   c.on_partition_eof([&](std::string_view, std::int32_t, std::int64_t) { end = true; });
   c.assign({{"txn", 0, offset_beginning}});
