@@ -4,7 +4,8 @@
 // store's binary encoding (round-robin over the partitions), then times a fresh instance
 // with an empty state directory from app::start() until it is running, i.e. until every
 // store partition is restored. Prints that wall time, the CPU and peak RSS of the restore
-// alone (every thread; the peak reset after the fill) and the busiest threads' CPU. Needs a
+// alone (every thread; the peak reset after the fill), the busiest threads' CPU and that of
+// the threads that ended meanwhile (a store's SST threads, one per ingested chunk). Needs a
 // real broker (the embedded cluster is not a fair measure of fetch throughput).
 //
 //   sluice-bench-restore [--bootstrap host:port] [--records N] [--partitions P] [--set KEY=VALUE]...
@@ -159,11 +160,16 @@ int main(int argc, char** argv) {
     // The busiest threads of the restore: on an idle machine the restore cannot end sooner
     // than the busiest one, whatever the cores.
     std::vector<std::pair<double, std::string>> busiest;
+    double live = 0;
     for (const auto& [tid, thread] : thread_cpu_seconds()) {
       auto before = threads_before.find(tid);
       busiest.emplace_back(thread.second - (before != threads_before.end() ? before->second.second : 0.0),
                            thread.first);
+      live += busiest.back().first;
     }
+    // Threads that ended during the restore (a store's SST threads) are gone from
+    // /proc/self/task; their CPU is what the process used beyond the live threads'.
+    const double ended = (cpu_after - cpu_before) - live;
     std::sort(busiest.rbegin(), busiest.rend());
     auto restored = static_cast<long long>(app.metrics().total("sluice_restored_records_total"));
     app.close();
@@ -181,7 +187,7 @@ int main(int argc, char** argv) {
     std::printf("restore CPU s of the busiest threads:");
     for (std::size_t i = 0; i < busiest.size() && i < 5; ++i)
       std::printf(" %s %.2f", busiest[i].second.c_str(), busiest[i].first);
-    std::printf("\n");
+    std::printf("; threads ended during the restore %.2f\n", std::max(ended, 0.0));
     std::printf("command: %s --bootstrap %s --records %lld --partitions %d", argv[0], bootstrap.c_str(), records,
                 partitions);
     for (const auto& kv : settings) std::printf(" --set %s", kv.c_str());
