@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 #include <malloc.h>
 #include <sys/resource.h>
@@ -60,6 +61,19 @@ double peak_rss_mb_since_reset() {
     if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // "VmHWM:  123 kB"
   }
   return 0;
+}
+
+/// Seconds each live thread of this process spent waiting for a CPU while runnable, by
+/// thread id (/proc/self/task/<tid>/schedstat: on CPU ns, waiting on a run queue ns, slices).
+/// On a loaded machine this is the scheduler's share of a thread's wall time.
+std::map<int, double> thread_runqueue_seconds() {
+  std::map<int, double> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "schedstat");
+    double on_cpu = 0, waiting = 0;
+    if (in >> on_cpu >> waiting) out[std::stoi(task.path().filename().string())] = waiting / 1e9;
+  }
+  return out;
 }
 
 /// CPU seconds of each live thread of this process by thread id, with its name
@@ -149,6 +163,7 @@ int main(int argc, char** argv) {
     reset_peak_rss();
     const auto cpu_before = cpu_seconds_and_peak_mb().first;
     const auto threads_before = thread_cpu_seconds();
+    const auto waits_before = thread_runqueue_seconds();
     app.start();
     while (app.state() != sluice::app_state::running) {
       if (app.state() == sluice::app_state::error) throw std::runtime_error(app.error_message());
@@ -159,13 +174,19 @@ int main(int argc, char** argv) {
     const auto peak_mb = peak_rss_mb_since_reset();
     // The busiest threads of the restore: on an idle machine the restore cannot end sooner
     // than the busiest one, whatever the cores.
-    std::vector<std::pair<double, std::string>> busiest;
+    // With each, the seconds it waited for a CPU while runnable: on an idle machine those go.
+    std::vector<std::tuple<double, std::string, double>> busiest;
     double live = 0;
+    const auto waits_after = thread_runqueue_seconds();
     for (const auto& [tid, thread] : thread_cpu_seconds()) {
       auto before = threads_before.find(tid);
-      busiest.emplace_back(thread.second - (before != threads_before.end() ? before->second.second : 0.0),
-                           thread.first);
-      live += busiest.back().first;
+      auto wait_before = waits_before.find(tid);
+      auto wait_after = waits_after.find(tid);
+      const double waited = (wait_after != waits_after.end() ? wait_after->second : 0.0) -
+                            (wait_before != waits_before.end() ? wait_before->second : 0.0);
+      busiest.emplace_back(thread.second - (before != threads_before.end() ? before->second.second : 0.0), thread.first,
+                           waited);
+      live += std::get<0>(busiest.back());
     }
     // Threads that ended during the restore (a store's SST threads) are gone from
     // /proc/self/task; their CPU is what the process used beyond the live threads'.
@@ -186,7 +207,8 @@ int main(int argc, char** argv) {
                 peak_mb);
     std::printf("restore CPU s of the busiest threads:");
     for (std::size_t i = 0; i < busiest.size() && i < 5; ++i)
-      std::printf(" %s %.2f", busiest[i].second.c_str(), busiest[i].first);
+      std::printf(" %s %.2f (waited for a CPU %.2f)", std::get<1>(busiest[i]).c_str(), std::get<0>(busiest[i]),
+                  std::get<2>(busiest[i]));
     std::printf("; threads ended during the restore %.2f\n", std::max(ended, 0.0));
     std::printf("command: %s --bootstrap %s --records %lld --partitions %d", argv[0], bootstrap.c_str(), records,
                 partitions);
