@@ -92,6 +92,11 @@ class graph_builder {
   /// A sink to the repartition topic called `name` under `parent`, then the source that
   /// reads it back; returns the source's index.
   std::size_t add_repartition(std::size_t parent, const std::string& name, node_factory sink, node_factory source);
+  /// An aggregation (count, reduce, aggregate): its key-value store as `store` asks, with
+  /// `codec` for queries, then its processor "KSTREAM-AGGREGATE-<n>" under `parent` using
+  /// that store; returns the processor's index.
+  std::size_t add_aggregation(std::size_t parent, const materialized& store, std::shared_ptr<const store_codec> codec,
+                              node_factory factory);
 
   std::vector<node_spec> nodes;
   std::vector<store_spec> stores;
@@ -117,9 +122,22 @@ concept iterable = requires(R& r) {
 template <class R>
 using iterable_value_t = std::iter_value_t<decltype(std::ranges::begin(std::declval<R&>()))>;
 
+/// Copies a prototype node of type N (the only per-type part of a node factory).
 template <class N>
-std::function<std::unique_ptr<node>()> factory_of(N prototype) {
-  return [prototype]() -> std::unique_ptr<node> { return std::make_unique<N>(prototype); };
+std::unique_ptr<node> clone_node(const node& prototype) {
+  return std::make_unique<N>(static_cast<const N&>(prototype));
+}
+
+/// The factory of the nodes copied from `prototype` by `clone`, one per call (per task).
+/// Out of line (framework/src/dsl/topology.cpp): every node factory is this one
+/// std::function type, compiled once, not a std::function around a lambda per node type
+/// in every unit.
+graph_builder::node_factory prototype_factory(std::unique_ptr<node> prototype,
+                                              std::unique_ptr<node> (*clone)(const node&));
+
+template <class N>
+graph_builder::node_factory factory_of(N prototype) {
+  return prototype_factory(std::make_unique<N>(std::move(prototype)), &clone_node<N>);
 }
 
 }  // namespace detail
@@ -149,8 +167,8 @@ class kgrouped_stream {
 
   /// Counts records per key into the store `store`; emits each new count.
   ktable<K, std::int64_t> count(materialized store) {
-    return aggregate([] { return std::int64_t{0}; }, [](const K&, const V&, std::int64_t n) { return n + 1; },
-                     std::move(store));
+    auto name = store.name;
+    return stateful<std::int64_t>(detail::count_node<K, V>(std::move(name)), std::move(store));
   }
   ktable<K, std::int64_t> count(std::string store) { return count(materialized{.name = std::move(store)}); }
 
@@ -675,12 +693,8 @@ template <class A, class N>
 ktable<K, A> kgrouped_stream<K, V>::stateful(N prototype, materialized store) {
   kstream<K, V> in(g_, node_, repartition_);
   in = in.repartitioned(store.name);
-  auto& g = *g_;
-  auto spec = detail::store_spec_for(store);
-  spec.codec = detail::make_store_codec<K, A>();
-  g.add_store(std::move(spec));
-  auto idx =
-      g.add_processor("KSTREAM-AGGREGATE", in.node_index(), detail::factory_of(std::move(prototype)), {store.name});
+  auto idx = g_->add_aggregation(in.node_index(), store, detail::make_store_codec<K, A>(),
+                                 detail::factory_of(std::move(prototype)));
   return ktable<K, A>(g_, idx, store.name);
 }
 

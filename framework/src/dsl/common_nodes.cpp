@@ -14,6 +14,7 @@ template class source_node<std::optional<std::string>, std::string, string_serde
 template class source_node<std::string, std::int64_t, string_serde, int64_serde>;
 template class sink_node<std::string, std::string, string_serde, string_serde>;
 template class sink_node<std::string, std::int64_t, string_serde, int64_serde>;
+template class counting_node<std::string>;
 
 template std::shared_ptr<const store_codec> make_store_codec<std::string, std::string>();
 template std::shared_ptr<const store_codec> make_store_codec<std::string, std::int64_t>();

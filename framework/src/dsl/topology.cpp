@@ -56,6 +56,25 @@ void throw_negative_timestamp(std::int64_t ts, std::int64_t record_ts, bool extr
                                 std::to_string(record_ts) + "); timestamps must be >= 0");
 }
 
+sink_base::sink_base(std::string topic, bool internal) : topic_(std::move(topic)), internal_(internal) {}
+sink_base::sink_base(const sink_base& other) = default;
+sink_base::~sink_base() = default;
+
+void sink_base::init(task_context& task) {
+  node::init(task);
+  if (internal_) topic_ = repartition_topic(task.application_id(), topic_);
+}
+
+void sink_base::send(const std::optional<std::string_view>& key, const std::optional<std::string_view>& value,
+                     std::int64_t timestamp, const sluice::headers& headers, std::int32_t partition) {
+  context_->send(topic_, key, value, timestamp, headers, partition);
+}
+
+std::int32_t sink_base::partition_of(std::string_view key) {
+  if (partitions_ == 0) partitions_ = context_->output_partitions(topic_);
+  return murmur2_partition(key, partitions_);
+}
+
 std::size_t graph_builder::add(node_spec spec) {
   nodes.push_back(std::move(spec));
   return nodes.size() - 1;
@@ -102,6 +121,31 @@ std::size_t graph_builder::add_repartition(std::size_t parent, const std::string
               .topics = {topic},
               .factory = std::move(source),
               .internal_topic = true});
+}
+
+std::size_t graph_builder::add_aggregation(std::size_t parent, const materialized& store,
+                                           std::shared_ptr<const store_codec> codec, node_factory factory) {
+  auto spec = store_spec_for(store);
+  spec.codec = std::move(codec);
+  add_store(std::move(spec));
+  return add_processor("KSTREAM-AGGREGATE", parent, std::move(factory), {store.name});
+}
+
+namespace {
+
+/// A node factory of copies of one prototype (factory_of): the prototype is shared by the
+/// factory's copies and only read, as the lambda it replaces read its captured copy.
+struct prototype_copier {
+  std::shared_ptr<const node> prototype;
+  std::unique_ptr<node> (*clone)(const node&);
+  std::unique_ptr<node> operator()() const { return clone(*prototype); }
+};
+
+}  // namespace
+
+graph_builder::node_factory prototype_factory(std::unique_ptr<node> prototype,
+                                              std::unique_ptr<node> (*clone)(const node&)) {
+  return prototype_copier{std::shared_ptr<const node>(std::move(prototype)), clone};
 }
 
 void graph_builder::add_store(store_spec spec) {

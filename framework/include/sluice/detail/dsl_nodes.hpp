@@ -199,62 +199,73 @@ inline constexpr std::size_t window_suffix_bytes<windowed<K>> = 8;
 template <class K>
 inline constexpr std::size_t window_suffix_bytes<session_windowed<K>> = 16;
 
-template <class K, class V, class KS, class VS>
-class sink_node final : public typed_node<K, V> {
+/// What a sink does whatever its key and value types, compiled once in the library
+/// (framework/src/dsl/topology.cpp): it keeps the topic (an internal one's full name
+/// "<application.id>-<name>-repartition" from init on) and the encoding buffers, and sends.
+class sink_base : public node {
  public:
-  sink_node(std::string topic, bool internal) : topic_(std::move(topic)), internal_(internal) {}
-  void init(task_context& task) override {
-    node::init(task);
-    if (internal_) topic_ = repartition_topic(task.application_id(), topic_);
-  }
-  void on_record(const record<K, V>& r) override {
+  void init(task_context& task) override;
+  ~sink_base() override;
+
+ protected:
+  sink_base(std::string topic, bool internal);
+  sink_base(const sink_base& other);
+  /// Sends the encoded record to the topic; partition -1 = the partitioner's.
+  void send(const std::optional<std::string_view>& key, const std::optional<std::string_view>& value,
+            std::int64_t timestamp, const sluice::headers& headers, std::int32_t partition);
+  /// The partition murmur2 of `key` picks among the topic's partitions (learned once).
+  std::int32_t partition_of(std::string_view key);
+  bool internal() const noexcept { return internal_; }
+
+  std::string key_buf_, value_buf_;
+
+ private:
+  std::string topic_;
+  bool internal_;
+  std::int32_t partitions_ = 0;  // of topic_, learned at the first partition_of
+};
+
+template <class K, class V, class KS, class VS>
+class sink_node final : public sink_base {
+ public:
+  sink_node(std::string topic, bool internal) : sink_base(std::move(topic), internal) {}
+  void process(const void* record) override {
+    const auto& r = *static_cast<const sluice::record<K, V>*>(record);
     auto k = encode_field<KS, K>(r.key, key_buf_);
     auto v = encode_field<VS, V>(r.value, value_buf_);
     std::int32_t partition = -1;
     if constexpr (windowed_key_) {
       // Kafka Streams' WindowedStreamPartitioner: murmur2 of the key without its window, so
       // every window of a key lands in the key's partition (and where a Java job puts it).
-      if (!internal_ && k && k->size() >= suffix_) {
-        if (partitions_ == 0) partitions_ = this->context_->output_partitions(topic_);
-        partition = murmur2_partition(k->substr(0, k->size() - suffix_), partitions_);
-      }
+      if (!internal() && k && k->size() >= suffix_) partition = partition_of(k->substr(0, k->size() - suffix_));
     }
-    this->context_->send(topic_, k, v, r.timestamp, r.headers, partition);
+    send(k, v, r.timestamp, r.headers, partition);
   }
 
  private:
-  std::string topic_;
-  bool internal_;
   static constexpr std::size_t suffix_ = window_suffix_bytes<K>;
   static constexpr bool windowed_key_ = suffix_ != 0;
-  std::int32_t partitions_ = 0;  // of topic_, learned at the first windowed record
-  std::string key_buf_, value_buf_;
 };
 
 /// Writes to an internal repartition topic at the partition that murmur2 of
 /// partition_key(key, value) picks among the task's partition count (the repartition
 /// topic's), keeping key, value, headers and timestamp (kstream::repartition_by).
 template <class K, class V, class KS, class VS, class F>
-class partitioned_sink_node final : public typed_node<K, V> {
+class partitioned_sink_node final : public sink_base {
  public:
   partitioned_sink_node(std::string topic, F partition_key)
-      : topic_(std::move(topic)), partition_key_(std::move(partition_key)) {}
-  void init(task_context& task) override {
-    node::init(task);
-    topic_ = repartition_topic(task.application_id(), topic_);
-  }
-  void on_record(const record<K, V>& r) override {
+      : sink_base(std::move(topic), true), partition_key_(std::move(partition_key)) {}
+  void process(const void* record) override {
+    const auto& r = *static_cast<const sluice::record<K, V>*>(record);
     const auto& by = std::invoke(partition_key_, r.key, r.value);  // a returned std::string lives to the end
     const auto partition = murmur2_partition(std::string_view(by), this->context_->partition_count());
     auto k = encode_field<KS, K>(r.key, key_buf_);
     auto v = encode_field<VS, V>(r.value, value_buf_);
-    this->context_->send(topic_, k, v, r.timestamp, r.headers, partition);
+    send(k, v, r.timestamp, r.headers, partition);
   }
 
  private:
-  std::string topic_;
   F partition_key_;
-  std::string key_buf_, value_buf_;
 };
 
 template <class K, class V, class F, bool Keep>
@@ -396,6 +407,52 @@ class aggregate_node final : public emitting_node<K, V, K, A>, public prior_valu
   std::optional<key_value_store<K, A>> store_;
   bool send_prior_ = false;
   std::optional<A> prior_;
+};
+
+/// count(): adds one to the count stored under each record's key and emits the new count,
+/// as aggregate_node does with 0 and n + 1. Its body needs the record's key, timestamp and
+/// headers only, so it depends on the key type alone (count_node<K, V> hands them over):
+/// compiled once per key type, and for string keys once in the library.
+template <class K>
+class counting_node : public node, public prior_value_source<std::int64_t> {
+ public:
+  explicit counting_node(std::string store) : store_name_(std::move(store)) {}
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(store_handle_factory::make<key_value_store<K, std::int64_t>>(task.store(store_name_), &task));
+  }
+  void send_prior_values() override { send_prior_ = true; }
+  const std::optional<std::int64_t>& prior_value() const noexcept override { return prior_; }
+
+ protected:
+  void count(const K& key, std::int64_t timestamp, const sluice::headers& headers) {
+    auto current = store_->get(key);
+    if (send_prior_) prior_ = current;
+    const std::int64_t next = (current ? *current : 0) + 1;
+    store_->put(key, next);
+    out_.key = key;
+    out_.value = next;
+    out_.timestamp = timestamp;
+    out_.headers = headers;
+    this->forward_erased(&out_);
+  }
+
+ private:
+  std::string store_name_;
+  std::optional<key_value_store<K, std::int64_t>> store_;
+  bool send_prior_ = false;
+  std::optional<std::int64_t> prior_;
+  record<K, std::int64_t> out_;  // reused, as emitting_node's
+};
+
+template <class K, class V>
+class count_node final : public counting_node<K> {
+ public:
+  using counting_node<K>::counting_node;
+  void process(const void* record) override {
+    const auto& r = *static_cast<const sluice::record<K, V>*>(record);
+    this->count(r.key, r.timestamp, r.headers);
+  }
 };
 
 /// Combines each value with the stored one per key (the first value starts it).
@@ -573,5 +630,6 @@ extern template class source_node<std::optional<std::string>, std::string, strin
 extern template class source_node<std::string, std::int64_t, string_serde, int64_serde>;
 extern template class sink_node<std::string, std::string, string_serde, string_serde>;
 extern template class sink_node<std::string, std::int64_t, string_serde, int64_serde>;
+extern template class counting_node<std::string>;
 
 }  // namespace sluice::detail
