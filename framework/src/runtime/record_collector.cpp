@@ -35,20 +35,17 @@ void record_collector::make_producer() {
 
 void record_collector::recreate() {
   producer_.reset();
-  delivered_.clear();
+  reset_changelog_offsets();
   first_failure_.reset();
   make_producer();
 }
 
 void record_collector::on_delivery(const kafka::delivery_report& r) {
   if (r.ok()) {
-    if (r.partition < 0) return;
-    auto it = delivered_.find(r.topic);
-    if (it == delivered_.end()) it = delivered_.emplace(std::string(r.topic), std::vector<std::int64_t>{}).first;
-    auto& next = it->second;
-    const auto p = static_cast<std::size_t>(r.partition);
-    if (p >= next.size()) next.resize(p + 1, -1);
-    next[p] = std::max(next[p], r.offset + 1);
+    // Only changelog records carry a slot: the offsets the stores' commits record.
+    if (r.opaque == nullptr || r.offset < 0) return;
+    auto& next = *static_cast<std::int64_t*>(r.opaque);
+    next = std::max(next, r.offset + 1);
     return;
   }
   failed_.add();
@@ -72,6 +69,39 @@ void record_collector::send(std::string_view topic, std::int32_t partition, cons
   ensure_transaction();
   producer_->produce(topic, partition, key, value, timestamp, headers);
   sent_.add();
+}
+
+void record_collector::send_changelog(std::string_view topic, std::int32_t partition, std::string_view key,
+                                      const std::optional<std::string_view>& value, std::int64_t timestamp) {
+  auto& slot = changelog_slot(topic, partition);
+  ensure_transaction();
+  producer_->produce(topic, partition, key, value, timestamp, no_headers_, &slot);
+  sent_.add();
+}
+
+std::int64_t& record_collector::changelog_slot(std::string_view topic, std::int32_t partition) {
+  if (last_slot_ != nullptr && partition == last_partition_ && topic == last_topic_) return *last_slot_;
+  if (partition < 0)
+    throw sluice::error(errc::invalid_topology,
+                        "changelog record for '" + std::string(topic) +
+                            "' without a partition; a store's changelog partition is its task's");
+  auto it = delivered_.find(topic);
+  if (it == delivered_.end())
+    it = delivered_.emplace(std::string(topic), std::vector<std::unique_ptr<std::int64_t>>{}).first;
+  auto& slots = it->second;
+  const auto p = static_cast<std::size_t>(partition);
+  if (p >= slots.size()) slots.resize(p + 1);
+  if (!slots[p]) slots[p] = std::make_unique<std::int64_t>(-1);
+  last_topic_ = it->first;
+  last_partition_ = partition;
+  last_slot_ = slots[p].get();
+  return *last_slot_;
+}
+
+void record_collector::reset_changelog_offsets() noexcept {
+  for (auto& [topic, slots] : delivered_)
+    for (auto& slot : slots)
+      if (slot) *slot = -1;
 }
 
 void record_collector::flush() {
@@ -107,8 +137,8 @@ std::optional<state::changelog_offset> record_collector::next_changelog_offset(c
   auto it = delivered_.find(topic);
   if (it == delivered_.end() || partition < 0) return std::nullopt;
   const auto p = static_cast<std::size_t>(partition);
-  if (p >= it->second.size() || it->second[p] < 0) return std::nullopt;
-  return state::changelog_offset(it->second[p]);
+  if (p >= it->second.size() || !it->second[p] || *it->second[p] < 0) return std::nullopt;
+  return state::changelog_offset(*it->second[p]);
 }
 
 }  // namespace sluice::runtime

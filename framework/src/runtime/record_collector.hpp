@@ -28,6 +28,13 @@ class record_sender {
   virtual void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
                     const std::optional<std::string_view>& value, std::int64_t timestamp,
                     const sluice::headers& headers) = 0;
+  /// Sends one changelog record of a store: as send(), and its delivery moves the changelog
+  /// offset the store's next commit records (record_collector::next_changelog_offset).
+  virtual void send_changelog(std::string_view topic, std::int32_t partition, std::string_view key,
+                              const std::optional<std::string_view>& value, std::int64_t timestamp) {
+    static const sluice::headers none;
+    send(topic, partition, key, value, timestamp, none);
+  }
 };
 
 class record_collector final : public record_sender {
@@ -39,6 +46,9 @@ class record_collector final : public record_sender {
   void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
             const std::optional<std::string_view>& value, std::int64_t timestamp,
             const sluice::headers& headers) override;
+  /// As send(); its delivery report moves next_changelog_offset(topic, partition).
+  void send_changelog(std::string_view topic, std::int32_t partition, std::string_view key,
+                      const std::optional<std::string_view>& value, std::int64_t timestamp) override;
 
   /// Exactly-once: begins a transaction if none is open.
   void ensure_transaction();
@@ -55,10 +65,10 @@ class record_collector final : public record_sender {
   /// Drops the producer and makes a fresh one (after fencing or an unknown outcome).
   void recreate();
 
-  /// The next offset after the last delivered record of a changelog partition, if any was
-  /// delivered since the last reset_changelog_offsets().
+  /// The next offset after the last delivered record of a changelog partition (sent with
+  /// send_changelog()), if any was delivered since the last reset_changelog_offsets().
   std::optional<state::changelog_offset> next_changelog_offset(const std::string& topic, std::int32_t partition) const;
-  void reset_changelog_offsets() { delivered_.clear(); }
+  void reset_changelog_offsets() noexcept;
   /// Serves delivery reports without blocking.
   void poll() { producer_->poll(std::chrono::milliseconds(0)); }
 
@@ -66,19 +76,31 @@ class record_collector final : public record_sender {
   void make_producer();
   void on_delivery(const kafka::delivery_report& report);
 
+  /// The next offset slot of a changelog partition, made on its first record. A slot's
+  /// address is the opaque of every changelog record produced to it, so a delivery report
+  /// updates it without a lookup, and a report without one (a sink's or a dead letter's
+  /// record, most of them) is done at once. Slots live as long as the collector.
+  std::int64_t& changelog_slot(std::string_view topic, std::int32_t partition);
+
   kafka::config_map config_;
   processing_guarantee guarantee_;
   std::string transactional_id_;
   error_policy on_error_;
-  client_statistics statistics_;  ///< of every producer it makes; before producer_, which flushes on destruction
-  std::unique_ptr<kafka::producer> producer_;
-  bool in_transaction_ = false;
-  // Next offset per topic, indexed by partition (-1 = none delivered yet). Looked up by the
-  // delivery report's topic as a string_view: no string is built per delivered record.
-  std::unordered_map<std::string, std::vector<std::int64_t>, kafka::string_hash, std::equal_to<>> delivered_;
+  client_statistics statistics_;  ///< of every producer it makes
+  // Before producer_, which flushes on destruction: the delivery reports it serves then still
+  // find them.
+  // Per changelog topic, per partition: the slot (-1 = none delivered since the last reset).
+  std::unordered_map<std::string, std::vector<std::unique_ptr<std::int64_t>>, kafka::string_hash, std::equal_to<>>
+      delivered_;
+  std::string_view last_topic_;        // key in delivered_ of the last changelog record's topic
+  std::int32_t last_partition_ = -1;   // and its partition
+  std::int64_t* last_slot_ = nullptr;  // and their slot
   std::optional<sluice::error> first_failure_;
+  const sluice::headers no_headers_;  // a changelog record's
   counter& sent_;
   counter& failed_;
+  std::unique_ptr<kafka::producer> producer_;
+  bool in_transaction_ = false;
 };
 
 }  // namespace sluice::runtime

@@ -38,7 +38,7 @@ void changelog_logger::add_bytes(std::int64_t delta) noexcept {
 void changelog_logger::log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) {
   if (timestamp < 0) timestamp = 0;
   if (batching_ == changelog_batching::per_write) {
-    sender_.send(topic_, partition_, key, value, timestamp, no_headers_);
+    sender_.send_changelog(topic_, partition_, key, value, timestamp);
     ++sent_;
     return;
   }
@@ -67,7 +67,7 @@ void changelog_logger::send() {
     const auto& e = buffer_[i];
     std::optional<std::string_view> value;
     if (!e.tombstone) value = e.value;
-    sender_.send(topic_, partition_, e.key, value, e.timestamp, no_headers_);
+    sender_.send_changelog(topic_, partition_, e.key, value, e.timestamp);
   }
   sent_ += static_cast<std::int64_t>(live_);
   clear_buffer();

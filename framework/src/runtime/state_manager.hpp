@@ -111,7 +111,6 @@ class changelog_logger final : public detail::changelog_writer {
   record_sender& sender_;
   changelog_batching batching_;
   changelog_buffer_budget* budget_;
-  sluice::headers no_headers_;
   std::int64_t sent_ = 0;
   // The first live_ entries are the buffered writes, in first-write order; the rest are kept
   // for reuse. A deque, so index_'s views stay valid as it grows.
