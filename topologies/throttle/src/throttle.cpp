@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <limits>
 
@@ -580,18 +581,27 @@ void engine::spill(log_meta& m) {
 }
 
 std::string engine::reason(const rule& r) const {
+  std::string out;
+  reason(r, out);
+  return out;
+}
+
+void engine::reason(const rule& r, std::string& out) const {
   // The text nlohmann writes for a key of printable ASCII without quotes or backslashes (the
   // members in its order); any other key is escaped by nlohmann.
   const std::string& key = keys_.display_key();
   if (std::all_of(key.begin(), key.end(), [](char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; })) {
-    std::string out;
-    out.reserve(key.size() + 48);
-    out.append("{\"key\":\"").append(key).append("\",\"limit\":").append(std::to_string(r.limit));
-    out.append(",\"window_ms\":").append(std::to_string(r.window_ms)).push_back('}');
-    return out;
+    char digits[20];
+    out.assign("{\"key\":\"").append(key).append("\",\"limit\":");
+    out.append(digits, static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, r.limit).ptr - digits));
+    out.append(",\"window_ms\":");
+    out.append(digits,
+               static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, r.window_ms).ptr - digits));
+    out.push_back('}');
+    return;
   }
   nlohmann::json j = {{"key", keys_.display_key()}, {"limit", r.limit}, {"window_ms", r.window_ms}};
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace throttle_detail

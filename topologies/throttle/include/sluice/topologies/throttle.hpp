@@ -242,6 +242,8 @@ class engine {
   decision decide(std::int64_t timestamp, const rule& r);
   /// The sluice-throttle-reason header value for the current key and `r`.
   std::string reason(const rule& r) const;
+  /// The same, written into `out` (its storage reused).
+  void reason(const rule& r, std::string& out) const;
 
   void count_passed() noexcept { passed_->add(); }
   void count_throttled() noexcept { throttled_->add(); }
@@ -304,9 +306,20 @@ class throttle_processor final : public processor<K, V> {
     }
     engine_.count_throttled();
     if (!forward_) return;
-    record<K, V> out = r;
-    out.headers.add(std::string(throttle_reason_header), engine_.reason(rule));
-    this->context().forward(out, throttled_child_);
+    // Most records are throttled at a tight limit: their copy with the reason is one reused
+    // record, so its key, value and header strings keep their storage from record to record.
+    throttled_.key = r.key;
+    throttled_.value = r.value;
+    throttled_.timestamp = r.timestamp;
+    auto& items = throttled_.headers.items();
+    const auto& in = r.headers.items();
+    items.resize(in.size() + 1);
+    std::copy(in.begin(), in.end(), items.begin());  // assigns over the kept headers' strings
+    auto& reason = items.back();
+    reason.key.assign(throttle_reason_header);
+    if (!reason.value) reason.value.emplace();
+    engine_.reason(rule, *reason.value);
+    this->context().forward(throttled_, throttled_child_);
   }
 
  private:
@@ -315,6 +328,7 @@ class throttle_processor final : public processor<K, V> {
   bool needs_value_;
   std::string passed_child_, throttled_child_;
   std::string key_buf_, value_buf_;
+  record<K, V> throttled_;  // the throttled record with its reason header, reused
 };
 
 }  // namespace throttle_detail
