@@ -451,10 +451,12 @@ TEST(table_join, session_tables_join_on_key_start_and_end_and_merged_sessions_le
 }
 
 // until_window_closes on the side of a windowed table join: a window the suppression holds
-// back answers with what it has emitted for it (nothing yet: absent), a window it has
-// released reads the window store (a window stays there for size + grace after the
-// latest window start, so past its release). views left-joins final click counts;
-// tumbling 10 ms windows, grace 5 ms.
+// back answers with what it has emitted for it, which for a window it never emitted is the
+// count's initial 0 (Kafka Streams' KStreamWindowAggregate passes the initializer's value as
+// a new window's old value, and its suppression keeps that as the window's prior value); a
+// window it has released reads the window store (a window stays there for size + grace
+// after the latest window start, so past its release). views left-joins final click
+// counts; tumbling 10 ms windows, grace 5 ms.
 TEST(table_join, a_suppressed_until_window_closes_table_answers_lookups_with_what_it_has_emitted) {
   using namespace std::chrono_literals;
   sluice::streams_builder b;
@@ -476,16 +478,163 @@ TEST(table_join, a_suppressed_until_window_closes_table_answers_lookups_with_wha
   v.pipe("a", "", 0);  // before: no clicks of (a, [0,10))
   EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "1/null", 0}}));
   c.pipe("a", "", 1);  // clicks (a, [0,10)) = 1, held until the window closes
-  v.pipe("a", "", 2);  // during: held back and never emitted -> absent
+  v.pipe("a", "", 2);  // during: held back and never emitted -> the count's initial 0
   c.pipe("a", "", 3);  // clicks = 2, still held
   v.pipe("a", "", 4);
-  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "2/null", 2}, {"a", 0, 10, "3/null", 4}}));
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "2/0", 2}, {"a", 0, 10, "3/0", 4}}));
   // Clicks at 16 close [0,10) (10 + 5 <= 16): the final count 2 (@3) reaches the join's
   // right side, which finds views' 3 (@4): the result is at 4. (a, [10,20)) is held now.
   c.pipe("a", "", 16);
   EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "3/2", 4}}));
   v.pipe("a", "", 5);  // after: released, read from the window store (2 @3)
   EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 0, 10, "4/2", 5}}));
-  v.pipe("a", "", 13);  // (a, [10,20)): held back, never emitted -> absent
-  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 10, 20, "1/null", 13}}));
+  v.pipe("a", "", 13);  // (a, [10,20)): held back, never emitted -> 0
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 10, 20, "1/0", 13}}));
+}
+
+// The prior value of a window a suppression holds and never emitted is what Kafka Streams'
+// aggregation passes as the new window's old value: a windowed aggregate's initializer value
+// (KStreamWindowAggregate, hopping here: each of a record's windows), none for a reduce
+// (its initializer is null). views counts left-join the suppressed click lists and the
+// suppressed latest click; hopping 10 ms windows advancing by 5 ms, grace 5 ms.
+TEST(table_join, a_held_window_of_a_suppressed_aggregate_answers_its_initializer_and_of_a_reduce_absent) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  const auto windows = sluice::time_windows::of_size_and_grace(10ms, 5ms).advance_by(5ms);
+  auto clicks = b.stream<std::string, std::string>("clicks").group_by_key().windowed_by(windows);
+  auto lists = clicks.aggregate(
+      [] { return std::string("init"); },
+      [](const std::string&, const std::string& v, const std::string& agg) { return agg + "+" + v; }, "click-lists");
+  auto latest = clicks.reduce([](const std::string&, const std::string& v) { return v; }, "latest-click");
+  auto views = b.stream<std::string, std::string>("views").group_by_key().windowed_by(windows).count("views");
+  auto joined = [](std::int64_t v, const text& c) { return std::to_string(v) + "/" + show(c); };
+  views.left_join(lists.suppress(sluice::until_window_closes()), joined, "views-and-lists").to_stream().to("lists-out");
+  views.left_join(latest.suppress(sluice::until_window_closes()), joined, "views-and-latest")
+      .to_stream()
+      .to("latest-out");
+  topology_test_driver d(b.build());
+  auto c = d.input_topic<std::string, std::string>("clicks");
+  auto v = d.input_topic<std::string, std::string>("views");
+  using key_serde = sluice::time_windowed_serde<sluice::default_serde<std::string>, 10>;
+  using u = windowed_updates;
+  c.pipe("a", "x", 7);  // windows [0,10) and [5,15): both new, held
+  v.pipe("a", "", 8);   // views in both windows
+  EXPECT_EQ(read_windowed<key_serde>(d, "lists-out"), (u{{"a", 0, 10, "1/init", 8}, {"a", 5, 15, "1/init", 8}}));
+  EXPECT_EQ(read_windowed<key_serde>(d, "latest-out"), (u{{"a", 0, 10, "1/null", 8}, {"a", 5, 15, "1/null", 8}}));
+  // Clicks at 16 close [0,10) (10 + 5 <= 16): its final list init+x (@7) joins views' 1.
+  // [5,15) now holds init+x+y, still held: its prior value stays init.
+  c.pipe("a", "y", 12);
+  c.pipe("a", "z", 16);
+  v.pipe("a", "", 14);  // views [5,15) = 2, [10,20) = 1: both held, never emitted
+  EXPECT_EQ(read_windowed<key_serde>(d, "lists-out"),
+            (u{{"a", 0, 10, "1/init+x", 8}, {"a", 5, 15, "2/init", 14}, {"a", 10, 20, "1/init", 14}}));
+  EXPECT_EQ(read_windowed<key_serde>(d, "latest-out"),
+            (u{{"a", 0, 10, "1/x", 8}, {"a", 5, 15, "2/null", 14}, {"a", 10, 20, "1/null", 14}}));
+}
+
+// Sliding windows (KStreamSlidingWindowAggregate): a window created empty passes the
+// initializer's value (a count's 0) as its old value, a left window seeded with the latest
+// earlier window's aggregate passes that aggregate, though the suppression never emitted it.
+// A sliding reduce of the same records (so the same windows; the count comes first, as it
+// was added first) left-joins the suppressed sliding count; time difference 10 ms, grace
+// 100 ms (nothing closes).
+TEST(table_join, a_held_sliding_window_answers_the_old_value_kafka_streams_creates_it_with) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  auto events = b.stream<std::string, std::string>("events").group_by_key();
+  const auto windows = sluice::sliding_windows::of_time_difference_and_grace(10ms, 100ms);
+  auto counts = events.windowed_by(windows).count("sliding-counts");
+  auto lists = events.windowed_by(windows).reduce(
+      [](const std::string& agg, const std::string& v) { return agg + "," + v; }, "sliding-lists");
+  lists
+      .left_join(
+          counts.suppress(sluice::until_window_closes()),
+          [](const std::string& vs, const std::optional<std::int64_t>& n) { return vs + "=" + show_count(n); },
+          "lists-and-counts")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  auto e = d.input_topic<std::string, std::string>("events");
+  using key_serde = sluice::time_windowed_serde<sluice::default_serde<std::string>, 10>;
+  using u = windowed_updates;
+  e.pipe("a", "x", 20);  // left window [10,20], empty before: 0
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 10, 20, "x=0", 20}}));
+  // At 25: the previous record's right window [21,31] is created empty (0); the left window
+  // [15,25] is seeded with [10,20]'s count 1, which is its old value.
+  e.pipe("a", "y", 25);
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"), (u{{"a", 21, 31, "y=0", 25}, {"a", 15, 25, "x,y=1", 25}}));
+}
+
+// Session aggregations (KStreamSessionWindowAggregate) pass no old value for a new session,
+// a count's neither: a held session answers absent. A session reduce of the same records
+// left-joins the suppressed session count; gap 5 ms, grace 100 ms.
+TEST(table_join, a_held_session_of_a_suppressed_session_count_answers_absent) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  auto events = b.stream<std::string, std::string>("events").group_by_key();
+  const auto windows = sluice::session_windows::of_inactivity_gap_and_grace(5ms, 100ms);
+  auto counts = events.windowed_by(windows).count("session-counts");
+  auto lists = events.windowed_by(windows).reduce(
+      [](const std::string& agg, const std::string& v) { return agg + "," + v; }, "session-lists");
+  lists
+      .left_join(
+          counts.suppress(sluice::until_window_closes()),
+          [](const std::string& vs, const std::optional<std::int64_t>& n) { return vs + "=" + show_count(n); },
+          "lists-and-counts")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  auto e = d.input_topic<std::string, std::string>("events");
+  using key_serde = sluice::session_windowed_serde<sluice::default_serde<std::string>>;
+  using u = windowed_updates;
+  e.pipe("a", "x", 10);
+  e.pipe("a", "y", 12);  // [10,10] merges into [10,12]: it leaves the join
+  EXPECT_EQ(read_windowed<key_serde>(d, "out"),
+            (u{{"a", 10, 10, "x=null", 10}, {"a", 10, 10, std::nullopt, 10}, {"a", 10, 12, "x,y=null", 12}}));
+}
+
+// Non-windowed aggregations: a key a suppression holds and never emitted answers the
+// initializer's value for a count (0) and an aggregate (KStreamAggregate passes it as a new
+// key's old value), absent for a reduce (KStreamReduce); once emitted, what was emitted.
+// Orders left-join each suppressed table (until_time_limit 10 ms).
+TEST(table_join, a_held_key_of_a_suppressed_count_or_aggregate_answers_the_initializer_and_of_a_reduce_absent) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  auto events = b.stream<std::string, std::string>("events").group_by_key();
+  auto counts = events.count("counts").suppress(sluice::until_time_limit(10ms, {}));
+  auto lists =
+      events
+          .aggregate([] { return std::string("init"); },
+                     [](const std::string&, const std::string& v, const std::string& agg) { return agg + "+" + v; },
+                     "lists")
+          .suppress(sluice::until_time_limit(10ms, {}));
+  auto latest = events.reduce([](const std::string&, const std::string& v) { return v; }, "latest")
+                    .suppress(sluice::until_time_limit(10ms, {}));
+  auto orders = b.stream<std::string, std::string>("orders");
+  orders
+      .left_join(counts,
+                 [](const std::string& o, const std::optional<std::int64_t>& n) { return o + "/" + show_count(n); })
+      .to("counts-out");
+  orders.left_join(lists, [](const std::string& o, const text& l) { return o + "/" + show(l); }).to("lists-out");
+  orders.left_join(latest, [](const std::string& o, const text& l) { return o + "/" + show(l); }).to("latest-out");
+  topology_test_driver d(b.build());
+  auto e = d.input_topic<std::string, std::string>("events");
+  auto o = d.input_topic<std::string, std::string>("orders");
+  auto out = [&](const std::string& topic) {
+    std::vector<std::string> values;
+    for (auto& m : d.output_topic<std::string, std::string>(topic).read_all()) values.push_back(m.value);
+    return values;
+  };
+  using strings = std::vector<std::string>;
+  e.pipe("k", "x", 0);  // held until 10, never emitted
+  o.pipe("k", "o1", 1);
+  EXPECT_EQ(out("counts-out"), strings{"o1/0"});
+  EXPECT_EQ(out("lists-out"), strings{"o1/init"});
+  EXPECT_EQ(out("latest-out"), strings{"o1/null"});
+  e.pipe("z", "z", 10);  // releases k: 1, init+x, x
+  e.pipe("k", "y", 11);  // held again: what was emitted before is the prior value
+  o.pipe("k", "o2", 12);
+  EXPECT_EQ(out("counts-out"), strings{"o2/1"});
+  EXPECT_EQ(out("lists-out"), strings{"o2/init+x"});
+  EXPECT_EQ(out("latest-out"), strings{"o2/x"});
 }

@@ -39,8 +39,9 @@ class ktime_windowed_stream {
 
   /// Counts records per key and window into the window store `store`.
   ktable<windowed<K>, std::int64_t> count(materialized store) {
+    auto initial = [] { return std::optional<std::int64_t>(0); };
     auto fold = [](const K&, const V&, std::optional<std::int64_t> n) { return n.value_or(0) + 1; };
-    return stateful<std::int64_t>(std::move(fold), std::move(store));
+    return stateful<std::int64_t>(initial, std::move(fold), std::move(store));
   }
   ktable<windowed<K>, std::int64_t> count(std::string store) { return count(named(std::move(store))); }
 
@@ -50,11 +51,12 @@ class ktime_windowed_stream {
   ktable<windowed<K>, V> reduce(F reducer, materialized store) {
     static_assert(std::is_invocable_r_v<V, F&, const V&, const V&>,
                   "reduce: the reducer must be callable as V(const V& aggregate, const V& value)");
+    auto initial = [] { return std::optional<V>(); };  // a reduce has no initializer
     auto fold = [reducer = std::move(reducer)](const K&, const V& v, std::optional<V> agg) mutable -> V {
       if (!agg) return v;
       return std::invoke(reducer, *agg, v);
     };
-    return stateful<V>(std::move(fold), std::move(store));
+    return stateful<V>(initial, std::move(fold), std::move(store));
   }
   template <class F>
   ktable<windowed<K>, V> reduce(F reducer, std::string store) {
@@ -69,11 +71,14 @@ class ktime_windowed_stream {
     using A = std::remove_cvref_t<std::invoke_result_t<Init&>>;
     static_assert(std::is_invocable_r_v<A, Agg&, const K&, const V&, A>,
                   "aggregate: the aggregator must be callable as A(const K& key, const V& value, A aggregate)");
-    auto fold = [initializer = std::move(initializer), aggregator = std::move(aggregator)](
-                    const K& k, const V& v, std::optional<A> agg) mutable -> A {
-      return std::invoke(aggregator, k, v, agg ? std::move(*agg) : std::invoke(initializer));
+    auto initial = [initializer = std::move(initializer)]() mutable {
+      return std::optional<A>(std::invoke(initializer));
     };
-    return stateful<A>(std::move(fold), std::move(store));
+    // The node passes the window's aggregate or initial()'s value: never nullopt here.
+    auto fold = [aggregator = std::move(aggregator)](const K& k, const V& v, std::optional<A> agg) mutable -> A {
+      return std::invoke(aggregator, k, v, std::move(*agg));
+    };
+    return stateful<A>(std::move(initial), std::move(fold), std::move(store));
   }
   template <class Init, class Agg>
   auto aggregate(Init initializer, Agg aggregator, std::string store) {
@@ -90,8 +95,8 @@ class ktime_windowed_stream {
   /// Repartitions if needed, declares the window store (retention as Kafka Streams'
   /// default: size + grace, or 2 x time difference + grace for sliding windows), adds the
   /// aggregating node.
-  template <class A, class Fold>
-  ktable<windowed<K>, A> stateful(Fold fold, materialized store) {
+  template <class A, class Initial, class Fold>
+  ktable<windowed<K>, A> stateful(Initial initial, Fold fold, materialized store) {
     if (store.ttl.count() != 0)
       throw error(errc::invalid_topology, "windowed store '" + store.name +
                                               "': ttl does not apply to window stores; windows are kept for the window "
@@ -104,7 +109,7 @@ class ktime_windowed_stream {
                       .kind = detail::node_kind::processor,
                       .stores = {store.name},
                       .parents = {in.node_index()},
-                      .factory = factory<A>(store.name, std::move(fold))});
+                      .factory = factory<A>(store.name, std::move(initial), std::move(fold))});
     return ktable<windowed<K>, A>(g_, idx, store.name, windows_.grace(), std::nullopt,
                                   detail::table_store_kind::window);
   }
@@ -116,12 +121,14 @@ class ktime_windowed_stream {
       return windows_.size() + windows_.grace();
   }
 
-  template <class A, class Fold>
-  std::function<std::unique_ptr<detail::node>()> factory(const std::string& store, Fold fold) const {
+  template <class A, class Initial, class Fold>
+  std::function<std::unique_ptr<detail::node>()> factory(const std::string& store, Initial initial, Fold fold) const {
     if constexpr (std::is_same_v<W, sliding_windows>)
-      return detail::factory_of(detail::sliding_window_aggregate_node<K, V, A, Fold>(store, windows_, std::move(fold)));
+      return detail::factory_of(detail::sliding_window_aggregate_node<K, V, A, Initial, Fold>(
+          store, windows_, std::move(initial), std::move(fold)));
     else
-      return detail::factory_of(detail::window_aggregate_node<K, V, A, Fold>(store, windows_, std::move(fold)));
+      return detail::factory_of(
+          detail::window_aggregate_node<K, V, A, Initial, Fold>(store, windows_, std::move(initial), std::move(fold)));
   }
 
   std::shared_ptr<detail::graph_builder> g_;

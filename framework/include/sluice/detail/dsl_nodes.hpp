@@ -381,6 +381,9 @@ class split_node final : public typed_node<K, V> {
 };
 
 /// Folds each record into the aggregate stored under its key and emits the new aggregate.
+/// A new key's aggregate starts from init(), which is also its prior value (the old value of
+/// Kafka Streams' KStreamAggregate), so a suppression of this table keeps it for a key it
+/// holds back and never emitted.
 template <class K, class V, class A, class Init, class Agg>
 class aggregate_node final : public emitting_node<K, V, K, A>, public prior_value_source<A> {
  public:
@@ -392,8 +395,9 @@ class aggregate_node final : public emitting_node<K, V, K, A>, public prior_valu
   }
   void on_record(const record<K, V>& r) override {
     auto current = store_->get(r.key);
-    if (send_prior_) prior_ = current;
-    A next = std::invoke(agg_, r.key, r.value, current ? std::move(*current) : std::invoke(init_));
+    A agg = current ? std::move(*current) : std::invoke(init_);
+    if (send_prior_) prior_ = agg;
+    A next = std::invoke(agg_, r.key, r.value, std::move(agg));
     store_->put(r.key, next);
     this->emit(r.key, std::move(next), r);
   }
@@ -412,7 +416,8 @@ class aggregate_node final : public emitting_node<K, V, K, A>, public prior_valu
 /// count(): adds one to the count stored under each record's key and emits the new count,
 /// as aggregate_node does with 0 and n + 1. Its body needs the record's key, timestamp and
 /// headers only, so it depends on the key type alone (count_node<K, V> hands them over):
-/// compiled once per key type, and for string keys once in the library.
+/// compiled once per key type, and for string keys once in the library. A new key's prior
+/// value is the count's initial 0, as aggregate_node's (Kafka Streams' KStreamAggregate).
 template <class K>
 class counting_node : public node, public prior_value_source<std::int64_t> {
  public:
@@ -427,8 +432,9 @@ class counting_node : public node, public prior_value_source<std::int64_t> {
  protected:
   void count(const K& key, std::int64_t timestamp, const sluice::headers& headers) {
     auto current = store_->get(key);
-    if (send_prior_) prior_ = current;
-    const std::int64_t next = (current ? *current : 0) + 1;
+    const std::int64_t n = current ? *current : 0;
+    if (send_prior_) prior_ = n;
+    const std::int64_t next = n + 1;
     store_->put(key, next);
     out_.key = key;
     out_.value = next;
@@ -455,7 +461,8 @@ class count_node final : public counting_node<K> {
   }
 };
 
-/// Combines each value with the stored one per key (the first value starts it).
+/// Combines each value with the stored one per key (the first value starts it). A new
+/// key's prior value is none (Kafka Streams' KStreamReduce has no initializer).
 template <class K, class V, class F>
 class reduce_node final : public emitting_node<K, V, K, V>, public prior_value_source<V> {
  public:
@@ -530,7 +537,9 @@ class key_value_getter {
 /// A table's getter as a join sees the table, as Kafka Streams' suppressed value getter: for
 /// a suppressed table (`buffers`: its suppressions' buffer stores, outermost first; several
 /// when a suppressed table is suppressed again), a key a suppression holds back answers with
-/// the value that suppression last emitted for it (absent when it never emitted one), so a
+/// its prior value, the value that suppression last emitted for it (for a key it never
+/// emitted, what the aggregation passed as the key's old value: a count's 0, none for a
+/// reduce or a table read from a topic), so a
 /// lookup sees what downstream has seen, not the buffered update; any other key reads the
 /// table underneath through Base (key_value_getter or a windowed table's getter). A value
 /// from a buffer leaves `timestamp` as it is (Kafka Streams' unknown timestamp). With no

@@ -190,7 +190,10 @@ class node {
 /// A node that keeps a table (a table's materialization, an aggregation, a join's merge, a
 /// suppression) and can tell a child, while it forwards an update, the value the update's
 /// key had in the table before it (Kafka Streams' old values, enabled per table by
-/// sendOldValues). V is the table's stored value type (nullopt: the key was absent).
+/// sendOldValues). V is the table's stored value type (nullopt: the key was absent). For a
+/// key or window an update creates, it is what Kafka Streams' processor passes as the old
+/// value: the initializer's value for a count or aggregate (windowed or not; a sliding
+/// window's per KStreamSlidingWindowAggregate), nullopt for a reduce, a session, a table.
 /// Off by default: a node reads the prior value only after send_prior_values(), which a
 /// child calls in its init (ktable::suppress's node, to remember what it last emitted).
 /// Used by the task's thread only, like every node.

@@ -6,7 +6,9 @@
 //   't' <u64 buffer time> <key bytes>  ->  <u64 timestamp> <u64 window end> <headers> <value>
 //   'k' <key bytes>                    ->  <u64 buffer time> <prior value>
 // <prior value> is what the suppression last emitted for the key before it was buffered
-// (the table's value before the update that buffered it): a presence byte, then the value in
+// (the table's value before the update that buffered it; for a key or window the update
+// created, the old value its aggregation passes, e.g. a count's 0, as Kafka Streams' old
+// values, see prior_value_source): a presence byte, then the value in
 // its state encoding. Entries written before sluice kept prior values have an 8-byte 'k'
 // value (the buffer time only); the node restores and emits them as before, and a lookup of
 // such a key fails with old_buffer_entry_error (see suppression_buffer_view).
@@ -82,8 +84,8 @@ inline constexpr std::size_t old_index_entry_size = 8;
 
 /// A suppression buffer as a join's lookup reads it. init binds the task's store; prior_value
 /// answers for a key (its bytes in the key's topic serde, as the buffer keys it): nullopt
-/// when the key is not buffered, else the value the suppression last emitted for it (itself
-/// nullopt when it never emitted one). One instance per task, used by its thread only.
+/// when the key is not buffered, else its prior value (itself nullopt when the table had no
+/// value before, e.g. a reduce's new key). One instance per task, used by its thread only.
 template <class T>
 class suppression_buffer_view {
  public:

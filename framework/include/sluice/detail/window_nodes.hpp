@@ -31,16 +31,22 @@ using window_aggregate_store_handle = window_store_handle<K, value_and_timestamp
 /// timestamp this node has seen; a window with end + grace <= observed stream time is
 /// closed, and a record's update of it is dropped and counted in
 /// sluice_window_late_records_dropped_total (a record may update some of its hopping
-/// windows and be late for others). Fold(key, value, std::optional<A> current) -> A makes
-/// count, reduce and aggregate one node.
-template <class K, class V, class A, class Fold>
+/// windows and be late for others).
+///
+/// Initial() -> std::optional<A> is a new window's aggregate before its first record: the
+/// initializer's value (a count's 0), none for a reduce. As Kafka Streams' aggregations, the
+/// node passes it as a new window's prior value (the old value of Kafka Streams' Change),
+/// so a suppression of this table keeps it for a window it holds back and never emitted.
+/// Fold(key, value, std::optional<A> current) -> A, current being the window's aggregate or
+/// Initial()'s value, makes count, reduce and aggregate one node.
+template <class K, class V, class A, class Initial, class Fold>
 class window_aggregate_node final : public typed_node<K, V>, public prior_value_source<A> {
  public:
   using stored = value_and_timestamp<A>;
   using store_handle = window_aggregate_store_handle<K, A>;
 
-  window_aggregate_node(std::string store, time_windows windows, Fold fold)
-      : store_name_(std::move(store)), windows_(windows), fold_(std::move(fold)) {}
+  window_aggregate_node(std::string store, time_windows windows, Initial initial, Fold fold)
+      : store_name_(std::move(store)), windows_(windows), initial_(std::move(initial)), fold_(std::move(fold)) {}
 
   void init(task_context& task) override {
     node::init(task);
@@ -62,8 +68,7 @@ class window_aggregate_node final : public typed_node<K, V>, public prior_value_
       }
       auto current = store_->fetch(r.key, w.start);
       const std::int64_t ts = current ? std::max(r.timestamp, current->timestamp) : r.timestamp;
-      std::optional<A> agg;
-      if (current) agg.emplace(std::move(current->value));
+      std::optional<A> agg = current ? std::optional<A>(std::move(current->value)) : initial_();
       if (send_prior_) prior_ = agg;
       A next = fold_(r.key, r.value, std::move(agg));
       store_->put(r.key, w.start, stored{next, ts});
@@ -79,6 +84,7 @@ class window_aggregate_node final : public typed_node<K, V>, public prior_value_
  private:
   std::string store_name_;
   time_windows windows_;
+  Initial initial_;
   Fold fold_;
   std::optional<store_handle> store_;
   std::int64_t observed_ = -1;
@@ -106,14 +112,20 @@ class window_aggregate_node final : public typed_node<K, V>, public prior_value_
 /// dropped when its end < observed - grace (its end is inclusive). Each drop is counted in
 /// sluice_window_late_records_dropped_total. Updates are emitted keyed windowed<K> with
 /// window {start, start + d}, at the highest timestamp folded into the window.
-template <class K, class V, class A, class Fold>
+///
+/// Initial and Fold as in window_aggregate_node. Prior values as Kafka Streams': a window
+/// created empty (a left window with no earlier record within d, the previous record's right
+/// window, [0, d]) passes Initial()'s value; a left window seeded with the latest earlier
+/// window's aggregate passes that aggregate; a record's right window, created holding the
+/// later records' aggregate, passes none.
+template <class K, class V, class A, class Initial, class Fold>
 class sliding_window_aggregate_node final : public typed_node<K, V>, public prior_value_source<A> {
  public:
   using stored = value_and_timestamp<A>;
   using store_handle = window_aggregate_store_handle<K, A>;
 
-  sliding_window_aggregate_node(std::string store, sliding_windows windows, Fold fold)
-      : store_name_(std::move(store)), windows_(windows), fold_(std::move(fold)) {}
+  sliding_window_aggregate_node(std::string store, sliding_windows windows, Initial initial, Fold fold)
+      : store_name_(std::move(store)), windows_(windows), initial_(std::move(initial)), fold_(std::move(fold)) {}
 
   void init(task_context& task) override {
     node::init(task);
@@ -219,7 +231,7 @@ class sliding_window_aggregate_node final : public typed_node<K, V>, public prio
   }
 
   /// Folds the record into the window starting at `start` (`current`: its aggregate, or
-  /// nullopt for a new window) unless the window has closed.
+  /// nullopt for a new empty window, which starts from Initial()) unless the window has closed.
   void update(const record<K, V>& r, std::int64_t start, const std::optional<stored>& current,
               std::int64_t close_time) {
     const std::int64_t end = start + windows_.time_difference().count();
@@ -228,8 +240,7 @@ class sliding_window_aggregate_node final : public typed_node<K, V>, public prio
       return;
     }
     const std::int64_t ts = current ? std::max(r.timestamp, current->timestamp) : r.timestamp;
-    std::optional<A> agg;
-    if (current) agg.emplace(current->value);
+    std::optional<A> agg = current ? std::optional<A>(current->value) : initial_();
     if (send_prior_) prior_ = agg;
     A next = fold_(r.key, r.value, std::move(agg));
     store_->put(r.key, start, stored{next, ts});
@@ -247,6 +258,7 @@ class sliding_window_aggregate_node final : public typed_node<K, V>, public prio
 
   std::string store_name_;
   sliding_windows windows_;
+  Initial initial_;
   Fold fold_;
   std::optional<store_handle> store_;
   std::int64_t observed_ = -1;
