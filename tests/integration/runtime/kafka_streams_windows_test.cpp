@@ -45,10 +45,13 @@ constexpr int partitions = 2;
 constexpr std::int64_t base_time = 1'700'000'000'000;  // a multiple of every window size below
 
 /// The outputs both jobs write, OUT_PREFIX-<name> (WindowedTopologies.java).
-const std::vector<std::string> outputs = {
-    "tumbling-count",   "hopping-aggregate",   "sliding-count",      "session-count",
-    "suppressed-count", "stream-inner-join",   "stream-outer-join",  "stream-asymmetric-outer-join",
-    "table-outer-join", "windowed-table-join", "session-table-join", "suppressed-table-join"};
+const std::vector<std::string> outputs = {"tumbling-count",        "hopping-aggregate",
+                                          "sliding-count",         "session-count",
+                                          "suppressed-count",      "stream-inner-join",
+                                          "stream-outer-join",     "stream-asymmetric-outer-join",
+                                          "table-outer-join",      "windowed-table-join",
+                                          "session-table-join",    "suppressed-table-join",
+                                          "suppressed-count-join", "suppressed-sliding-count-join"};
 
 std::string show(const std::optional<std::string>& v) { return v ? *v : "null"; }
 
@@ -65,18 +68,16 @@ sluice::topology windowed_topologies(const std::string& in, const std::string& o
                  "hopping-aggregate")
       .to_stream()
       .to(out + "-hopping-aggregate");
-  by_key.windowed_by(sluice::sliding_windows::of_time_difference_and_grace(100ms, 50ms))
-      .count("sliding-count")
-      .to_stream()
-      .to(out + "-sliding-count");
+  auto sliding_count =
+      by_key.windowed_by(sluice::sliding_windows::of_time_difference_and_grace(100ms, 50ms)).count("sliding-count");
+  sliding_count.to_stream().to(out + "-sliding-count");
   auto session_count =
       by_key.windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(50ms, 50ms)).count("session-count");
   session_count.to_stream().to(out + "-session-count");
-  by_key.windowed_by(sluice::time_windows::of_size_and_grace(100ms, 50ms))
-      .count("suppressed-count")
-      .suppress(sluice::until_window_closes())
-      .to_stream()
-      .to(out + "-suppressed-count");
+  auto suppressed_count = by_key.windowed_by(sluice::time_windows::of_size_and_grace(100ms, 50ms))
+                              .count("suppressed-count")
+                              .suppress(sluice::until_window_closes());
+  suppressed_count.to_stream().to(out + "-suppressed-count");
 
   // Windowed tables joined on the windowed key: a time window by key and start, a session by
   // key, start and end; sessions merged away leave the outer join.
@@ -90,9 +91,7 @@ sluice::topology windowed_topologies(const std::string& in, const std::string& o
       .to_stream()
       .to(out + "-windowed-table-join");
   // A suppressed table on a join's side: a window its buffer holds answers with what the
-  // suppression has emitted for it (nothing before the window closes). A reduce: the old
-  // value of a count's new window is its initializer's 0 in Kafka Streams, where sluice has
-  // none (docs/time-and-windows.md, "Compared with Kafka Streams").
+  // suppression has emitted for it: nothing for a reduce's window before it closes.
   tumbling_count
       .left_join(
           tumbling_reduce.suppress(sluice::until_window_closes()),
@@ -100,6 +99,30 @@ sluice::topology windowed_topologies(const std::string& in, const std::string& o
           "suppressed-table-join")
       .to_stream()
       .to(out + "-suppressed-table-join");
+  // A count's window held and never emitted answers the old value the count passed when it
+  // created the window: 0, or for a sliding left window seeded from an earlier window, that
+  // window's count (docs/time-and-windows.md, "Prior values"). The counts were added before
+  // the reduces, so they take each record first in both.
+  auto show_count = [](const std::optional<std::int64_t>& n) { return n ? std::to_string(*n) : std::string("null"); };
+  tumbling_reduce
+      .left_join(
+          suppressed_count,
+          [show_count](const std::string& vs, const std::optional<std::int64_t>& n) {
+            return vs + "=" + show_count(n);
+          },
+          "suppressed-count-join")
+      .to_stream()
+      .to(out + "-suppressed-count-join");
+  by_key.windowed_by(sluice::sliding_windows::of_time_difference_and_grace(100ms, 50ms))
+      .reduce(concat, "sliding-reduce")
+      .left_join(
+          sliding_count.suppress(sluice::until_window_closes()),
+          [show_count](const std::string& vs, const std::optional<std::int64_t>& n) {
+            return vs + "=" + show_count(n);
+          },
+          "suppressed-sliding-count-join")
+      .to_stream()
+      .to(out + "-suppressed-sliding-count-join");
   auto session_reduce = by_key.windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(50ms, 50ms))
                             .reduce(concat, "session-reduce");
   session_count

@@ -61,21 +61,21 @@ final class WindowedTopologies {
         .toStream()
         .to(out + "-hopping-aggregate", Produced.with(timeWindowed, s));
 
-    byKey.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
-        .count(Materialized.as("sliding-count"))
-        .toStream()
-        .to(out + "-sliding-count", Produced.with(timeWindowed, Serdes.Long()));
+    KTable<Windowed<String>, Long> slidingCount =
+        byKey.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
+            .count(Materialized.as("sliding-count"));
+    slidingCount.toStream().to(out + "-sliding-count", Produced.with(timeWindowed, Serdes.Long()));
 
     KTable<Windowed<String>, Long> sessionCount =
         byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(50), Duration.ofMillis(50)))
             .count(Materialized.as("session-count"));
     sessionCount.toStream().to(out + "-session-count", Produced.with(sessionWindowed, Serdes.Long()));
 
-    byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
-        .count(Materialized.as("suppressed-count"))
-        .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
-        .toStream()
-        .to(out + "-suppressed-count", Produced.with(timeWindowed, Serdes.Long()));
+    KTable<Windowed<String>, Long> suppressedCount =
+        byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
+            .count(Materialized.as("suppressed-count"))
+            .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()));
+    suppressedCount.toStream().to(out + "-suppressed-count", Produced.with(timeWindowed, Serdes.Long()));
 
     KTable<Windowed<String>, String> tumblingReduce =
         byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
@@ -88,8 +88,7 @@ final class WindowedTopologies {
         .toStream()
         .to(out + "-windowed-table-join", Produced.with(timeWindowed, s));
     // A suppressed table on a join's side: a window its buffer holds answers with what the
-    // suppression has emitted for it (nothing before the window closes). A reduce: the old
-    // value of a count's new window is its initializer's 0, where sluice has none.
+    // suppression has emitted for it: nothing for a reduce's window before it closes.
     tumblingCount
         .leftJoin(tumblingReduce.suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded())),
                   (n, vs) -> n + "=" + show(vs),
@@ -97,6 +96,24 @@ final class WindowedTopologies {
                       .withKeySerde(timeWindowed).withValueSerde(s))
         .toStream()
         .to(out + "-suppressed-table-join", Produced.with(timeWindowed, s));
+    // A count's window held and never emitted answers the old value the count passed when it
+    // created the window: 0, or for a sliding left window seeded from an earlier window, that
+    // window's count. The counts were added before the reduces, so they take each record first.
+    tumblingReduce
+        .leftJoin(suppressedCount, (vs, n) -> vs + "=" + (n == null ? "null" : n.toString()),
+                  Materialized.<Windowed<String>, String, KeyValueStore<Bytes, byte[]>>as("suppressed-count-join")
+                      .withKeySerde(timeWindowed).withValueSerde(s))
+        .toStream()
+        .to(out + "-suppressed-count-join", Produced.with(timeWindowed, s));
+    byKey.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
+        .reduce((agg, v) -> agg + "," + v,
+                Materialized.<String, String, WindowStore<Bytes, byte[]>>as("sliding-reduce").withValueSerde(s))
+        .leftJoin(slidingCount.suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded())),
+                  (vs, n) -> vs + "=" + (n == null ? "null" : n.toString()),
+                  Materialized.<Windowed<String>, String, KeyValueStore<Bytes, byte[]>>as("suppressed-sliding-count-join")
+                      .withKeySerde(timeWindowed).withValueSerde(s))
+        .toStream()
+        .to(out + "-suppressed-sliding-count-join", Produced.with(timeWindowed, s));
     KTable<Windowed<String>, String> sessionReduce =
         byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(50), Duration.ofMillis(50)))
             .reduce((agg, v) -> agg + "," + v,
