@@ -126,8 +126,7 @@ TEST(suppress, until_time_limit_emits_a_keys_latest_value_once_its_first_buffere
 }
 
 TEST(suppress, a_full_buffer_that_emits_early_emits_its_oldest_keys_first) {
-  topology_test_driver d(
-      count_until_time_limit(1h, {.max_records = 2, .when_full = sluice::buffer_full::emit_early}));
+  topology_test_driver d(count_until_time_limit(1h, {.max_records = 2, .when_full = sluice::buffer_full::emit_early}));
   auto in = d.input_topic<std::string, std::string>("clicks");
   in.pipe("a", "", 1);
   in.pipe("b", "", 2);
@@ -153,6 +152,65 @@ TEST(suppress, a_full_buffer_that_shuts_down_stops_the_job_naming_the_buffer_and
         << e.what();
     EXPECT_NE(std::string(e.what()).find("3/2 records"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+
+/// A table suppressed until_time_limit(10 ms) with `buffer`, whose key k gets a prior value
+/// of 1,000 bytes held in the buffer's index while its buffered update is 1 byte: x (1 byte)
+/// is buffered at 100; k = 1,000 bytes at 0 is due at once (0 <= 100 - 10) and emitted, so it
+/// is never held; k = "s" at 100 is held with that prior value. Without the prior value the
+/// buffer holds about 70 bytes, with it over 1,000.
+sluice::topology table_until_time_limit(sluice::buffer_config buffer) {
+  sluice::streams_builder b;
+  b.table<std::string, std::string>("limits", "limits-store")
+      .suppress(sluice::until_time_limit(10ms, buffer).with_name("held"))
+      .to_stream()
+      .to("out");
+  return b.build();
+}
+
+using text_updates = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+text_updates text_records(topology_test_driver& d) {
+  text_updates out;
+  for (auto& r : d.output_topic<std::string, std::optional<std::string>>("out").read_all())
+    out.emplace_back(r.key, r.value);
+  return out;
+}
+
+}  // namespace
+
+// max_bytes counts the prior values the buffer keeps with its keys (Kafka Streams' buffer
+// size counts them too): a buffer whose entries fit but whose prior values do not is full.
+TEST(suppress, a_buffers_byte_limit_counts_the_prior_values_it_keeps_and_shuts_down) {
+  topology_test_driver d(table_until_time_limit({.max_bytes = 500}));
+  auto in = d.input_topic<std::string, std::string>("limits");
+  const std::string big(1000, 'v');
+  in.pipe("x", "x", 100);
+  in.pipe("k", big, 0);
+  EXPECT_EQ(text_records(d), (text_updates{{"k", big}}));
+  try {
+    in.pipe("k", "s", 100);
+    FAIL() << "a 1,000-byte prior value fit into a buffer of 500 bytes";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), sluice::errc::state);
+    EXPECT_NE(std::string(e.what()).find("suppression buffer 'held-store' is full: 2/unlimited records"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("/500 bytes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(suppress, a_buffers_byte_limit_counts_the_prior_values_it_keeps_and_emits_early) {
+  topology_test_driver d(table_until_time_limit({.max_bytes = 500, .when_full = sluice::buffer_full::emit_early}));
+  auto in = d.input_topic<std::string, std::string>("limits");
+  const std::string big(1000, 'v');
+  in.pipe("x", "x", 100);
+  in.pipe("k", big, 0);
+  // k then x are due at 100; k comes first (its key sorts first), and then the buffer fits.
+  in.pipe("k", "s", 100);
+  EXPECT_EQ(text_records(d), (text_updates{{"k", big}, {"k", "s"}}));
 }
 
 TEST(suppress, until_window_closes_is_refused_where_no_window_closes) {

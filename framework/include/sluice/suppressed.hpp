@@ -30,10 +30,11 @@ struct buffer_config {
   /// At most this many keys are buffered.
   /// Default: no limit.
   std::uint64_t max_records = std::numeric_limits<std::uint64_t>::max();
-  /// At most this many bytes are buffered: the sum over buffered keys of their entry's size
-  /// in the buffer's store (serialized key, value, timestamp, headers). This estimate is
-  /// sluice's own; Kafka Streams' also counts the prior value and the source topic's name,
-  /// so a byte limit trips at other points there.
+  /// At most this many bytes are buffered: the sum over buffered keys of their entries' sizes
+  /// in the buffer's store (serialized key, value, timestamp, headers, and the index entry
+  /// holding the key's prior value: what the suppression last emitted for it). Kafka Streams
+  /// counts the prior value too, but its estimate of the rest is its own (the record's old
+  /// value, the source topic's name), so a byte limit trips at other points there.
   /// Default: no limit.
   std::uint64_t max_bytes = std::numeric_limits<std::uint64_t>::max();
   /// What happens when a record would exceed a limit.

@@ -79,12 +79,14 @@ class suppress_node final : public typed_node<K, V>, public prior_value_source<t
     auto binding = task.store(store_name_);
     store_ = kv_store_of(binding);
     changelog_ = binding.changelog;
-    // The buffer's size comes back from the (restored) store.
+    // The buffer's size comes back from the (restored) store: its entries and its index
+    // entries, which hold the keys' prior values.
     records_ = bytes_ = 0;
     for (auto it = store_->prefix("t"); it.valid(); it.next()) {
       ++records_;
       bytes_ += it.key().size() + it.value().size();
     }
+    for (auto it = store_->prefix("k"); it.valid(); it.next()) bytes_ += it.key().size() + it.value().size();
     observed_ = -1;
     emitted_ = &task.metrics().get_counter("sluice_suppression_emitted_total", "task=\"" + std::string(task.task_id()) +
                                                                                    "\",store=\"" + store_name_ + "\"");
@@ -114,6 +116,7 @@ class suppress_node final : public typed_node<K, V>, public prior_value_source<t
       PS::serialize(parent_->prior_value(), scratch_);
       entry_.append(scratch_);
       write(index_key_, entry_);
+      bytes_ += index_key_.size() + entry_.size();
     }
     entry_key_.assign("t");
     append_u64(entry_key_, static_cast<std::uint64_t>(time));
@@ -153,7 +156,8 @@ class suppress_node final : public typed_node<K, V>, public prior_value_source<t
                                  limit(spec_.buffer.max_records) + " records and " + std::to_string(bytes_) + "/" +
                                  limit(spec_.buffer.max_bytes) +
                                  " bytes; raise buffer_config's max_records or max_bytes (the buffer holds one entry "
-                                 "per key and open window), or use until_time_limit(...) with buffer_full::emit_early");
+                                 "per key and open window, with the value it last emitted for the key), or use "
+                                 "until_time_limit(...) with buffer_full::emit_early");
   }
 
   static std::string limit(std::uint64_t n) {
@@ -193,9 +197,11 @@ class suppress_node final : public typed_node<K, V>, public prior_value_source<t
       --records_;
       bytes_ -= key.size() + value.size();
       index_key_.assign("k").append(key_bytes);
+      const bool indexed = store_->get(index_key_, scratch_);
+      if (indexed) bytes_ -= index_key_.size() + scratch_.size();
       if (send_prior_) {
         // What downstream saw before this emission (unknown for an entry of the old format).
-        if (store_->get(index_key_, scratch_) && scratch_.size() > old_index_entry_size)
+        if (indexed && scratch_.size() > old_index_entry_size)
           prior_ = PS::deserialize(std::string_view(scratch_).substr(old_index_entry_size));
         else
           prior_.reset();
