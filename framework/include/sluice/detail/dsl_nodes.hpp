@@ -385,7 +385,7 @@ class split_node final : public typed_node<K, V> {
 /// Kafka Streams' KStreamAggregate), so a suppression of this table keeps it for a key it
 /// holds back and never emitted.
 template <class K, class V, class A, class Init, class Agg>
-class aggregate_node final : public emitting_node<K, V, K, A>, public prior_value_source<A> {
+class aggregate_node final : public emitting_node<K, V, K, A>, public prior_value_keeper<A> {
  public:
   aggregate_node(std::string store, Init init, Agg agg)
       : store_name_(std::move(store)), init_(std::move(init)), agg_(std::move(agg)) {}
@@ -396,21 +396,17 @@ class aggregate_node final : public emitting_node<K, V, K, A>, public prior_valu
   void on_record(const record<K, V>& r) override {
     auto current = store_->get(r.key);
     A agg = current ? std::move(*current) : std::invoke(init_);
-    if (send_prior_) prior_ = agg;
+    if (this->sends_prior_values()) this->set_prior(agg);
     A next = std::invoke(agg_, r.key, r.value, std::move(agg));
     store_->put(r.key, next);
     this->emit(r.key, std::move(next), r);
   }
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<A>& prior_value() const noexcept override { return prior_; }
 
  private:
   std::string store_name_;
   Init init_;
   Agg agg_;
   std::optional<key_value_store<K, A>> store_;
-  bool send_prior_ = false;
-  std::optional<A> prior_;
 };
 
 /// count(): adds one to the count stored under each record's key and emits the new count,
@@ -419,21 +415,19 @@ class aggregate_node final : public emitting_node<K, V, K, A>, public prior_valu
 /// compiled once per key type, and for string keys once in the library. A new key's prior
 /// value is the count's initial 0, as aggregate_node's (Kafka Streams' KStreamAggregate).
 template <class K>
-class counting_node : public node, public prior_value_source<std::int64_t> {
+class counting_node : public node, public prior_value_keeper<std::int64_t> {
  public:
   explicit counting_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
     node::init(task);
     store_.emplace(store_handle_factory::make<key_value_store<K, std::int64_t>>(task.store(store_name_), &task));
   }
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<std::int64_t>& prior_value() const noexcept override { return prior_; }
 
  protected:
   void count(const K& key, std::int64_t timestamp, const sluice::headers& headers) {
     auto current = store_->get(key);
     const std::int64_t n = current ? *current : 0;
-    if (send_prior_) prior_ = n;
+    if (this->sends_prior_values()) this->set_prior(n);
     const std::int64_t next = n + 1;
     store_->put(key, next);
     out_.key = key;
@@ -446,8 +440,6 @@ class counting_node : public node, public prior_value_source<std::int64_t> {
  private:
   std::string store_name_;
   std::optional<key_value_store<K, std::int64_t>> store_;
-  bool send_prior_ = false;
-  std::optional<std::int64_t> prior_;
   record<K, std::int64_t> out_;  // reused, as emitting_node's
 };
 
@@ -464,7 +456,7 @@ class count_node final : public counting_node<K> {
 /// Combines each value with the stored one per key (the first value starts it). A new
 /// key's prior value is none (Kafka Streams' KStreamReduce has no initializer).
 template <class K, class V, class F>
-class reduce_node final : public emitting_node<K, V, K, V>, public prior_value_source<V> {
+class reduce_node final : public emitting_node<K, V, K, V>, public prior_value_keeper<V> {
  public:
   reduce_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
   void init(task_context& task) override {
@@ -475,23 +467,19 @@ class reduce_node final : public emitting_node<K, V, K, V>, public prior_value_s
     auto current = store_->get(r.key);
     V next = current ? std::invoke(f_, *current, r.value) : r.value;
     store_->put(r.key, next);
-    if (send_prior_) prior_ = std::move(current);
+    if (this->sends_prior_values()) this->set_prior(std::move(current));
     this->emit(r.key, std::move(next), r);
   }
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<V>& prior_value() const noexcept override { return prior_; }
 
  private:
   std::string store_name_;
   F f_;
   std::optional<key_value_store<K, V>> store_;
-  bool send_prior_ = false;
-  std::optional<V> prior_;
 };
 
 /// Materializes a table topic into its store; a null value deletes the key.
 template <class K, class V>
-class table_node final : public typed_node<K, std::optional<V>>, public prior_value_source<V> {
+class table_node final : public typed_node<K, std::optional<V>>, public prior_value_keeper<V> {
  public:
   explicit table_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
@@ -501,21 +489,17 @@ class table_node final : public typed_node<K, std::optional<V>>, public prior_va
   /// Applies the update to the store, then forwards it, a deletion too (as Kafka Streams'
   /// KTableSource forwards a tombstone, also for a key the table did not hold).
   void on_record(const record<K, std::optional<V>>& r) override {
-    if (send_prior_) prior_ = store_->get(r.key);
+    if (this->sends_prior_values()) this->set_prior(store_->get(r.key));
     if (r.value)
       store_->put(r.key, *r.value);
     else
       store_->remove(r.key);
     this->forward_erased(&r);
   }
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<V>& prior_value() const noexcept override { return prior_; }
 
  private:
   std::string store_name_;
   std::optional<key_value_store<K, V>> store_;
-  bool send_prior_ = false;
-  std::optional<V> prior_;
 };
 
 /// How a join reads a table's current value for a key (Kafka Streams' value getters). The

@@ -209,6 +209,27 @@ class prior_value_source {
   ~prior_value_source() = default;
 };
 
+/// The prior_value_source every table node is: it keeps the prior value a node sets before
+/// each forward. The node reads a prior value only when sends_prior_values() (a child asked),
+/// and sets it with set_prior before forwarding the update it belongs to.
+template <class V>
+class prior_value_keeper : public prior_value_source<V> {
+ public:
+  void send_prior_values() final { send_prior_ = true; }
+  const std::optional<V>& prior_value() const noexcept final { return prior_; }
+
+ protected:
+  ~prior_value_keeper() = default;
+  /// Whether a child asked for prior values (off by default).
+  bool sends_prior_values() const noexcept { return send_prior_; }
+  /// The prior value of the update forwarded next.
+  void set_prior(std::optional<V> value) { prior_ = std::move(value); }
+
+ private:
+  bool send_prior_ = false;
+  std::optional<V> prior_;
+};
+
 /// Base of nodes whose input is record<K, V>: casts once, calls a typed function.
 template <class K, class V>
 class typed_node : public node {

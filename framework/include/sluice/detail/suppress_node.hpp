@@ -55,7 +55,7 @@ struct suppression_spec {
 /// are the key's topic serde (windowed keys: TimeWindowedSerializer's layout, the key's bytes
 /// then the window start), so keys of one buffer time sort as in Kafka Streams.
 template <class K, class V>
-class suppress_node final : public typed_node<K, V>, public prior_value_source<typename unwrap_optional<V>::type> {
+class suppress_node final : public typed_node<K, V>, public prior_value_keeper<typename unwrap_optional<V>::type> {
  public:
   using KS = default_serde<K>;
   using VS = buffered_value_serde<V>;
@@ -63,9 +63,6 @@ class suppress_node final : public typed_node<K, V>, public prior_value_source<t
   using PS = buffered_value_serde<std::optional<T>>;
 
   suppress_node(std::string store, suppression_spec spec) : store_name_(std::move(store)), spec_(spec) {}
-
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<T>& prior_value() const noexcept override { return prior_; }
 
   void init(task_context& task) override {
     node::init(task);
@@ -199,12 +196,12 @@ class suppress_node final : public typed_node<K, V>, public prior_value_source<t
       index_key_.assign("k").append(key_bytes);
       const bool indexed = store_->get(index_key_, scratch_);
       if (indexed) bytes_ -= index_key_.size() + scratch_.size();
-      if (send_prior_) {
+      if (this->sends_prior_values()) {
         // What downstream saw before this emission (unknown for an entry of the old format).
         if (indexed && scratch_.size() > old_index_entry_size)
-          prior_ = PS::deserialize(std::string_view(scratch_).substr(old_index_entry_size));
+          this->set_prior(PS::deserialize(std::string_view(scratch_).substr(old_index_entry_size)));
         else
-          prior_.reset();
+          this->set_prior(std::nullopt);
       }
       remove(index_key_);
       remove(std::string(key));
@@ -232,8 +229,6 @@ class suppress_node final : public typed_node<K, V>, public prior_value_source<t
   changelog_writer* changelog_ = nullptr;
   counter* emitted_ = nullptr;
   prior_value_source<T>* parent_ = nullptr;
-  bool send_prior_ = false;
-  std::optional<T> prior_;
   std::int64_t observed_ = -1;
   std::uint64_t records_ = 0, bytes_ = 0;
   std::string key_bytes_, index_key_, entry_key_, entry_, scratch_;

@@ -169,7 +169,7 @@ class table_join_side_node final : public typed_node<K, I> {
 /// The merge point of a table–table join: applies each result of either side to the join's
 /// store (a value puts, nullopt deletes) and passes it on unchanged, tombstones included.
 template <class K, class VO>
-class table_join_merge_node final : public typed_node<K, std::optional<VO>>, public prior_value_source<VO> {
+class table_join_merge_node final : public typed_node<K, std::optional<VO>>, public prior_value_keeper<VO> {
  public:
   explicit table_join_merge_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
@@ -177,21 +177,17 @@ class table_join_merge_node final : public typed_node<K, std::optional<VO>>, pub
     store_.emplace(store_handle_factory::make<key_value_store<K, VO>>(task.store(store_name_), &task));
   }
   void on_record(const record<K, std::optional<VO>>& r) override {
-    if (send_prior_) prior_ = store_->get(r.key);
+    if (this->sends_prior_values()) this->set_prior(store_->get(r.key));
     if (r.value)
       store_->put(r.key, *r.value);
     else
       store_->remove(r.key);
     this->forward_erased(&r);
   }
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<VO>& prior_value() const noexcept override { return prior_; }
 
  private:
   std::string store_name_;
   std::optional<key_value_store<K, VO>> store_;
-  bool send_prior_ = false;
-  std::optional<VO> prior_;
 };
 
 }  // namespace sluice::detail

@@ -40,7 +40,7 @@ using window_aggregate_store_handle = window_store_handle<K, value_and_timestamp
 /// Fold(key, value, std::optional<A> current) -> A, current being the window's aggregate or
 /// Initial()'s value, makes count, reduce and aggregate one node.
 template <class K, class V, class A, class Initial, class Fold>
-class window_aggregate_node final : public typed_node<K, V>, public prior_value_source<A> {
+class window_aggregate_node final : public typed_node<K, V>, public prior_value_keeper<A> {
  public:
   using stored = value_and_timestamp<A>;
   using store_handle = window_aggregate_store_handle<K, A>;
@@ -69,7 +69,7 @@ class window_aggregate_node final : public typed_node<K, V>, public prior_value_
       auto current = store_->fetch(r.key, w.start);
       const std::int64_t ts = current ? std::max(r.timestamp, current->timestamp) : r.timestamp;
       std::optional<A> agg = current ? std::optional<A>(std::move(current->value)) : initial_();
-      if (send_prior_) prior_ = agg;
+      if (this->sends_prior_values()) this->set_prior(agg);
       A next = fold_(r.key, r.value, std::move(agg));
       store_->put(r.key, w.start, stored{next, ts});
       out_.key.key = r.key;
@@ -90,12 +90,6 @@ class window_aggregate_node final : public typed_node<K, V>, public prior_value_
   std::int64_t observed_ = -1;
   counter* late_ = nullptr;
   record<windowed<K>, A> out_;
-  bool send_prior_ = false;
-  std::optional<A> prior_;
-
- public:
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<A>& prior_value() const noexcept override { return prior_; }
 };
 
 /// Sliding-window aggregation, exactly as Kafka Streams 3.9's KStreamSlidingWindowAggregate
@@ -119,7 +113,7 @@ class window_aggregate_node final : public typed_node<K, V>, public prior_value_
 /// window's aggregate passes that aggregate; a record's right window, created holding the
 /// later records' aggregate, passes none.
 template <class K, class V, class A, class Initial, class Fold>
-class sliding_window_aggregate_node final : public typed_node<K, V>, public prior_value_source<A> {
+class sliding_window_aggregate_node final : public typed_node<K, V>, public prior_value_keeper<A> {
  public:
   using stored = value_and_timestamp<A>;
   using store_handle = window_aggregate_store_handle<K, A>;
@@ -226,7 +220,7 @@ class sliding_window_aggregate_node final : public typed_node<K, V>, public prio
   void create_right_window(const record<K, V>& r, const stored& aggregate) {
     const std::int64_t start = r.timestamp + 1;
     store_->put(r.key, start, aggregate);
-    if (send_prior_) prior_.reset();  // the window did not exist
+    if (this->sends_prior_values()) this->set_prior(std::nullopt);  // the window did not exist
     emit(r, start, aggregate.value, aggregate.timestamp);
   }
 
@@ -241,7 +235,7 @@ class sliding_window_aggregate_node final : public typed_node<K, V>, public prio
     }
     const std::int64_t ts = current ? std::max(r.timestamp, current->timestamp) : r.timestamp;
     std::optional<A> agg = current ? std::optional<A>(current->value) : initial_();
-    if (send_prior_) prior_ = agg;
+    if (this->sends_prior_values()) this->set_prior(agg);
     A next = fold_(r.key, r.value, std::move(agg));
     store_->put(r.key, start, stored{next, ts});
     emit(r, start, std::move(next), ts);
@@ -265,12 +259,6 @@ class sliding_window_aggregate_node final : public typed_node<K, V>, public prio
   counter* late_ = nullptr;
   std::vector<std::int64_t> starts_;
   record<windowed<K>, A> out_;
-  bool send_prior_ = false;
-  std::optional<A> prior_;
-
- public:
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<A>& prior_value() const noexcept override { return prior_; }
 };
 
 /// The typed handle to a session aggregation's store: per (key, session end), the aggregate
@@ -291,7 +279,7 @@ using session_aggregate_store_handle =
 /// Store: a window store keyed by (key, session end) holding session_value{aggregate,
 /// start}; sessions of one key never overlap, so their ends are distinct.
 template <class K, class V, class A, class Fold, class Merge>
-class session_aggregate_node final : public typed_node<K, V>, public prior_value_source<A> {
+class session_aggregate_node final : public typed_node<K, V>, public prior_value_keeper<A> {
  public:
   using stored = session_value<A>;
   using store_handle = session_aggregate_store_handle<K, A>;
@@ -324,7 +312,7 @@ class session_aggregate_node final : public typed_node<K, V>, public prior_value
       agg = merge_(r.key, std::move(agg), session.value);
       window = time_window{std::min(window.start, session.start), std::max(window.end, end)};
       merged_.push_back(time_window{session.start, end});
-      if (send_prior_) merged_values_.push_back(session.value);
+      if (this->sends_prior_values()) merged_values_.push_back(session.value);
     }
     if (window.end < close_time) {
       late_->add();
@@ -333,7 +321,7 @@ class session_aggregate_node final : public typed_node<K, V>, public prior_value
     if (window != time_window{ts, ts}) {
       for (std::size_t i = 0; i < merged_.size(); ++i) {
         store_->remove(r.key, merged_[i].end);
-        if (send_prior_) prior_ = std::move(merged_values_[i]);
+        if (this->sends_prior_values()) this->set_prior(std::move(merged_values_[i]));
         emit(r, merged_[i], std::nullopt);
       }
     }
@@ -341,7 +329,7 @@ class session_aggregate_node final : public typed_node<K, V>, public prior_value
     store_->put(r.key, window.end, stored{next, window.start});
     // As Kafka Streams, the new session's prior value is null, even when it replaces a
     // session of the same window (merged away above, with its own prior value).
-    if (send_prior_) prior_.reset();
+    if (this->sends_prior_values()) this->set_prior(std::nullopt);
     emit(r, window, std::move(next));
   }
 
@@ -365,12 +353,6 @@ class session_aggregate_node final : public typed_node<K, V>, public prior_value
   std::vector<time_window> merged_;
   std::vector<A> merged_values_;
   record<session_windowed<K>, std::optional<A>> out_;
-  bool send_prior_ = false;
-  std::optional<A> prior_;
-
- public:
-  void send_prior_values() override { send_prior_ = true; }
-  const std::optional<A>& prior_value() const noexcept override { return prior_; }
 };
 
 }  // namespace sluice::detail
