@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "sluice/error.hpp"
+#include "sluice/state/big_endian.hpp"
 
 namespace sluice::state {
 namespace {
@@ -17,29 +18,12 @@ constexpr char meta_version = 0x01;
 constexpr std::size_t sequence_bytes = 16;
 constexpr std::size_t meta_bytes = 1 + 16 + 16 + 8;
 
-void append_u64(std::string& out, std::uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>((v >> shift) & 0xFF));
-  }
-}
-
-std::uint64_t read_u64(std::string_view in) noexcept {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < 8; ++i) {
-    v = (v << 8) | static_cast<unsigned char>(in[i]);
-  }
-  return v;
-}
-
 // 'e' <u32 length> <queue>: every entry key of the queue starts with it, and no key of
 // another queue does (the length makes queue names prefix-free).
 void entry_prefix(std::string& out, std::string_view queue) {
   out.clear();
   out.push_back(entry_tag);
-  const auto n = static_cast<std::uint32_t>(queue.size());
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>((n >> shift) & 0xFF));
-  }
+  append_u32(out, static_cast<std::uint32_t>(queue.size()));
   out.append(queue);
 }
 
@@ -66,10 +50,7 @@ std::optional<parsed_entry_key> parse_entry_key(std::string_view key) noexcept {
   if (key.size() < 5 + sequence_bytes || key[0] != entry_tag) {
     return std::nullopt;
   }
-  std::uint32_t n = 0;
-  for (std::size_t i = 1; i < 5; ++i) {
-    n = (n << 8) | static_cast<unsigned char>(key[i]);
-  }
+  const std::uint32_t n = read_u32(key, 1);
   if (key.size() != 5 + n + sequence_bytes) {
     return std::nullopt;
   }

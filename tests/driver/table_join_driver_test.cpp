@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sluice/sluice.hpp"
+#include "sluice/state/big_endian.hpp"
 #include "sluice/test_driver.hpp"
 #include "sluice/windows.hpp"
 
@@ -25,6 +26,13 @@ using text = std::optional<std::string>;
 using updates = std::vector<std::tuple<std::string, text, std::int64_t>>;
 
 std::string show(const text& v) { return v ? *v : "null"; }
+
+/// `v` as 8 bytes big-endian, as a suppression buffer's store layout writes it.
+std::string u64(std::uint64_t v) {
+  std::string out;
+  sluice::state::append_u64(out, v);
+  return out;
+}
 
 updates read_updates(topology_test_driver& d, const std::string& topic) {
   updates out;
@@ -286,11 +294,6 @@ TEST(table_join, a_stream_joined_with_a_suppressed_table_sees_what_the_table_has
 TEST(table_join, a_lookup_of_a_key_buffered_in_the_old_format_fails_naming_the_fix) {
   topology_test_driver d(rates_left_join_held_limits());
   auto buffer = d.store<std::string, std::string>("held-store");
-  auto u64 = [](std::uint64_t v) {
-    std::string out;
-    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
-    return out;
-  };
   // 'k' <key> -> <u64 buffer time>; 't' <u64 time> <key> -> <u64 ts> <u64 window end> <u32 0 headers> <value>
   buffer.put("kk", u64(0));
   buffer.put("t" + u64(0) + "k", u64(0) + u64(0) + std::string(4, '\0') + "\1L1");
@@ -316,11 +319,6 @@ TEST(table_join, a_buffer_entry_in_the_old_format_is_still_emitted_when_due) {
       .to("out");
   topology_test_driver d(b.build());
   auto buffer = d.store<std::string, std::string>("held-store");
-  auto u64 = [](std::uint64_t v) {
-    std::string out;
-    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
-    return out;
-  };
   buffer.put("kk", u64(0));
   buffer.put("t" + u64(0) + "k", u64(3) + u64(0) + std::string(4, '\0') + "\1L1");
   d.input_topic<std::string, std::string>("limits").pipe("x", "X", 10);  // releases k (buffer time 0)

@@ -105,18 +105,18 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
 
     index_key_.assign("k").append(key_bytes_);
     if (store_->get(index_key_, scratch_) && scratch_.size() >= old_index_entry_size) {
-      time = static_cast<std::int64_t>(read_u64(scratch_, 0));
+      time = static_cast<std::int64_t>(state::read_u64(scratch_, 0));
     } else {
       // First buffered: the key's prior value is the table's value before this update.
       entry_.clear();
-      append_u64(entry_, static_cast<std::uint64_t>(time));
+      state::append_u64(entry_, static_cast<std::uint64_t>(time));
       PS::serialize(parent_->prior_value(), scratch_);
       entry_.append(scratch_);
       write(index_key_, entry_);
       bytes_ += index_key_.size() + entry_.size();
     }
     entry_key_.assign("t");
-    append_u64(entry_key_, static_cast<std::uint64_t>(time));
+    state::append_u64(entry_key_, static_cast<std::uint64_t>(time));
     entry_key_.append(key_bytes_);
     if (store_->get(entry_key_, scratch_)) {
       bytes_ -= entry_key_.size() + scratch_.size();
@@ -124,13 +124,13 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
       ++records_;
     }
     entry_.clear();
-    append_u64(entry_, static_cast<std::uint64_t>(r.timestamp));
-    append_u64(entry_, static_cast<std::uint64_t>(window_end));
-    append_u32(entry_, static_cast<std::uint32_t>(r.headers.size()));
+    state::append_u64(entry_, static_cast<std::uint64_t>(r.timestamp));
+    state::append_u64(entry_, static_cast<std::uint64_t>(window_end));
+    state::append_u32(entry_, static_cast<std::uint32_t>(r.headers.size()));
     for (const auto& h : r.headers) {
-      append_u32(entry_, static_cast<std::uint32_t>(h.key.size()));
+      state::append_u32(entry_, static_cast<std::uint32_t>(h.key.size()));
       entry_.append(h.key);
-      append_u32(entry_, h.value ? static_cast<std::uint32_t>(h.value->size()) : 0xFFFFFFFFu);
+      state::append_u32(entry_, h.value ? static_cast<std::uint32_t>(h.value->size()) : 0xFFFFFFFFu);
       if (h.value) entry_.append(*h.value);
     }
     scratch_.clear();
@@ -168,18 +168,18 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
   void evict_while(Due due) {
     for (auto it = store_->prefix("t"); it.valid(); it.next()) {
       const std::string_view key = it.key(), value = it.value();
-      const auto time = static_cast<std::int64_t>(read_u64(key, 1));
+      const auto time = static_cast<std::int64_t>(state::read_u64(key, 1));
       if (!due(time)) return;
       const std::string_view key_bytes = key.substr(9);
-      out_.timestamp = static_cast<std::int64_t>(read_u64(value, 0));
-      const auto window_end = static_cast<std::int64_t>(read_u64(value, 8));
+      out_.timestamp = static_cast<std::int64_t>(state::read_u64(value, 0));
+      const auto window_end = static_cast<std::int64_t>(state::read_u64(value, 8));
       out_.headers.clear();
       std::size_t at = 20;
-      for (std::uint32_t n = read_u32(value, 16); n > 0; --n) {
-        const std::uint32_t klen = read_u32(value, at);
+      for (std::uint32_t n = state::read_u32(value, 16); n > 0; --n) {
+        const std::uint32_t klen = state::read_u32(value, at);
         std::string hkey(value.substr(at + 4, klen));
         at += 4 + klen;
-        const std::uint32_t vlen = read_u32(value, at);
+        const std::uint32_t vlen = state::read_u32(value, at);
         at += 4;
         if (vlen == 0xFFFFFFFFu) {
           out_.headers.add(std::move(hkey), std::nullopt);

@@ -22,6 +22,7 @@
 #include "sluice/detail/node.hpp"
 #include "sluice/error.hpp"
 #include "sluice/serde/serde.hpp"
+#include "sluice/state/big_endian.hpp"
 
 namespace sluice::detail {
 
@@ -47,24 +48,6 @@ struct buffered_value_serde<std::optional<T>> {
     return default_state_serde<T>::deserialize(in.substr(1));
   }
 };
-
-/// Big-endian fixed-width integers for the buffer's store layout.
-inline void append_u64(std::string& out, std::uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
-}
-inline std::uint64_t read_u64(std::string_view in, std::size_t at) {
-  std::uint64_t v = 0;
-  for (std::size_t i = at; i < at + 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
-  return v;
-}
-inline void append_u32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
-}
-inline std::uint32_t read_u32(std::string_view in, std::size_t at) {
-  std::uint32_t v = 0;
-  for (std::size_t i = at; i < at + 4; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
-  return v;
-}
 
 /// The size of a 'k' entry's value written before sluice kept prior values: the buffer time.
 inline constexpr std::size_t old_index_entry_size = 8;
