@@ -48,11 +48,18 @@ int main(int argc, char** argv) {
     else rest.push_back(argv[i]);
   }
   if (input.empty() || output.empty() || (workload != "passthrough" && workload != "count")) {
-    std::fprintf(stderr, "usage: %s --workload passthrough|count --input T --output T [--report-running] [--set k=v]...\n",
+    std::fprintf(stderr, "usage: %s --workload passthrough|count --input T --output T [--report-running] [--log-level L] [--set k=v]...\n",
                  argv[0]);
     return 2;
   }
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  // spdlog reads an unknown name as "off": refuse it instead of silencing the job.
+  const auto level = spdlog::level::from_str(log_level);
+  if (level == spdlog::level::off && log_level != "off") {
+    std::fprintf(stderr, "%s: unknown --log-level '%s'; use trace, debug, info, warn, error, critical or off\n", argv[0],
+                 log_level.c_str());
+    return 2;
+  }
+  spdlog::set_level(level);
   try {
     auto args = sluice::config::from_args(static_cast<int>(rest.size()), rest.data(), "bench job");
     if (args.action == sluice::command_line::request::print_help) {
