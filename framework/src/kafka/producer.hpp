@@ -76,7 +76,8 @@ std::int32_t murmur2_partition(std::string_view key, std::int32_t partitions) no
 class producer {
  public:
   producer(const config_map& config, producer_options options = {}, delivery_callback on_delivery = {});
-  /// Flushes for at most options.close_timeout, logs what was left, never throws.
+  /// Flushes for at most options.close_timeout (after a fatal error: drops what was not sent
+  /// and waits as long for the requests in flight), logs what was left, never throws.
   ~producer();
   producer(const producer&) = delete;
   producer& operator=(const producer&) = delete;
@@ -115,6 +116,9 @@ class producer {
   static void on_error_c(rd_kafka_t* rk, int err, const char* reason, void* opaque);
   static int on_statistics_c(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   void rethrow_pending();
+  /// After a fatal error: drops the records never sent and waits (up to close_timeout) for
+  /// the requests in flight to come back, their reports discarded.
+  void drain_after_fatal_error();
   [[noreturn]] void throw_produce_error(rd_kafka_resp_err_t err, std::string_view topic);
   /// The cached handle of `topic`, made on first use: producing by handle skips
   /// librdkafka's locked lookup by name and the copy of the name per record.
@@ -122,7 +126,9 @@ class producer {
 
   producer_options options_;
   delivery_callback on_delivery_;
-  std::exception_ptr pending_;  // first exception thrown by a callback, rethrown by poll()
+  std::exception_ptr pending_;    // first exception thrown by a callback, rethrown by poll()
+  bool discard_reports_ = false;  // closing after a fatal error: reports are not passed on
+  std::int64_t undelivered_ = 0;  // and those of records not delivered are counted
   log_throttle throttle_;
   std::string name_;
   handle_ptr rk_;

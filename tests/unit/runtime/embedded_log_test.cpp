@@ -6,8 +6,6 @@
 // Its own executable: the capture must be librdkafka's logger before any client exists in
 // the process.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <memory>
@@ -15,41 +13,25 @@
 #include <unistd.h>
 
 #include "kafka/config.hpp"
+#include "log_capture.hpp"
 #include "sluice/sluice.hpp"
 
 namespace {
 
 constexpr std::string_view no_bootstrap_notice = "No `bootstrap.servers` configured";
 
-/// Lines librdkafka logged through sluice's bridge since the last call.
-class rdkafka_log_capture {
- public:
-  rdkafka_log_capture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(10'000)) {
-    auto logger = std::make_shared<spdlog::logger>("rdkafka", sink_);
-    logger->set_level(spdlog::level::debug);
-    spdlog::register_logger(logger);  // throws if a client already made the bridge's logger
-  }
-  bool contains(std::string_view text) const {
-    for (const auto& line : sink_->last_formatted())
-      if (line.find(text) != std::string::npos) return true;
-    return false;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
-
 }  // namespace
 
 TEST(embedded_log, a_job_on_the_embedded_cluster_logs_no_missing_bootstrap_servers_notice) {
-  rdkafka_log_capture log;
+  sluice::test::log_capture log("rdkafka");  // librdkafka's lines through sluice's bridge
   const std::string tag = std::to_string(::getpid());
   const std::string orders = "orders-" + tag, prices = "prices-" + tag, customers = "customers-" + tag;
   sluice::streams_builder b;
   auto price_table = b.table<std::string, std::int64_t>(prices, "prices");
   auto customer_table = b.global_table<std::string, std::string>(customers);
   b.stream<std::string, std::int64_t>(orders)
-      .left_join(price_table, [](std::int64_t qty, const std::optional<std::int64_t>& p) { return qty * p.value_or(0); })
+      .left_join(price_table,
+                 [](std::int64_t qty, const std::optional<std::int64_t>& p) { return qty * p.value_or(0); })
       .left_join(
           customer_table, [](const std::string& k, std::int64_t) { return k; },
           [](std::int64_t total, const std::optional<std::string>&) { return total; })
