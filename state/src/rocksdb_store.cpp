@@ -46,26 +46,6 @@ constexpr std::size_t bulk_restore_min_records = 1000;
 std::string_view view(const rocksdb::Slice& s) noexcept { return {s.data(), s.size()}; }
 rocksdb::Slice slice(std::string_view s) noexcept { return {s.data(), s.size()}; }
 
-std::string encode_offset(changelog_offset next) {
-  std::string out;
-  auto v = static_cast<std::uint64_t>(next.value());
-  for (int shift = 56; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>((v >> shift) & 0xFF));
-  }
-  return out;
-}
-
-std::optional<changelog_offset> decode_offset(std::string_view s) noexcept {
-  if (s.size() != 8) {
-    return std::nullopt;
-  }
-  std::uint64_t v = 0;
-  for (char c : s) {
-    v = (v << 8) | static_cast<unsigned char>(c);
-  }
-  return changelog_offset(static_cast<std::int64_t>(v));
-}
-
 /// Drops expired entries when compaction rewrites them: TTL without a job of its own.
 /// Called concurrently from RocksDB's compaction threads; const and stateless but the clock.
 class expiry_compaction_filter final : public rocksdb::CompactionFilter {
@@ -425,7 +405,7 @@ class rocksdb_store final : public kv_store {
         check(batch_.Put(data_cf_, slice(r.key), slice(scratch_)), "restore");
       }
     }
-    check(batch_.Put(meta_cf_, slice(offset_key), slice(encode_offset(next_offset))), "restore");
+    check(batch_.Put(meta_cf_, slice(offset_key), slice(detail::encode_offset(next_offset))), "restore");
     check(db_->Write(write_options_, &batch_), "restore");
     batch_.Clear();
     offset_ = next_offset;
@@ -557,7 +537,7 @@ class rocksdb_store final : public kv_store {
     rocksdb::PinnableSlice stored;
     auto s = db_->Get(read_options_, meta_cf_, slice(offset_key), &stored);
     if (s.ok()) {
-      offset_ = decode_offset(view(stored));
+      offset_ = detail::decode_offset(view(stored));
       if (!offset_) {
         close();
         throw sluice::error(errc::state, "state store '" + name_ + "' at '" + path_.string() +
@@ -739,7 +719,7 @@ class rocksdb_store final : public kv_store {
       }
     }
     if (next_changelog_offset) {
-      check(batch_.Put(meta_cf_, slice(offset_key), slice(encode_offset(*next_changelog_offset))), what);
+      check(batch_.Put(meta_cf_, slice(offset_key), slice(detail::encode_offset(*next_changelog_offset))), what);
     }
     {
       // RocksDB counts every key comparison of the memtable inserts in a thread-local perf

@@ -11,6 +11,8 @@
 #include <rocksdb/env.h>
 #include <rocksdb/sst_file_writer.h>
 
+#include "store_common.hpp"
+
 namespace sluice::state::detail {
 namespace {
 
@@ -34,15 +36,6 @@ std::uint64_t key_prefix(std::string_view key) noexcept {
     p = (p << 8) | (i < n ? static_cast<unsigned char>(key[i]) : 0U);
   }
   return p;
-}
-
-std::string encode_offset(changelog_offset next) {
-  std::string out;
-  auto v = static_cast<std::uint64_t>(next.value());
-  for (int shift = 56; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>((v >> shift) & 0xFF));
-  }
-  return out;
 }
 
 }  // namespace

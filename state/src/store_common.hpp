@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "sluice/error.hpp"
+#include "sluice/state/big_endian.hpp"
+#include "sluice/state/changelog_offset.hpp"
 #include "sluice/state/kv_store.hpp"
 
 namespace sluice::state::detail {
@@ -57,12 +59,22 @@ inline void encode_value(std::string& out, std::string_view value, std::int64_t 
   } else {
     out.reserve(9 + value.size());
     out.push_back(tag_expiry);
-    auto e = static_cast<std::uint64_t>(expiry_ms);
-    for (int shift = 56; shift >= 0; shift -= 8) {
-      out.push_back(static_cast<char>((e >> shift) & 0xFF));
-    }
+    append_u64(out, static_cast<std::uint64_t>(expiry_ms));
   }
   out.append(value);
+}
+
+// A RocksDB store's changelog offset, as its meta column family holds it (written by its
+// commits and by the SST files of a restore from empty): 8 bytes, big-endian.
+inline std::string encode_offset(changelog_offset next) {
+  std::string out;
+  append_u64(out, static_cast<std::uint64_t>(next.value()));
+  return out;
+}
+
+inline std::optional<changelog_offset> decode_offset(std::string_view s) noexcept {
+  if (s.size() != 8) return std::nullopt;
+  return changelog_offset(static_cast<std::int64_t>(read_u64(s)));
 }
 
 struct decoded_value {
@@ -76,11 +88,7 @@ inline decoded_value decode_value(std::string_view stored) noexcept {
     return {stored.substr(1), 0, true};
   }
   if (stored.size() >= 9 && stored[0] == tag_expiry) {
-    std::uint64_t e = 0;
-    for (std::size_t i = 1; i < 9; ++i) {
-      e = (e << 8) | static_cast<unsigned char>(stored[i]);
-    }
-    return {stored.substr(9), static_cast<std::int64_t>(e), true};
+    return {stored.substr(9), static_cast<std::int64_t>(read_u64(stored, 1)), true};
   }
   return {{}, 0, false};
 }

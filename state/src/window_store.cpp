@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "sluice/error.hpp"
+#include "sluice/state/big_endian.hpp"
 
 namespace sluice::state {
 namespace {
@@ -13,16 +14,6 @@ namespace {
 constexpr std::size_t segment_bytes = 8;
 constexpr std::size_t length_bytes = 4;
 constexpr std::size_t start_bytes = 8;
-
-void append_u64(std::string& out, std::uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
-}
-
-std::uint64_t read_u64(std::string_view in) noexcept {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
-  return v;
-}
 
 std::string segment_prefix(std::int64_t segment) {
   std::string out;
@@ -35,8 +26,7 @@ std::string segment_prefix(std::int64_t segment) {
 void key_prefix(std::string& out, std::int64_t segment, std::string_view key) {
   out.clear();
   append_u64(out, static_cast<std::uint64_t>(segment));
-  const auto n = static_cast<std::uint32_t>(key.size());
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xFF));
+  append_u32(out, static_cast<std::uint32_t>(key.size()));
   out.append(key);
 }
 
@@ -47,8 +37,7 @@ struct parsed_key {
 
 std::optional<parsed_key> parse(std::string_view k) {
   if (k.size() < segment_bytes + length_bytes + start_bytes) return std::nullopt;
-  std::uint32_t n = 0;
-  for (std::size_t i = 0; i < length_bytes; ++i) n = (n << 8) | static_cast<unsigned char>(k[segment_bytes + i]);
+  const std::uint32_t n = read_u32(k, segment_bytes);
   if (k.size() != segment_bytes + length_bytes + n + start_bytes) return std::nullopt;
   return parsed_key{k.substr(segment_bytes + length_bytes, n),
                     static_cast<std::int64_t>(read_u64(k.substr(segment_bytes + length_bytes + n)))};
