@@ -636,3 +636,44 @@ TEST(table_join, a_held_key_of_a_suppressed_count_or_aggregate_answers_the_initi
   EXPECT_EQ(out("lists-out"), strings{"o2/init+x"});
   EXPECT_EQ(out("latest-out"), strings{"o2/x"});
 }
+
+// A table suppressed twice: the outer suppression's prior value of a key is the old value
+// the inner one emits with it, which in Kafka Streams is the old value of the latest update
+// the inner buffer held for the key (its buffer emits that change whole), not the key's
+// prior value in the inner buffer.
+TEST(table_join, a_table_suppressed_twice_holds_the_old_value_of_the_inner_buffers_latest_update) {
+  using namespace std::chrono_literals;
+  sluice::streams_builder b;
+  auto counts = b.stream<std::string, std::string>("events")
+                    .group_by_key()
+                    .count("counts")
+                    .suppress(sluice::until_time_limit(10ms, {}))
+                    .suppress(sluice::until_time_limit(100ms, {}));
+  b.stream<std::string, std::string>("orders")
+      .left_join(counts,
+                 [](const std::string& o, const std::optional<std::int64_t>& n) { return o + "/" + show_count(n); })
+      .to("counts-out");
+  topology_test_driver d(b.build());
+  auto e = d.input_topic<std::string, std::string>("events");
+  auto o = d.input_topic<std::string, std::string>("orders");
+  auto out = [&] {
+    std::vector<std::string> values;
+    for (auto& m : d.output_topic<std::string, std::string>("counts-out").read_all()) values.push_back(m.value);
+    return values;
+  };
+  using strings = std::vector<std::string>;
+  e.pipe("k", "x", 0);  // count 1 (old value 0): the inner buffer holds k until 10, prior value 0
+  e.pipe("k", "x", 1);  // count 2 (old value 1)
+  e.pipe("j", "x", 2);  // count 1 (old value 0), held by the inner buffer until 12
+  e.pipe("j", "x", 3);  // count 2 (old value 1)
+  e.pipe("j", "x", 4);  // count 3 (old value 2)
+  o.pipe("k", "o1", 5);
+  EXPECT_EQ(out(), strings{"o1/0"});  // the inner buffer holds k: its prior value
+  e.pipe("z", "x", 12);               // releases k = 2 (old value 1) and j = 3 (old value 2) into the outer buffer
+  o.pipe("k", "o2", 13);
+  o.pipe("j", "o3", 14);
+  EXPECT_EQ(out(), (strings{"o2/1", "o3/2"}));
+  e.pipe("y", "x", 30);  // releases z = 1 (one update, old value 0) into the outer buffer
+  o.pipe("z", "o4", 31);
+  EXPECT_EQ(out(), strings{"o4/0"});
+}

@@ -45,13 +45,21 @@ constexpr int partitions = 2;
 constexpr std::int64_t base_time = 1'700'000'000'000;  // a multiple of every window size below
 
 /// The outputs both jobs write, OUT_PREFIX-<name> (WindowedTopologies.java).
-const std::vector<std::string> outputs = {"tumbling-count",        "hopping-aggregate",
-                                          "sliding-count",         "session-count",
-                                          "suppressed-count",      "stream-inner-join",
-                                          "stream-outer-join",     "stream-asymmetric-outer-join",
-                                          "table-outer-join",      "windowed-table-join",
-                                          "session-table-join",    "suppressed-table-join",
-                                          "suppressed-count-join", "suppressed-sliding-count-join"};
+const std::vector<std::string> outputs = {"tumbling-count",
+                                          "hopping-aggregate",
+                                          "sliding-count",
+                                          "session-count",
+                                          "suppressed-count",
+                                          "stream-inner-join",
+                                          "stream-outer-join",
+                                          "stream-asymmetric-outer-join",
+                                          "table-outer-join",
+                                          "windowed-table-join",
+                                          "session-table-join",
+                                          "suppressed-table-join",
+                                          "suppressed-count-join",
+                                          "suppressed-sliding-count-join",
+                                          "double-suppressed-count-join"};
 
 std::string show(const std::optional<std::string>& v) { return v ? *v : "null"; }
 
@@ -123,6 +131,17 @@ sluice::topology windowed_topologies(const std::string& in, const std::string& o
           "suppressed-sliding-count-join")
       .to_stream()
       .to(out + "-suppressed-sliding-count-join");
+  // A table suppressed twice: the outer buffer's prior value of a window is the old value
+  // the inner one emits it with, that of the latest update the inner one held for it.
+  tumbling_reduce
+      .left_join(
+          tumbling_count.suppress(sluice::until_time_limit(100ms, {})).suppress(sluice::until_time_limit(200ms, {})),
+          [show_count](const std::string& vs, const std::optional<std::int64_t>& n) {
+            return vs + "=" + show_count(n);
+          },
+          "double-suppressed-count-join")
+      .to_stream()
+      .to(out + "-double-suppressed-count-join");
   auto session_reduce = by_key.windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(50ms, 50ms))
                             .reduce(concat, "session-reduce");
   session_count

@@ -47,8 +47,10 @@ struct suppression_spec {
 /// update that first buffered the key, i.e. what this node last emitted for it (absent if it
 /// never did), which the parent table passes as its old value (prior_value_source), as Kafka
 /// Streams' buffer keeps the first buffered change's old value. A join of the suppressed
-/// table answers a buffered key's lookup with it (suppression_buffer_view); this node passes
-/// it on as the prior value of what it emits, for a suppression of this table.
+/// table answers a buffered key's lookup with it (suppression_buffer_view). What this node
+/// emits for a key carries, as its prior value (for a suppression of this table), the old
+/// value of the latest update it buffered for the key, as Kafka Streams' buffer emits its
+/// latest change with that change's old value.
 ///
 /// Store layout: see detail/suppression_buffer.hpp (one key-value store, changelogged, so
 /// the buffer survives restarts and commits with the outputs under exactly-once). Key bytes
@@ -83,7 +85,8 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
       ++records_;
       bytes_ += it.key().size() + it.value().size();
     }
-    for (auto it = store_->prefix("k"); it.valid(); it.next()) bytes_ += it.key().size() + it.value().size();
+    for (const char* prefix : {"k", "o"})
+      for (auto it = store_->prefix(prefix); it.valid(); it.next()) bytes_ += it.key().size() + it.value().size();
     observed_ = -1;
     emitted_ = &task.metrics().get_counter("sluice_suppression_emitted_total", "task=\"" + std::string(task.task_id()) +
                                                                                    "\",store=\"" + store_name_ + "\"");
@@ -104,7 +107,8 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
     std::int64_t time = spec_.buffer_time == suppression_time::window_end ? window_end : r.timestamp;
 
     index_key_.assign("k").append(key_bytes_);
-    if (store_->get(index_key_, scratch_) && scratch_.size() >= old_index_entry_size) {
+    const bool first = !(store_->get(index_key_, scratch_) && scratch_.size() >= old_index_entry_size);
+    if (!first) {
       time = static_cast<std::int64_t>(state::read_u64(scratch_, 0));
     } else {
       // First buffered: the key's prior value is the table's value before this update.
@@ -115,6 +119,7 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
       write(index_key_, entry_);
       bytes_ += index_key_.size() + entry_.size();
     }
+    if (this->sends_prior_values()) keep_old_value(first);
     entry_key_.assign("t");
     state::append_u64(entry_key_, static_cast<std::uint64_t>(time));
     entry_key_.append(key_bytes_);
@@ -138,6 +143,22 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
     entry_.append(scratch_);
     write(entry_key_, entry_);
     bytes_ += entry_key_.size() + entry_.size();
+  }
+
+  /// A suppression of this table sees, as the old value of each update this node emits, the
+  /// old value of the latest update buffered for the key (Kafka Streams' buffer emits its
+  /// latest change whole, new and old value), not the key's prior value. The first update's
+  /// old value is the prior value in the index entry; a later one's goes into an 'o' entry.
+  void keep_old_value(bool first) {
+    old_key_.assign("o").append(key_bytes_);
+    if (store_->get(old_key_, scratch_)) {
+      bytes_ -= old_key_.size() + scratch_.size();
+    } else if (first) {
+      return;
+    }
+    PS::serialize(parent_->prior_value(), entry_);
+    write(old_key_, entry_);
+    bytes_ += old_key_.size() + entry_.size();
   }
 
   void enforce_constraints() {
@@ -196,8 +217,15 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
       index_key_.assign("k").append(key_bytes);
       const bool indexed = store_->get(index_key_, scratch_);
       if (indexed) bytes_ -= index_key_.size() + scratch_.size();
-      if (this->sends_prior_values()) {
-        // What downstream saw before this emission (unknown for an entry of the old format).
+      old_key_.assign("o").append(key_bytes);
+      if (store_->get(old_key_, old_value_)) {
+        // The old value of a later update of the key (keep_old_value).
+        bytes_ -= old_key_.size() + old_value_.size();
+        if (this->sends_prior_values()) this->set_prior(PS::deserialize(old_value_));
+        remove(old_key_);
+      } else if (this->sends_prior_values()) {
+        // The key's one buffered update: its old value is the prior value (unknown for an
+        // entry of the old format).
         if (indexed && scratch_.size() > old_index_entry_size)
           this->set_prior(PS::deserialize(std::string_view(scratch_).substr(old_index_entry_size)));
         else
@@ -231,7 +259,7 @@ class suppress_node final : public typed_node<K, V>, public prior_value_keeper<t
   prior_value_source<T>* parent_ = nullptr;
   std::int64_t observed_ = -1;
   std::uint64_t records_ = 0, bytes_ = 0;
-  std::string key_bytes_, index_key_, entry_key_, entry_, scratch_;
+  std::string key_bytes_, index_key_, old_key_, entry_key_, entry_, scratch_, old_value_;
   record<K, V> out_;
 };
 

@@ -5,11 +5,15 @@
 // Store layout (one key-value store, changelogged):
 //   't' <u64 buffer time> <key bytes>  ->  <u64 timestamp> <u64 window end> <headers> <value>
 //   'k' <key bytes>                    ->  <u64 buffer time> <prior value>
+//   'o' <key bytes>                    ->  <old value>
 // <prior value> is what the suppression last emitted for the key before it was buffered
 // (the table's value before the update that buffered it; for a key or window the update
 // created, the old value its aggregation passes, e.g. a count's 0, as Kafka Streams' old
 // values, see prior_value_source): a presence byte, then the value in
-// its state encoding. Entries written before sluice kept prior values have an 8-byte 'k'
+// its state encoding. <old value>, in the same encoding, is the table's value before the
+// latest update buffered for the key, kept only when the key has had more than one and the
+// suppressed table is itself suppressed: the old value the node emits with the key (for one
+// update, the prior value). Entries written before sluice kept prior values have an 8-byte 'k'
 // value (the buffer time only); the node restores and emits them as before, and a lookup of
 // such a key fails with old_buffer_entry_error (see suppression_buffer_view).
 #pragma once

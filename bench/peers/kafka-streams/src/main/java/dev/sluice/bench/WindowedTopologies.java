@@ -114,6 +114,16 @@ final class WindowedTopologies {
                       .withKeySerde(timeWindowed).withValueSerde(s))
         .toStream()
         .to(out + "-suppressed-sliding-count-join", Produced.with(timeWindowed, s));
+    // A table suppressed twice: the outer buffer's prior value of a window is the old value
+    // the inner one emits it with, that of the latest update the inner one held for it.
+    tumblingReduce
+        .leftJoin(tumblingCount.suppress(Suppressed.untilTimeLimit(Duration.ofMillis(100), Suppressed.BufferConfig.unbounded()))
+                      .suppress(Suppressed.untilTimeLimit(Duration.ofMillis(200), Suppressed.BufferConfig.unbounded())),
+                  (vs, n) -> vs + "=" + (n == null ? "null" : n.toString()),
+                  Materialized.<Windowed<String>, String, KeyValueStore<Bytes, byte[]>>as("double-suppressed-count-join")
+                      .withKeySerde(timeWindowed).withValueSerde(s))
+        .toStream()
+        .to(out + "-double-suppressed-count-join", Produced.with(timeWindowed, s));
     KTable<Windowed<String>, String> sessionReduce =
         byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(50), Duration.ofMillis(50)))
             .reduce((agg, v) -> agg + "," + v,
