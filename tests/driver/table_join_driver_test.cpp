@@ -346,6 +346,26 @@ windowed_updates read_windowed(topology_test_driver& d, const std::string& topic
 
 std::string show_count(const std::optional<std::int64_t>& n) { return n ? std::to_string(*n) : "null"; }
 
+/// A driver of: events grouped by key and windowed by `windows`, counted (added first) and
+/// reduced (values joined by ','), the reduce left-joined with the count suppressed until its
+/// windows close, to "out" as "values=count". Grace is long enough that nothing closes.
+template <class Windows>
+topology_test_driver reduce_left_joined_with_suppressed_count(const Windows& windows, const std::string& prefix) {
+  sluice::streams_builder b;
+  auto events = b.stream<std::string, std::string>("events").group_by_key();
+  auto counts = events.windowed_by(windows).count(prefix + "-counts");
+  auto lists = events.windowed_by(windows).reduce(
+      [](const std::string& agg, const std::string& v) { return agg + "," + v; }, prefix + "-lists");
+  lists
+      .left_join(
+          counts.suppress(sluice::until_window_closes()),
+          [](const std::string& vs, const std::optional<std::int64_t>& n) { return vs + "=" + show_count(n); },
+          "lists-and-counts")
+      .to_stream()
+      .to("out");
+  return topology_test_driver(b.build());
+}
+
 }  // namespace
 
 // Windowed tables join on the windowed key, as Kafka Streams' KTable<Windowed<K>, V> joins:
@@ -538,20 +558,8 @@ TEST(table_join, a_held_window_of_a_suppressed_aggregate_answers_its_initializer
 // 100 ms (nothing closes).
 TEST(table_join, a_held_sliding_window_answers_the_old_value_kafka_streams_creates_it_with) {
   using namespace std::chrono_literals;
-  sluice::streams_builder b;
-  auto events = b.stream<std::string, std::string>("events").group_by_key();
-  const auto windows = sluice::sliding_windows::of_time_difference_and_grace(10ms, 100ms);
-  auto counts = events.windowed_by(windows).count("sliding-counts");
-  auto lists = events.windowed_by(windows).reduce(
-      [](const std::string& agg, const std::string& v) { return agg + "," + v; }, "sliding-lists");
-  lists
-      .left_join(
-          counts.suppress(sluice::until_window_closes()),
-          [](const std::string& vs, const std::optional<std::int64_t>& n) { return vs + "=" + show_count(n); },
-          "lists-and-counts")
-      .to_stream()
-      .to("out");
-  topology_test_driver d(b.build());
+  auto d = reduce_left_joined_with_suppressed_count(sluice::sliding_windows::of_time_difference_and_grace(10ms, 100ms),
+                                                    "sliding");
   auto e = d.input_topic<std::string, std::string>("events");
   using key_serde = sluice::time_windowed_serde<sluice::default_serde<std::string>, 10>;
   using u = windowed_updates;
@@ -568,20 +576,8 @@ TEST(table_join, a_held_sliding_window_answers_the_old_value_kafka_streams_creat
 // left-joins the suppressed session count; gap 5 ms, grace 100 ms.
 TEST(table_join, a_held_session_of_a_suppressed_session_count_answers_absent) {
   using namespace std::chrono_literals;
-  sluice::streams_builder b;
-  auto events = b.stream<std::string, std::string>("events").group_by_key();
-  const auto windows = sluice::session_windows::of_inactivity_gap_and_grace(5ms, 100ms);
-  auto counts = events.windowed_by(windows).count("session-counts");
-  auto lists = events.windowed_by(windows).reduce(
-      [](const std::string& agg, const std::string& v) { return agg + "," + v; }, "session-lists");
-  lists
-      .left_join(
-          counts.suppress(sluice::until_window_closes()),
-          [](const std::string& vs, const std::optional<std::int64_t>& n) { return vs + "=" + show_count(n); },
-          "lists-and-counts")
-      .to_stream()
-      .to("out");
-  topology_test_driver d(b.build());
+  auto d = reduce_left_joined_with_suppressed_count(sluice::session_windows::of_inactivity_gap_and_grace(5ms, 100ms),
+                                                    "session");
   auto e = d.input_topic<std::string, std::string>("events");
   using key_serde = sluice::session_windowed_serde<sluice::default_serde<std::string>>;
   using u = windowed_updates;

@@ -24,6 +24,7 @@
 
 #include "sluice/error.hpp"
 #include "sluice/serde/serde.hpp"
+#include "sluice/state/big_endian.hpp"
 
 namespace sluice {
 
@@ -241,16 +242,13 @@ struct time_windowed_serde {
   using value_type = windowed<typename KS::value_type>;
   static void serialize(const value_type& w, std::string& out) {
     KS::serialize(w.key, out);
-    const auto start = static_cast<std::uint64_t>(w.window.start);
-    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((start >> shift) & 0xFF));
+    state::append_u64(out, static_cast<std::uint64_t>(w.window.start));
   }
   static value_type deserialize(std::string_view in) {
     if (in.size() < 8)
       throw serialization_error("a time-windowed key needs at least 8 bytes (key bytes + window start), got " +
                                 std::to_string(in.size()));
-    std::uint64_t start = 0;
-    for (std::size_t i = in.size() - 8; i < in.size(); ++i) start = (start << 8) | static_cast<unsigned char>(in[i]);
-    const auto s = static_cast<std::int64_t>(start);
+    const auto s = static_cast<std::int64_t>(state::read_u64(in, in.size() - 8));
     const std::int64_t end = WindowSizeMs > 0 && s <= std::numeric_limits<std::int64_t>::max() - WindowSizeMs
                                  ? s + WindowSizeMs
                                  : std::numeric_limits<std::int64_t>::max();
@@ -265,20 +263,14 @@ struct session_windowed_serde {
   using value_type = session_windowed<typename KS::value_type>;
   static void serialize(const value_type& w, std::string& out) {
     KS::serialize(w.key, out);
-    for (const std::int64_t t : {w.window.end, w.window.start}) {
-      const auto u = static_cast<std::uint64_t>(t);
-      for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((u >> shift) & 0xFF));
-    }
+    state::append_u64(out, static_cast<std::uint64_t>(w.window.end));
+    state::append_u64(out, static_cast<std::uint64_t>(w.window.start));
   }
   static value_type deserialize(std::string_view in) {
     if (in.size() < 16)
       throw serialization_error("a session-windowed key needs at least 16 bytes (key bytes + end + start), got " +
                                 std::to_string(in.size()));
-    auto read = [&](std::size_t at) {
-      std::uint64_t v = 0;
-      for (std::size_t i = at; i < at + 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
-      return static_cast<std::int64_t>(v);
-    };
+    auto read = [&](std::size_t at) { return static_cast<std::int64_t>(state::read_u64(in, at)); };
     const std::size_t n = in.size() - 16;
     return {KS::deserialize(in.substr(0, n)), time_window{read(n + 8), read(n)}};
   }
@@ -323,8 +315,7 @@ struct value_and_timestamp_serde {
   using value_type = value_and_timestamp<typename VS::value_type>;
   static void serialize(const value_type& v, std::string& out) {
     out.clear();
-    const auto ts = static_cast<std::uint64_t>(v.timestamp);
-    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((ts >> shift) & 0xFF));
+    state::append_u64(out, static_cast<std::uint64_t>(v.timestamp));
     std::string payload;
     VS::serialize(v.value, payload);
     out.append(payload);
@@ -332,9 +323,7 @@ struct value_and_timestamp_serde {
   static value_type deserialize(std::string_view in) {
     if (in.size() < 8)
       throw serialization_error("a timestamped value needs at least 8 bytes, got " + std::to_string(in.size()));
-    std::uint64_t ts = 0;
-    for (std::size_t i = 0; i < 8; ++i) ts = (ts << 8) | static_cast<unsigned char>(in[i]);
-    return {VS::deserialize(in.substr(8)), static_cast<std::int64_t>(ts)};
+    return {VS::deserialize(in.substr(8)), static_cast<std::int64_t>(state::read_u64(in))};
   }
 };
 

@@ -22,6 +22,7 @@
 
 #include "sluice/detail/dsl_nodes.hpp"
 #include "sluice/error.hpp"
+#include "sluice/state/big_endian.hpp"
 #include "sluice/store.hpp"
 #include "sluice/window_store.hpp"
 
@@ -65,15 +66,12 @@ class join_time_trackers {
 struct outer_join_key {
   static void encode(std::int64_t timestamp, stream_join_side side, std::string_view key, std::string& out) {
     out.clear();
-    const auto t = static_cast<std::uint64_t>(timestamp) ^ (std::uint64_t{1} << 63);
-    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((t >> shift) & 0xff));
+    state::append_u64(out, static_cast<std::uint64_t>(timestamp) ^ (std::uint64_t{1} << 63));
     out.push_back(side == stream_join_side::left ? '\1' : '\0');
     out.append(key);
   }
   static std::int64_t timestamp(std::string_view bytes) {
-    std::uint64_t t = 0;
-    for (int i = 0; i < 8; ++i) t = (t << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
-    return static_cast<std::int64_t>(t ^ (std::uint64_t{1} << 63));
+    return static_cast<std::int64_t>(state::read_u64(bytes) ^ (std::uint64_t{1} << 63));
   }
   static stream_join_side side(std::string_view bytes) {
     return bytes[8] == '\1' ? stream_join_side::left : stream_join_side::right;
@@ -90,17 +88,15 @@ struct value_list_serde {
     std::string one;
     for (const auto& v : values) {
       default_state_serde<V>::serialize(v, one);
-      const auto n = static_cast<std::uint32_t>(one.size());
-      for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
+      state::append_u32(out, static_cast<std::uint32_t>(one.size()));
       out.append(one);
     }
   }
   static std::vector<V> deserialize(std::string_view bytes) {
     std::vector<V> values;
     while (!bytes.empty()) {
-      std::uint32_t n = 0;
       if (bytes.size() < 4) throw_truncated();
-      for (std::size_t i = 0; i < 4; ++i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+      const std::uint32_t n = state::read_u32(bytes);
       if (bytes.size() - 4 < n) throw_truncated();
       values.push_back(default_state_serde<V>::deserialize(bytes.substr(4, n)));
       bytes.remove_prefix(4 + n);
