@@ -50,9 +50,10 @@ struct materialized {
   /// Default: empty, a key-value store.
   detail::store_factory make_store{};
   /// Default: false, a key-value store's changelog gets the last write per key of each commit
-  /// (statestore.changelog.buffer.bytes). true: every write goes to the changelog at once, in
-  /// order, for a store whose at-least-once recovery should keep each write that reached the
-  /// broker before a crash (other store kinds always log every write).
+  /// (statestore.changelog.buffer.bytes). true: every write goes to the changelog, in order
+  /// (at once under exactly-once, at the commit under at-least-once, after the outputs sent
+  /// before it), for a store whose at-least-once recovery should keep each write that reached
+  /// the broker before a crash (other store kinds always log every write).
   bool log_every_write = false;
 };
 

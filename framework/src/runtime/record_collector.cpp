@@ -35,12 +35,14 @@ void record_collector::make_producer() {
 
 void record_collector::recreate() {
   producer_.reset();
+  outputs_in_flight_ = 0;  // the old producer's reports are served or discarded with it
   reset_changelog_offsets();
   first_failure_.reset();
   make_producer();
 }
 
 void record_collector::on_delivery(const kafka::delivery_report& r) {
+  if (r.opaque == nullptr) --outputs_in_flight_;
   if (r.ok()) {
     // Only changelog records carry a slot: the offsets the stores' commits record.
     if (r.opaque == nullptr || r.offset < 0) return;
@@ -68,12 +70,15 @@ void record_collector::send(std::string_view topic, std::int32_t partition, cons
                             const sluice::headers& headers) {
   ensure_transaction();
   producer_->produce(topic, partition, key, value, timestamp, headers);
+  ++outputs_in_flight_;
   sent_.add();
 }
 
 void record_collector::send_changelog(std::string_view topic, std::int32_t partition, std::string_view key,
                                       const std::optional<std::string_view>& value, std::int64_t timestamp) {
   auto& slot = changelog_slot(topic, partition);
+  // The emissions this write may count reach their partitions first (see the declaration).
+  if (guarantee_ == processing_guarantee::at_least_once && outputs_in_flight_ > 0) flush();
   ensure_transaction();
   producer_->produce(topic, partition, key, value, timestamp, no_headers_, &slot);
   sent_.add();

@@ -1,6 +1,8 @@
 // record_collector: the one producer of a stream thread. Sends sink records, changelog
 // writes and dead letters; under exactly-once it owns the thread's transaction. Tracks the
 // last delivered offset per changelog partition, so stores can record the offset they reflect.
+// Under at-least-once it sends a changelog record only once every output record sent before
+// it is delivered (see send_changelog()).
 //
 // Threading: used by its stream thread only.
 #pragma once
@@ -30,6 +32,8 @@ class record_sender {
                     const sluice::headers& headers) = 0;
   /// Sends one changelog record of a store: as send(), and its delivery moves the changelog
   /// offset the store's next commit records (record_collector::next_changelog_offset).
+  /// Under at-least-once the record collector first waits for the delivery of every record
+  /// sent before it with send(): callers batch changelog records so that this is rare.
   virtual void send_changelog(std::string_view topic, std::int32_t partition, std::string_view key,
                               const std::optional<std::string_view>& value, std::int64_t timestamp) {
     static const sluice::headers none;
@@ -47,6 +51,15 @@ class record_collector final : public record_sender {
             const std::optional<std::string_view>& value, std::int64_t timestamp,
             const sluice::headers& headers) override;
   /// As send(); its delivery report moves next_changelog_offset(topic, partition).
+  ///
+  /// At-least-once: when records sent with send() (outputs, repartition records, dead
+  /// letters) are not yet delivered, flushes first (and throws a delivery failure as flush()
+  /// does), so the changelog record is handed to the producer only after them. Kafka keeps
+  /// order per partition only: without this, a changelog write counting an emission (a queue
+  /// store's pop, the overflow buffer's customer state) could reach its partition before the
+  /// emission reached its own (another leader, a retry), and a crash in between would restore
+  /// the write and never emit the record again. Exactly-once needs no wait: the transaction
+  /// commits both or neither.
   void send_changelog(std::string_view topic, std::int32_t partition, std::string_view key,
                       const std::optional<std::string_view>& value, std::int64_t timestamp) override;
 
@@ -101,6 +114,9 @@ class record_collector final : public record_sender {
   counter& failed_;
   std::unique_ptr<kafka::producer> producer_;
   bool in_transaction_ = false;
+  // Records of send() produced and not yet reported, delivered or failed (the reports without
+  // a slot): a changelog record waits for them under at-least-once.
+  std::int64_t outputs_in_flight_ = 0;
 };
 
 }  // namespace sluice::runtime

@@ -43,14 +43,14 @@ void changelog_logger::log(std::string_view key, const std::optional<std::string
     return;
   }
   entry* e = nullptr;
-  if (auto it = index_.find(key); it != index_.end()) {
+  if (batching_ == changelog_batching::every_write_per_commit) {
+    e = &append(key);
+  } else if (auto it = index_.find(key); it != index_.end()) {
     e = &buffer_[it->second];
     add_bytes(-bytes_of(*e));
   } else {
-    // Entries past live_ are kept from earlier commits, their strings' storage with them.
-    e = live_ < buffer_.size() ? &buffer_[live_] : &buffer_.emplace_back();
-    e->key.assign(key);
-    index_.emplace(std::string_view(e->key), live_++);
+    e = &append(key);
+    index_.emplace(std::string_view(e->key), live_ - 1);
   }
   e->tombstone = !value.has_value();
   if (value)
@@ -60,6 +60,14 @@ void changelog_logger::log(std::string_view key, const std::optional<std::string
   e->timestamp = timestamp;
   add_bytes(bytes_of(*e));
   if (budget_->used > budget_->bound) send();
+}
+
+changelog_logger::entry& changelog_logger::append(std::string_view key) {
+  // Entries past live_ are kept from earlier commits, their strings' storage with them.
+  entry& e = live_ < buffer_.size() ? buffer_[live_] : buffer_.emplace_back();
+  ++live_;
+  e.key.assign(key);
+  return e;
 }
 
 void changelog_logger::send() {
@@ -141,10 +149,14 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
     ts.changelog_topic = detail::changelog_topic(services_.application_id, spec.name);
     // Only a plain key-value store's restore is last-write-wins per key whatever the order of
     // writes to different keys; every other kind (queue, window, ranked index, custom) logs
-    // each write at once, in order, so its restore stays exactly what it was. A key-value
-    // store may ask for the same (materialized::log_every_write).
-    const auto batching = spec.make_store || spec.log_every_write ? changelog_batching::per_write
-                                                                  : changelog_batching::last_write_per_commit;
+    // each write, in order, so its restore stays exactly what it was. A key-value store may
+    // ask for the same (materialized::log_every_write). Under at-least-once those writes wait
+    // for the commit too: each changelog record waits for the outputs sent before it
+    // (record_collector::send_changelog), once per commit rather than once per write.
+    auto batching = changelog_batching::last_write_per_commit;
+    if (spec.make_store || spec.log_every_write)
+      batching = services_.guarantee == processing_guarantee::at_least_once ? changelog_batching::every_write_per_commit
+                                                                            : changelog_batching::per_write;
     ts.changelog =
         std::make_unique<changelog_logger>(ts.changelog_topic, id_.partition, sender_, batching, &changelog_budget_);
   }

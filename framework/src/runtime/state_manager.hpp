@@ -40,8 +40,15 @@ enum class close_mode { clean, dirty };
 enum class changelog_batching {
   /// Every write is sent at once, in write order: for store kinds that log something other
   /// than independent per-key values, or whose restore depends on the order of writes to
-  /// different keys (queue stores, window stores, ranked indexes, custom kinds).
+  /// different keys (queue stores, window stores, ranked indexes, custom kinds), under
+  /// exactly-once, where the transaction orders them against the outputs.
   per_write,
+  /// Every write, in write order, is kept and sent when the task commits (or early, past the
+  /// task's buffer bound): the same kinds under at-least-once. The record collector sends a
+  /// changelog record only after the outputs sent before it are delivered (a flush);
+  /// sending at each write would flush at nearly every write of a processor that emits and
+  /// writes in turn (the overflow buffer's drain: an emission, then its pop).
+  every_write_per_commit,
   /// The last write per key since the last commit is kept and sent when the task commits
   /// (or early, past the task's buffer bound): plain key-value stores, whose restore is
   /// last-write-wins per key, so a restore ends in the same state with fewer records.
@@ -58,11 +65,12 @@ struct changelog_buffer_budget {
 /// Sends a store's writes to its changelog partition, counting them since the last commit.
 ///
 /// Under last_write_per_commit the writes wait in a buffer holding the last value (or
-/// tombstone) and timestamp per key, in the order each key was first written; send() hands
-/// them to the sender, drop() forgets them (an aborted transaction's writes). The stream
-/// thread calls send() before it flushes the producer and commits offsets (at-least-once)
-/// or commits the transaction (exactly-once), so the delivery reports the store's committed
-/// changelog offset comes from cover every buffered write.
+/// tombstone) and timestamp per key, in the order each key was first written; under
+/// every_write_per_commit every write waits there, in write order. send() hands them to the
+/// sender, drop() forgets them (an aborted transaction's writes). The stream thread calls
+/// send() before it flushes the producer and commits offsets (at-least-once) or commits the
+/// transaction (exactly-once), so the delivery reports the store's committed changelog offset
+/// comes from cover every buffered write.
 ///
 /// Threading: owned by a task's state_manager, used by that task's stream thread only.
 class changelog_logger final : public detail::changelog_writer {
@@ -85,7 +93,7 @@ class changelog_logger final : public detail::changelog_writer {
   std::int64_t uncommitted() const noexcept { return sent_ + static_cast<std::int64_t>(live_); }
   /// Records handed to the sender since the last reset.
   std::int64_t sent() const noexcept { return sent_; }
-  /// Writes waiting in the buffer (one per key).
+  /// Writes waiting in the buffer (one per key under last_write_per_commit).
   std::size_t buffered() const noexcept { return live_; }
   /// Key and value bytes waiting in the buffer.
   std::int64_t buffered_bytes() const noexcept { return buffered_bytes_; }
@@ -103,6 +111,8 @@ class changelog_logger final : public detail::changelog_writer {
     return static_cast<std::int64_t>(e.key.size() + e.value.size());
   }
   void add_bytes(std::int64_t delta) noexcept;
+  /// The buffer's next entry (reused when an earlier commit left one), holding `key`.
+  entry& append(std::string_view key);
   /// Empties the buffer, keeping its entries (and their strings' storage) for the next commit.
   void clear_buffer() noexcept;
 
@@ -112,11 +122,13 @@ class changelog_logger final : public detail::changelog_writer {
   changelog_batching batching_;
   changelog_buffer_budget* budget_;
   std::int64_t sent_ = 0;
-  // The first live_ entries are the buffered writes, in first-write order; the rest are kept
-  // for reuse. A deque, so index_'s views stay valid as it grows.
+  // The first live_ entries are the buffered writes, in first-write (last_write_per_commit)
+  // or write order; the rest are kept for reuse. A deque, so index_'s views stay valid as it
+  // grows.
   std::deque<entry> buffer_;
   std::size_t live_ = 0;
-  std::unordered_map<std::string_view, std::size_t> index_;  // key (viewing buffer_'s) -> position
+  // last_write_per_commit: key (viewing buffer_'s) -> position
+  std::unordered_map<std::string_view, std::size_t> index_;
   std::int64_t buffered_bytes_ = 0;
 };
 
@@ -151,8 +163,9 @@ class state_manager {
   /// Applies pending writes with the changelog offset each store now reflects (after Kafka
   /// committed the transaction or the input offsets).
   void commit(const changelog_offsets& next_offset);
-  /// Sends the changelog writes its loggers buffer (the last per key since the last
-  /// commit). Call before the producer is flushed or the transaction committed.
+  /// Sends the changelog writes its loggers buffer (the last per key since the last commit,
+  /// or every write in order). Call before the producer is flushed or the transaction
+  /// committed.
   void send_changelogs();
   /// Drops pending writes and buffered changelog writes (after an aborted transaction).
   void abort();

@@ -69,9 +69,9 @@ struct task_services {
   /// max.task.idle.ms: how long a task reading several partitions waits for an empty one
   /// that is caught up before it processes the others' records anyway; -1 never waits.
   std::int64_t max_task_idle_ms = 0;
-  /// statestore.changelog.buffer.bytes: bytes of last-writes-per-key a task's key-value
-  /// stores buffer for their changelogs between commits before sending early; 0 sends every
-  /// write at once.
+  /// statestore.changelog.buffer.bytes: bytes of changelog writes a task's stores buffer
+  /// between commits before sending early (key-value stores: the last write per key; other
+  /// kinds under at-least-once: every write); 0 sends every write at once.
   std::int64_t changelog_buffer_bytes = 0;
 };
 

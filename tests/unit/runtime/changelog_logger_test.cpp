@@ -1,7 +1,7 @@
 // changelog_logger on its own, over a sender that records what it is given: the last write
 // per key since the last commit (value or tombstone, with its timestamp), sent in first-write
-// order; the task-wide byte bound that sends early; drop() after an abort; the counts the
-// early-commit policy reads.
+// order; every write in write order (every_write_per_commit); the task-wide byte bound that
+// sends early; drop() after an abort; the counts the early-commit policy reads.
 #include "runtime/state_manager.hpp"
 
 #include <gtest/gtest.h>
@@ -140,6 +140,47 @@ TEST(changelog_logger, per_write_and_a_zero_bound_send_every_write_at_once) {
   EXPECT_EQ(sender.sent,
             (std::vector<sent_record>{{"p", 0, "a", "1", 0}, {"p", 0, "a", "2", 1}, {"u", 0, "a", "1", 2}}));
   EXPECT_EQ(per_write.uncommitted(), 2);
+}
+
+TEST(changelog_logger, every_write_per_commit_keeps_every_write_in_write_order_until_send) {
+  // What queue, window and custom store kinds get under at-least-once: each write, held so
+  // that its changelog record waits for the outputs once per commit, not once per write.
+  recording_sender sender;
+  changelog_buffer_budget budget{.bound = 1 << 20};
+  changelog_logger logger{"q", 2, sender, changelog_batching::every_write_per_commit, &budget};
+  logger.log("m", "1", 1);
+  logger.log("e1", "x", 2);
+  logger.log("m", "2", 3);
+  logger.log("e1", std::nullopt, 4);
+  EXPECT_TRUE(sender.sent.empty());
+  EXPECT_EQ(logger.buffered(), 4u);
+  EXPECT_EQ(logger.uncommitted(), 4);
+  logger.send();
+  EXPECT_EQ(
+      sender.sent,
+      (std::vector<sent_record>{
+          {"q", 2, "m", "1", 1}, {"q", 2, "e1", "x", 2}, {"q", 2, "m", "2", 3}, {"q", 2, "e1", std::nullopt, 4}}));
+  EXPECT_EQ(budget.used, 0);
+  sender.sent.clear();
+  logger.log("m", "3", 5);  // into an entry kept from the last commit
+  logger.drop();
+  logger.log("m", "4", 6);
+  logger.send();
+  EXPECT_EQ(sender.sent, (std::vector<sent_record>{{"q", 2, "m", "4", 6}}));
+}
+
+TEST(changelog_logger, every_write_per_commit_sends_early_past_the_task_bound_in_write_order) {
+  recording_sender sender;
+  changelog_buffer_budget budget{.bound = 10};
+  changelog_logger logger{"q", 0, sender, changelog_batching::every_write_per_commit, &budget};
+  logger.log("k", "1234", 0);  // 5 bytes
+  logger.log("k", "1234", 1);  // 10: not past the bound
+  EXPECT_TRUE(sender.sent.empty());
+  logger.log("j", "1", 2);  // 12 > 10: all three go, in order
+  EXPECT_EQ(sender.sent,
+            (std::vector<sent_record>{{"q", 0, "k", "1234", 0}, {"q", 0, "k", "1234", 1}, {"q", 0, "j", "1", 2}}));
+  EXPECT_EQ(budget.used, 0);
+  EXPECT_EQ(logger.sent(), 3);
 }
 
 }  // namespace
