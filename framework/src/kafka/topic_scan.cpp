@@ -41,6 +41,21 @@ bool topic_scan::poll_batch(std::vector<message>& out, std::size_t max, std::chr
   return any;
 }
 
+bool topic_scan::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
+                           const std::function<void(std::span<const lent_message>)>& apply) {
+  return consumer_.poll_lent(max, timeout, [&](std::span<const lent_message> run) {
+    // A run is one partition's records in offset order: its last one decides, as in poll_batch.
+    run_partition_.first.assign(run.back().topic);
+    run_partition_.second = run.back().partition;
+    auto it = end_.find(run_partition_);
+    if (it != end_.end() && it->second >= 0 && run.back().offset >= it->second) {
+      it->second = -1;
+      ++not_at_end_;
+    }
+    apply(run);
+  });
+}
+
 std::vector<topic_partition> all_partitions(const std::vector<std::pair<std::string, int>>& counts) {
   std::vector<topic_partition> out;
   for (const auto& [topic, count] : counts)

@@ -4,7 +4,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <span>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +41,13 @@ class topic_scan {
   /// Returns true when at least one record was read.
   bool poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout);
 
+  /// Up to `max` records lent to `apply` without a copy (as consumer::poll_lent: runs of
+  /// consecutive records of one partition, valid only during the call), updating the end
+  /// tracking as poll_batch() does, before each run is lent (so an `apply` that throws leaves
+  /// it right). Returns true when at least one record was lent.
+  bool poll_lent(std::size_t max, std::chrono::milliseconds timeout,
+                 const std::function<void(std::span<const lent_message>)>& apply);
+
   /// True when every partition is at its end (see the class comment); true with none.
   bool at_end() const noexcept { return not_at_end_ == 0; }
 
@@ -47,6 +57,7 @@ class topic_scan {
  private:
   /// Per partition: the offset at which its end was reported, -1 while not at the end.
   std::map<std::pair<std::string, std::int32_t>, std::int64_t, std::less<>> end_;
+  std::pair<std::string, std::int32_t> run_partition_;  // poll_lent: the run's, its storage reused
   std::size_t not_at_end_ = 0;
   consumer consumer_;  // last: its end callback uses the members above
 };

@@ -21,15 +21,15 @@ bool global_table_store::get(std::string_view key, std::string& out) const {
   return true;
 }
 
-void global_table_store::apply(std::string_view key, const std::optional<std::string>& value) {
+void global_table_store::apply(std::string_view key, const std::optional<std::string_view>& value) {
   std::unique_lock lock(mutex_);
   auto it = entries_.find(key);
   if (!value) {
     if (it != entries_.end()) entries_.erase(it);
   } else if (it != entries_.end()) {
-    it->second = *value;
+    it->second.assign(*value);
   } else {
-    entries_.emplace(std::string(key), *value);
+    entries_.emplace(std::string(key), std::string(*value));
   }
 }
 
@@ -45,15 +45,16 @@ std::size_t global_table_store::size() const {
   return entries_.size();
 }
 
-bool accept_global_record(const detail::store_spec& spec, const kafka::message& m, error_policy policy,
+bool accept_global_record(const detail::store_spec& spec, const kafka::lent_message& m, error_policy policy,
                           counter& skipped) {
   if (!spec.check_record || !m.key || !m.value) return true;
   try {
     spec.check_record(*m.key, *m.value);
     return true;
   } catch (const std::exception& e) {
-    const std::string where = "of global table '" + spec.name + "' at " + m.topic + "[" + std::to_string(m.partition) +
-                              "]@" + std::to_string(m.offset) + " with key " + printable_key(m.key);
+    const std::string where = "of global table '" + spec.name + "' at " + std::string(m.topic) + "[" +
+                              std::to_string(m.partition) + "]@" + std::to_string(m.offset) + " with key " +
+                              printable_key(m.key);
     if (policy == error_policy::fail)
       throw error(errc::serialization,
                   "deserialization error on the record " + where + ": " + e.what() +
@@ -100,14 +101,24 @@ global_tables::global_tables(const topology& topo, kafka::config_map consumer_co
 
 global_tables::~global_tables() { stop(); }
 
-void global_tables::apply_batch() {
-  for (const auto& m : batch_) {
-    auto it = by_topic_.find(m.topic);
-    if (it == by_topic_.end() || !m.key) continue;
-    if (!accept_global_record(*it->second.spec, m, policy_, skipped_)) continue;
-    it->second.store->apply(*m.key, m.value);
+std::size_t global_tables::apply_run(std::span<const kafka::lent_message> run) {
+  // A run is one partition's: one topic, one table.
+  auto it = by_topic_.find(run.front().topic);
+  if (it == by_topic_.end()) return run.size();
+  auto& [store, spec] = it->second;
+  for (const auto& m : run) {
+    if (!m.key) continue;
+    if (!accept_global_record(*spec, m, policy_, skipped_)) continue;
+    store->apply(*m.key, m.value);
     applied_.add();
   }
+  return run.size();
+}
+
+std::size_t global_tables::poll_and_apply() {
+  std::size_t read = 0;
+  scan_->poll_lent(10000, 100ms, [&](std::span<const kafka::lent_message> run) { read += apply_run(run); });
+  return read;
 }
 
 void global_tables::catch_up() {
@@ -116,9 +127,7 @@ void global_tables::catch_up() {
   auto last_log = started;
   std::uint64_t total = 0;
   while (!scan_->at_end()) {
-    scan_->poll_batch(batch_, 10000, 100ms);
-    apply_batch();
-    total += batch_.size();
+    total += poll_and_apply();
     if (std::chrono::steady_clock::now() - last_log > 5s) {
       last_log = std::chrono::steady_clock::now();
       spdlog::info("global tables: caught up {} records so far", total);
@@ -137,8 +146,7 @@ void global_tables::start_following() {
     bool retrying = false;
     while (!stop_.load()) {
       try {
-        scan_->poll_batch(batch_, 10000, 100ms);
-        apply_batch();
+        poll_and_apply();
         if (retrying) spdlog::info("global tables: following again after retriable errors");
         retrying = false;
         backoff = first_backoff;

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,7 +40,7 @@ class global_table_store final : public detail::global_view {
   /// `partitions`: of the table's topic, so a query answer names the partition of a key.
   explicit global_table_store(std::int32_t partitions) : partitions_(partitions) {}
   bool get(std::string_view key, std::string& out) const override;
-  void apply(std::string_view key, const std::optional<std::string>& value);
+  void apply(std::string_view key, const std::optional<std::string_view>& value);
   std::size_t size() const;
   std::int32_t partitions() const noexcept { return partitions_; }
   /// Calls `visit(key, value)` in key byte order from the first key >= `from` (from the
@@ -59,8 +60,8 @@ class global_table_store final : public detail::global_view {
 /// the topic, partition, offset and key; log_and_continue and dead_letter skip it, add it to
 /// `skipped` and log it naming the same. Under dead_letter nothing is dead-lettered (the
 /// global tables' thread has no producer), and the log line says "not dead-lettered".
-/// Shared by the runtime and the test driver.
-bool accept_global_record(const detail::store_spec& spec, const kafka::message& m, error_policy policy,
+/// Shared by the runtime (records lent by the consumer) and the test driver.
+bool accept_global_record(const detail::store_spec& spec, const kafka::lent_message& m, error_policy policy,
                           counter& skipped);
 
 class global_tables {
@@ -81,7 +82,11 @@ class global_tables {
   std::map<std::string, const global_table_store*, std::less<>> stores() const;
 
  private:
-  void apply_batch();
+  /// Applies one run of records of one partition, lent by topic_scan::poll_lent; returns
+  /// how many it read.
+  std::size_t apply_run(std::span<const kafka::lent_message> run);
+  /// One poll of the scan: up to 10,000 records applied; returns how many were read.
+  std::size_t poll_and_apply();
 
   struct table {
     global_table_store* store;
@@ -89,9 +94,8 @@ class global_tables {
   };
 
   std::map<std::string, std::unique_ptr<global_table_store>> stores_;  // by store name
-  std::map<std::string, table> by_topic_;
+  std::map<std::string, table, std::less<>> by_topic_;
   std::unique_ptr<kafka::topic_scan> scan_;
-  std::vector<kafka::message> batch_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   counter& applied_;

@@ -5,7 +5,7 @@
 
 namespace sluice::runtime {
 
-std::string printable_key(const std::optional<std::string>& key) {
+std::string printable_key(const std::optional<std::string_view>& key) {
   if (!key) return "null";
   constexpr std::size_t shown = 100;
   std::string out = "'";

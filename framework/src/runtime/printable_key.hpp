@@ -6,11 +6,12 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace sluice::runtime {
 
 /// A key quoted as a log line shows it: printable ASCII as is, other bytes (and '\') as \xNN,
 /// at most 100 bytes then "..."; a null key as null.
-std::string printable_key(const std::optional<std::string>& key);
+std::string printable_key(const std::optional<std::string_view>& key);
 
 }  // namespace sluice::runtime

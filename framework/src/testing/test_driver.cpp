@@ -306,13 +306,13 @@ void topology_test_driver::pipe_raw(const std::string& topic, const std::optiona
   d.last_ts = timestamp;
   if (auto g = d.globals.find(topic); g != d.globals.end()) {
     // As the app's global thread: decoded when read, under the deserialization handler.
-    kafka::message m;
+    kafka::lent_message m;
     m.topic = topic;
     m.partition = partition < 0 ? 0 : partition;
     m.offset = d.global_offsets[{topic, m.partition}]++;
     m.timestamp = timestamp;
-    if (key) m.key = std::string(*key);
-    if (value) m.value = std::string(*value);
+    m.key = key;
+    m.value = value;
     auto& skipped = d.metrics.get_counter("sluice_records_skipped_total", "global=\"true\"");
     if (!key ||
         !runtime::accept_global_record(*d.global_specs.at(topic), m, d.services.on_deserialization_error, skipped))

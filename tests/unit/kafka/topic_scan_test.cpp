@@ -1,10 +1,13 @@
 // kafka::topic_scan: whole topics read from their beginning, and "at the end" decided by
-// offsets, so records written after a partition's end make it not at the end again.
+// offsets, so records written after a partition's end make it not at the end again; the same
+// whether the records are copied (poll_batch) or lent (poll_lent).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <map>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kafka/mock_cluster.hpp"
@@ -23,20 +26,37 @@ void write(const mock_cluster& cluster, std::int32_t partition, int n, int first
   p.flush(10s);
 }
 
-/// Polls until the scan is at its end; returns the values read per partition.
-std::map<std::int32_t, std::vector<std::string>> read_to_end(topic_scan& scan) {
-  std::map<std::int32_t, std::vector<std::string>> out;
-  std::vector<message> batch;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!scan.at_end() && std::chrono::steady_clock::now() < deadline) {
-    scan.poll_batch(batch, 2, 50ms);  // small batches: ends and records interleave
-    for (const auto& m : batch) out[m.partition].push_back(*m.value);
+enum class poll_mode { copied, lent };
+
+/// One poll of at most `max` records: (partition, value) of each record read, in order.
+std::vector<std::pair<std::int32_t, std::string>> poll(topic_scan& scan, poll_mode mode, std::size_t max) {
+  std::vector<std::pair<std::int32_t, std::string>> got;
+  if (mode == poll_mode::copied) {
+    std::vector<message> batch;
+    scan.poll_batch(batch, max, 50ms);
+    for (const auto& m : batch) got.emplace_back(m.partition, *m.value);
+  } else {
+    scan.poll_lent(max, 50ms, [&](std::span<const lent_message> run) {
+      for (const auto& m : run) got.emplace_back(m.partition, std::string(*m.value));
+    });
   }
+  return got;
+}
+
+/// Polls until the scan is at its end; returns the values read per partition.
+std::map<std::int32_t, std::vector<std::string>> read_to_end(topic_scan& scan, poll_mode mode) {
+  std::map<std::int32_t, std::vector<std::string>> out;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!scan.at_end() && std::chrono::steady_clock::now() < deadline)
+    for (auto& [partition, value] : poll(scan, mode, 2))  // small batches: ends and records interleave
+      out[partition].push_back(std::move(value));
   EXPECT_TRUE(scan.at_end()) << "the scan did not reach the end of every partition";
   return out;
 }
 
-TEST(kafka_topic_scan, reads_every_partition_from_its_beginning_to_its_end) {
+class kafka_topic_scan : public ::testing::TestWithParam<poll_mode> {};
+
+TEST_P(kafka_topic_scan, reads_every_partition_from_its_beginning_to_its_end) {
   mock_cluster cluster;
   cluster.create_topic("scan", 3);
   write(cluster, 0, 5, 0);
@@ -44,31 +64,36 @@ TEST(kafka_topic_scan, reads_every_partition_from_its_beginning_to_its_end) {
   topic_scan scan({{"bootstrap.servers", cluster.bootstrap_servers()}, {"group.id", "ignored"}},
                   all_partitions({{"scan", 3}}));
   EXPECT_FALSE(scan.at_end());
-  auto got = read_to_end(scan);
+  auto got = read_to_end(scan, GetParam());
   EXPECT_EQ(got[0], (std::vector<std::string>{"0", "1", "2", "3", "4"}));
   EXPECT_TRUE(got[1].empty());
   EXPECT_EQ(got[2], (std::vector<std::string>{"100"}));
 }
 
-TEST(kafka_topic_scan, records_written_after_the_end_are_read_before_it_is_at_the_end_again) {
+TEST_P(kafka_topic_scan, records_written_after_the_end_are_read_before_it_is_at_the_end_again) {
   mock_cluster cluster;
   cluster.create_topic("scan", 2);
   write(cluster, 0, 3, 0);
   topic_scan scan({{"bootstrap.servers", cluster.bootstrap_servers()}}, all_partitions({{"scan", 2}}));
-  EXPECT_EQ(read_to_end(scan)[0].size(), 3u);
+  EXPECT_EQ(read_to_end(scan, GetParam())[0].size(), 3u);
   write(cluster, 1, 4, 10);
   // Partition 1 was reported at its end (offset 0) before; a record at or past that offset
   // makes the scan not at its end until the rest is read.
-  std::vector<message> batch;
+  std::vector<std::pair<std::int32_t, std::string>> first;
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (batch.empty() && std::chrono::steady_clock::now() < deadline) scan.poll_batch(batch, 1, 50ms);
-  ASSERT_EQ(batch.size(), 1u);
-  EXPECT_EQ(*batch[0].value, "10");
+  while (first.empty() && std::chrono::steady_clock::now() < deadline) first = poll(scan, GetParam(), 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].second, "10");
   EXPECT_FALSE(scan.at_end());
-  EXPECT_EQ(read_to_end(scan)[1], (std::vector<std::string>{"11", "12", "13"}));
+  EXPECT_EQ(read_to_end(scan, GetParam())[1], (std::vector<std::string>{"11", "12", "13"}));
 }
 
-TEST(kafka_topic_scan, no_partitions_is_at_the_end) {
+INSTANTIATE_TEST_SUITE_P(modes, kafka_topic_scan, ::testing::Values(poll_mode::copied, poll_mode::lent),
+                         [](const ::testing::TestParamInfo<poll_mode>& info) {
+                           return info.param == poll_mode::copied ? "copied" : "lent";
+                         });
+
+TEST(kafka_topic_scan_empty, no_partitions_is_at_the_end) {
   mock_cluster cluster;
   topic_scan scan({{"bootstrap.servers", cluster.bootstrap_servers()}}, {});
   EXPECT_TRUE(scan.at_end());
