@@ -1,6 +1,11 @@
 // Every DSL operation through the TopologyTestDriver.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
 #include "error_of.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
@@ -11,6 +16,15 @@ namespace {
 struct item {
   BOOST_HANA_DEFINE_STRUCT(item, (std::string, name), (std::int64_t, qty));
 };
+
+/// (key, timestamp) of each record of `topic`, in order.
+using stamped = std::vector<std::pair<std::string, std::int64_t>>;
+template <class V>
+stamped stamps(topology_test_driver& d, const std::string& topic) {
+  stamped out;
+  for (auto& r : d.output_topic<std::string, V>(topic).read_all()) out.emplace_back(r.key, r.timestamp);
+  return out;
+}
 }  // namespace
 
 TEST(dsl, filter_and_filter_not_keep_and_drop_by_predicate) {
@@ -135,6 +149,42 @@ TEST(dsl, group_by_key_count_reduce_and_aggregate_keep_state_per_key) {
   EXPECT_EQ((*d.store<std::string, std::int64_t>("counts").get("a")), 2);
 }
 
+// Kafka Streams 3.9's KStreamAggregate and KStreamReduce stamp an update with the later of
+// the record's timestamp and the stored aggregate's (a new key's with the record's): an
+// out-of-order record does not move a key's aggregate back in time.
+TEST(dsl, count_reduce_and_aggregate_stamp_an_update_with_the_later_of_the_record_and_the_aggregate) {
+  sluice::streams_builder b;
+  auto g = b.stream<std::string, std::int64_t>("in").group_by_key();
+  g.count("counts").to_stream().to("counts-out");
+  g.reduce([](std::int64_t a, std::int64_t v) { return a + v; }, "sums").to_stream().to("sums-out");
+  g.aggregate([] { return std::string(); },
+              [](const std::string&, std::int64_t v, std::string acc) { return acc + std::to_string(v); }, "concat")
+      .to_stream()
+      .to("concat-out");
+  topology_test_driver d(b.build());
+  auto in = d.input_topic<std::string, std::int64_t>("in");
+  in.pipe("a", 1, 100);
+  in.pipe("a", 2, 40);   // out of order: stamped 100, the aggregate's
+  in.pipe("b", 3, 50);   // a new key: its own timestamp, though older than a's
+  in.pipe("a", 4, 120);  // later: its own
+  in.pipe("a", 5, 110);  // out of order again: 120
+  const stamped expected = {{"a", 100}, {"a", 100}, {"b", 50}, {"a", 120}, {"a", 120}};
+  EXPECT_EQ(stamps<std::int64_t>(d, "counts-out"), expected);
+  EXPECT_EQ(stamps<std::int64_t>(d, "sums-out"), expected);
+  EXPECT_EQ(stamps<std::string>(d, "concat-out"), expected);
+  // The stores read as before through a plain handle; the timestamps do not show.
+  EXPECT_EQ((*d.store<std::string, std::int64_t>("counts").get("a")), 4);
+  EXPECT_EQ((*d.store<std::string, std::int64_t>("sums").get("a")), 12);
+  EXPECT_EQ((*d.store<std::string, std::string>("concat").get("a")), "1245");
+  // The changelog holds each aggregate alone, stamped with its timestamp, which the restore
+  // puts back in front of it (as Kafka Streams' timestamped stores log).
+  std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> logged;
+  for (auto& r : d.output_topic<std::string, std::int64_t>("test-driver-counts-changelog").read_all())
+    logged.emplace_back(r.key, r.value, r.timestamp);
+  ASSERT_FALSE(logged.empty());
+  EXPECT_EQ(logged.back(), std::make_tuple(std::string("a"), std::int64_t{4}, std::int64_t{120}));
+}
+
 TEST(dsl, group_by_repartitions_through_an_internal_topic) {
   sluice::streams_builder b;
   b.stream<std::string, item>("in")
@@ -160,7 +210,9 @@ TEST(dsl, stream_table_join_and_left_join_look_up_the_latest_table_value) {
   auto prices = b.table<std::string, std::int64_t>("prices", "prices-store");
   auto orders = b.stream<std::string, std::int64_t>("orders");
   orders.join(prices, [](std::int64_t qty, std::int64_t price) { return qty * price; }).to("totals");
-  orders.left_join(prices, [](std::int64_t qty, const std::optional<std::int64_t>& price) { return price ? qty * *price : -1; })
+  orders
+      .left_join(prices,
+                 [](std::int64_t qty, const std::optional<std::int64_t>& price) { return price ? qty * *price : -1; })
       .to("left-totals");
   topology_test_driver d(b.build());
   auto p = d.input_topic<std::string, std::int64_t>("prices");
@@ -184,7 +236,8 @@ TEST(dsl, a_table_forwards_a_deletion_to_its_stream_as_a_tombstone_as_kafka_stre
   auto prices = b.table<std::string, std::int64_t>("prices", "prices-store");
   prices.to_stream().to("price-updates");
   b.stream<std::string, std::int64_t>("orders")
-      .left_join(prices, [](std::int64_t qty, const std::optional<std::int64_t>& price) { return price ? qty * *price : -1; })
+      .left_join(prices,
+                 [](std::int64_t qty, const std::optional<std::int64_t>& price) { return price ? qty * *price : -1; })
       .to("totals");
   topology_test_driver d(b.build());
   auto p = d.input_topic<std::string, std::int64_t>("prices");
@@ -213,8 +266,9 @@ TEST(dsl, stream_global_table_join_uses_a_key_selector) {
   sluice::streams_builder b;
   auto names = b.global_table<std::string, std::string>("customer-names");
   b.stream<std::string, item>("orders")
-      .join(names, [](const std::string&, const item& i) { return i.name; },
-            [](const item& i, const std::string& n) { return n + ":" + std::to_string(i.qty); })
+      .join(
+          names, [](const std::string&, const item& i) { return i.name; },
+          [](const item& i, const std::string& n) { return n + ":" + std::to_string(i.qty); })
       .to("named");
   topology_test_driver d(b.build(), {}, {.partitions = 3});
   d.input_topic<std::string, std::string>("customer-names").pipe("c1", "Ada");
@@ -234,10 +288,11 @@ sluice::topology orders_with_global_items() {
   sluice::streams_builder b;
   auto items = b.global_table<std::string, item>("items");
   b.stream<std::string, std::string>("orders")
-      .left_join(items, [](const std::string&, const std::string& item_id) { return item_id; },
-                 [](const std::string& item_id, const std::optional<item>& i) {
-                   return item_id + ":" + (i ? std::to_string(i->qty) : std::string("none"));
-                 })
+      .left_join(
+          items, [](const std::string&, const std::string& item_id) { return item_id; },
+          [](const std::string& item_id, const std::optional<item>& i) {
+            return item_id + ":" + (i ? std::to_string(i->qty) : std::string("none"));
+          })
       .to("priced");
   return b.build();
 }
@@ -280,9 +335,10 @@ sluice::topology orders_with_table_items() {
   sluice::streams_builder b;
   auto items = b.table<std::string, item>("items", "items-store");
   b.stream<std::string, std::int64_t>("orders")
-      .left_join(items, [](std::int64_t qty, const std::optional<item>& i) {
-        return std::to_string(qty) + "x" + (i ? i->name : std::string("none"));
-      })
+      .left_join(items,
+                 [](std::int64_t qty, const std::optional<item>& i) {
+                   return std::to_string(qty) + "x" + (i ? i->name : std::string("none"));
+                 })
       .to("priced");
   return b.build();
 }
@@ -314,9 +370,9 @@ TEST(dsl, table_value_that_does_not_decode_is_dead_lettered_when_read_and_the_st
 TEST(dsl, table_value_that_does_not_decode_under_fail_names_table_topic_partition_offset_and_key) {
   topology_test_driver d(orders_with_table_items());
   d.input_topic<std::string, item>("items").pipe("i1", item{"bolt", 3}, 1);
-  auto msg = sluice::test::error_of(
-      [&] { d.pipe_raw("items", std::string_view("i2"), std::string_view("{not json"), 2); },
-      sluice::errc::serialization);
+  auto msg =
+      sluice::test::error_of([&] { d.pipe_raw("items", std::string_view("i2"), std::string_view("{not json"), 2); },
+                             sluice::errc::serialization);
   EXPECT_NE(msg.find("deserialization error on record items[0]@1 with key 'i2': value"), std::string::npos) << msg;
 }
 

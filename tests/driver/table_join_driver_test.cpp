@@ -673,3 +673,26 @@ TEST(table_join, a_table_suppressed_twice_holds_the_old_value_of_the_inner_buffe
   o.pipe("z", "o4", 31);
   EXPECT_EQ(out(), strings{"o4/0"});
 }
+
+// An aggregation's table keeps its aggregates' timestamps, so a join result of an update
+// older than the aggregate carries the aggregate's timestamp, as in Kafka Streams (the
+// larger of both sides').
+TEST(table_join, a_result_joined_with_an_aggregation_carries_the_aggregates_timestamp_when_larger) {
+  sluice::streams_builder b;
+  auto clicks = b.stream<std::string, std::string>("clicks").group_by_key().count("clicks-per-user");
+  b.table<std::string, std::string>("names", "names-store")
+      .join(
+          clicks, [](const std::string& n, std::int64_t c) { return n + ":" + std::to_string(c); }, "named-clicks")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  auto c = d.input_topic<std::string, std::string>("clicks");
+  auto n = d.input_topic<std::string, text>("names");
+  c.pipe("u1", "x", 100);
+  c.pipe("u1", "x", 30);     // out of order: the count's timestamp stays 100
+  n.pipe("u1", "Ann", 50);   // older than the count: the result takes 100
+  c.pipe("u1", "x", 120);    // the count's own update: 120
+  n.pipe("u1", "Bob", 200);  // newer: its own
+  const updates expected = {{"u1", "Ann:2", 100}, {"u1", "Ann:3", 120}, {"u1", "Bob:3", 200}};
+  EXPECT_EQ(read_updates(d, "out"), expected);
+}

@@ -94,7 +94,8 @@ class graph_builder {
   /// reads it back; returns the source's index.
   std::size_t add_repartition(std::size_t parent, const std::string& name, node_factory sink, node_factory source);
   /// An aggregation (count, reduce, aggregate): its key-value store as `store` asks, with
-  /// `codec` for queries, then its processor "KSTREAM-AGGREGATE-<n>" under `parent` using
+  /// `codec` for queries, keeping each value with its timestamp (value_format::timestamped),
+  /// then its processor "KSTREAM-AGGREGATE-<n>" under `parent` using
   /// that store; returns the processor's index.
   std::size_t add_aggregation(std::size_t parent, const materialized& store, std::shared_ptr<const store_codec> codec,
                               node_factory factory);
@@ -694,7 +695,9 @@ template <class A, class N>
 ktable<K, A> kgrouped_stream<K, V>::stateful(N prototype, materialized store) {
   kstream<K, V> in(g_, node_, repartition_);
   in = in.repartitioned(store.name);
-  auto idx = g_->add_aggregation(in.node_index(), store, detail::make_store_codec<K, A>(),
+  auto idx = g_->add_aggregation(in.node_index(), store,
+                                 detail::make_store_codec<K, A, default_state_serde<K>,
+                                                          detail::timestamp_skipping_serde<default_state_serde<A>>>(),
                                  detail::factory_of(std::move(prototype)));
   return ktable<K, A>(g_, idx, store.name);
 }

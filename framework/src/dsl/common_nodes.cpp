@@ -18,5 +18,11 @@ template class counting_node<std::string>;
 
 template std::shared_ptr<const store_codec> make_store_codec<std::string, std::string>();
 template std::shared_ptr<const store_codec> make_store_codec<std::string, std::int64_t>();
+template std::shared_ptr<const store_codec>
+make_store_codec<std::string, std::string, default_state_serde<std::string>,
+                 timestamp_skipping_serde<default_state_serde<std::string>>>();
+template std::shared_ptr<const store_codec>
+make_store_codec<std::string, std::int64_t, default_state_serde<std::string>,
+                 timestamp_skipping_serde<default_state_serde<std::int64_t>>>();
 
 }  // namespace sluice::detail

@@ -127,6 +127,7 @@ std::size_t graph_builder::add_aggregation(std::size_t parent, const materialize
                                            std::shared_ptr<const store_codec> codec, node_factory factory) {
   auto spec = store_spec_for(store);
   spec.codec = std::move(codec);
+  spec.format = value_format::timestamped;  // each aggregate with its timestamp (aggregate_store)
   add_store(std::move(spec));
   return add_processor("KSTREAM-AGGREGATE", parent, std::move(factory), {store.name});
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "runtime/stream_task.hpp"
+#include "sluice/state/big_endian.hpp"
 
 namespace sluice::runtime {
 
@@ -85,8 +86,29 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
                           [&](auto& x) { return !x.done && x.topic == first.topic && x.partition == first.partition; });
     if (r == entries_.end()) return;
     run_.clear();
-    for (const auto& m : run) {
-      if (m.key) run_.push_back({*m.key, m.value, m.timestamp});
+    if (r->store->spec->format == detail::value_format::timestamped) {
+      // The changelog holds each value alone with its timestamp as the record's: the store
+      // keeps the timestamp in front (detail::value_format), as Kafka Streams' timestamped
+      // stores restore. A changelog written before sluice kept timestamps restores the same
+      // way, each aggregate stamped with the time its record was logged at.
+      timestamped_.resize(std::max(timestamped_.size(), run.size()));
+      std::size_t i = 0;
+      for (const auto& m : run) {
+        if (!m.key) continue;
+        std::optional<std::string_view> value;
+        if (m.value) {
+          auto& bytes = timestamped_[i++];
+          bytes.clear();
+          state::append_u64(bytes, static_cast<std::uint64_t>(m.timestamp));
+          bytes.append(*m.value);
+          value = bytes;
+        }
+        run_.push_back({*m.key, value, m.timestamp});
+      }
+    } else {
+      for (const auto& m : run) {
+        if (m.key) run_.push_back({*m.key, m.value, m.timestamp});
+      }
     }
     const auto next = run.back().offset + 1;
     r->store->store->restore(run_, state::changelog_offset(next));

@@ -117,6 +117,8 @@ class changelog_reader {
   std::chrono::milliseconds open_transaction_wait_;
   std::vector<entry> entries_;
   std::vector<state::restore_record> run_;  ///< the restore batch of one run, viewing librdkafka's buffers
+  /// A timestamped store's values of one run with their timestamps in front (run_ views them).
+  std::vector<std::string> timestamped_;
   std::chrono::steady_clock::time_point started_, last_log_;
   restore_metrics metrics_;
   bool in_restore_ = false;

@@ -15,7 +15,7 @@ query_status store_query::wait(std::chrono::milliseconds timeout) {
   return status_;
 }
 
-void store_query::run(detail::task_context& task, state::state_store& s) {
+void store_query::run(detail::task_context& task, state::state_store& s, detail::value_format format) {
   // The lock is held while fn_ runs: the handler's wait cannot time out and release what
   // fn_ writes into until fn_ is done.
   std::lock_guard lock(mutex_);
@@ -23,7 +23,7 @@ void store_query::run(detail::task_context& task, state::state_store& s) {
   try {
     read_only_context context(task, store_);
     read_only_changelog changelog(store_);
-    fn_(detail::store_binding{&s, &changelog}, context);
+    fn_(detail::store_binding{&s, &changelog, format}, context);
     status_ = query_status::done;
   } catch (const std::exception& e) {
     failure_ = e.what();
@@ -89,7 +89,7 @@ void query_inbox::serve(const std::map<task_id, std::unique_ptr<stream_task>>& t
     bool found = false;
     for (auto& s : task.stores().all())
       if (s.spec->name == q->store()) {
-        q->run(task, *s.store);
+        q->run(task, *s.store, s.spec->format);
         found = true;
         break;
       }

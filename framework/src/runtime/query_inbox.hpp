@@ -57,9 +57,10 @@ class store_query {
   // Stream thread side.
   const std::string& store() const noexcept { return store_; }
   task_id task() const noexcept { return task_; }
-  /// Runs the function on `task`'s store `s` (on the answering stream thread) through a
-  /// read-only context and changelog, and records done (or failed).
-  void run(detail::task_context& task, state::state_store& s);
+  /// Runs the function on `task`'s store `s`, whose values are laid out as `format` (on the
+  /// answering stream thread) through a read-only context and changelog, and records done
+  /// (or failed).
+  void run(detail::task_context& task, state::state_store& s, detail::value_format format);
   /// Records one thread's answer other than done.
   void reply(query_status s);
 

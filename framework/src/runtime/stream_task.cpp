@@ -103,7 +103,7 @@ void stream_task::start() {
 }
 
 detail::store_binding stream_task::store(std::string_view name) {
-  if (auto* s = stores_.find(name)) return {s->store.get(), s->changelog.get()};
+  if (auto* s = stores_.find(name)) return {s->store.get(), s->changelog.get(), s->spec->format};
   throw error(errc::invalid_topology, "task " + name_ + ": no store named '" + std::string(name) +
                                           "'; declare it with add_state_store() and name it in process()");
 }

@@ -45,7 +45,7 @@ class driver_queries final : public interactive_queries {
       runtime::read_only_context context(*task, name);
       runtime::read_only_changelog changelog(name);
       try {
-        fn(detail::store_binding{s->store.get(), &changelog}, context);
+        fn(detail::store_binding{s->store.get(), &changelog, s->spec->format}, context);
       } catch (const std::exception& e) {
         if (failure) *failure = e.what();
         return outcome::failed;

@@ -59,7 +59,9 @@ const std::vector<std::string> outputs = {"tumbling-count",
                                           "suppressed-table-join",
                                           "suppressed-count-join",
                                           "suppressed-sliding-count-join",
-                                          "double-suppressed-count-join"};
+                                          "double-suppressed-count-join",
+                                          "plain-count",
+                                          "plain-aggregate"};
 
 std::string show(const std::optional<std::string>& v) { return v ? *v : "null"; }
 
@@ -86,6 +88,16 @@ sluice::topology windowed_topologies(const std::string& in, const std::string& o
                               .count("suppressed-count")
                               .suppress(sluice::until_window_closes());
   suppressed_count.to_stream().to(out + "-suppressed-count");
+
+  // Aggregations without windows: an update is stamped with the later of its record's
+  // timestamp and the aggregate's, so an out-of-order record keeps the aggregate's.
+  by_key.count("plain-count").to_stream().to(out + "-plain-count");
+  by_key
+      .aggregate([] { return std::string(); },
+                 [](const std::string&, const std::string& v, const std::string& agg) { return agg + v + ","; },
+                 "plain-aggregate")
+      .to_stream()
+      .to(out + "-plain-aggregate");
 
   // Windowed tables joined on the windowed key: a time window by key and start, a session by
   // key, start and end; sessions merged away leave the outer join.

@@ -189,12 +189,18 @@ TEST(state, restart_after_sigkill_replays_only_the_changelog_tail) {
   }
 
   std::vector<std::string> args = {SLUICE_WORD_COUNT_BINARY,
-                                   "--set", "bootstrap.servers=" + sluice::test::broker_bootstrap(),
-                                   "--set", "application.id=" + app_id,
-                                   "--set", "processing.guarantee=exactly_once",
-                                   "--set", "state.dir=" + state_dir.string(),
-                                   "--set", "input.topic=" + in,
-                                   "--set", "output.topic=" + out};
+                                   "--set",
+                                   "bootstrap.servers=" + sluice::test::broker_bootstrap(),
+                                   "--set",
+                                   "application.id=" + app_id,
+                                   "--set",
+                                   "processing.guarantee=exactly_once",
+                                   "--set",
+                                   "state.dir=" + state_dir.string(),
+                                   "--set",
+                                   "input.topic=" + in,
+                                   "--set",
+                                   "output.topic=" + out};
   sluice::topic_reader reader(cfg, {out}, sluice::isolation::read_committed);
   std::map<std::string, std::int64_t> counts;
   std::size_t outputs = 0;
@@ -223,7 +229,12 @@ TEST(state, restart_after_sigkill_replays_only_the_changelog_tail) {
       // The restore of the previous crash's tail happens first; processing resumes after it.
       auto& c = crashes.back();
       auto before = outputs;
-      ASSERT_TRUE(eventually([&] { read_outputs(200ms); return outputs > before + 1000 || counts == expected; }, 180s))
+      ASSERT_TRUE(eventually(
+          [&] {
+            read_outputs(200ms);
+            return outputs > before + 1000 || counts == expected;
+          },
+          180s))
           << "run " << run << " made no progress after a restart; log " << log;
       // The outputs may be complete already (the previous run processed everything): the
       // stores are compared below, so the restore must have finished before the next signal.
@@ -234,7 +245,12 @@ TEST(state, restart_after_sigkill_replays_only_the_changelog_tail) {
       for (auto& [t, n] : c.per_task) c.restored += n;
     }
     if (run == kills) {
-      ASSERT_TRUE(eventually([&] { read_outputs(300ms); return counts == expected; }, 600s))
+      ASSERT_TRUE(eventually(
+          [&] {
+            read_outputs(300ms);
+            return counts == expected;
+          },
+          600s))
           << "final counts differ from the reference after " << outputs << " outputs; log " << log;
       EXPECT_EQ(job.kill_and_wait(SIGTERM), 0) << job.log();
       break;
@@ -246,8 +262,7 @@ TEST(state, restart_after_sigkill_replays_only_the_changelog_tail) {
     while (clock_type::now() - started < 2s) read_outputs(200ms);
     ASSERT_TRUE(job.alive()) << job.log();
     EXPECT_EQ(job.kill_and_wait(SIGKILL), 128 + SIGKILL);
-    while (read_outputs(500ms) > 0) {
-    }
+    while (read_outputs(500ms) > 0) {}
     crashes.push_back({counts.size(), topic_size(changelog, partitions), 0, {}});
   }
 
@@ -256,10 +271,11 @@ TEST(state, restart_after_sigkill_replays_only_the_changelog_tail) {
     const auto& c = crashes[i];
     std::string tasks;
     for (auto& [t, n] : c.per_task) tasks += " " + t + ":" + std::to_string(n);
-    std::printf("restart %zu: store >= %zu keys, changelog %lld records, restored %lld (%.1f%%)%s\n", i + 1,
-                c.keys_at_kill, static_cast<long long>(c.changelog_at_kill), static_cast<long long>(c.restored),
-                100.0 * static_cast<double>(c.restored) / static_cast<double>(std::max<std::int64_t>(1, c.changelog_at_kill)),
-                tasks.c_str());
+    std::printf(
+        "restart %zu: store >= %zu keys, changelog %lld records, restored %lld (%.1f%%)%s\n", i + 1, c.keys_at_kill,
+        static_cast<long long>(c.changelog_at_kill), static_cast<long long>(c.restored),
+        100.0 * static_cast<double>(c.restored) / static_cast<double>(std::max<std::int64_t>(1, c.changelog_at_kill)),
+        tasks.c_str());
     if (c.keys_at_kill <= 100000) continue;
     ++checked;
     EXPECT_LT(c.restored * 10, c.changelog_at_kill)
@@ -306,10 +322,13 @@ TEST(state, deleted_state_dir_is_rebuilt_from_the_changelog_byte_for_byte) {
     app.start();
     sluice::topic_reader r(cfg, {out});
     std::map<std::string, std::int64_t> counts;
-    ASSERT_TRUE(eventually([&] {
-      for (auto& m : r.poll(300ms)) counts[*m.key] = std::max(counts[*m.key], sluice::int64_serde::deserialize(*m.value));
-      return counts == expected;
-    }, 120s));
+    ASSERT_TRUE(eventually(
+        [&] {
+          for (auto& m : r.poll(300ms))
+            counts[*m.key] = std::max(counts[*m.key], sluice::int64_serde::deserialize(*m.value));
+          return counts == expected;
+        },
+        120s));
     app.close();
     ASSERT_EQ(app.state(), sluice::app_state::not_running) << app.error_message();
   }
@@ -327,12 +346,15 @@ TEST(state, deleted_state_dir_is_rebuilt_from_the_changelog_byte_for_byte) {
     app.start();
     std::int64_t last = -1;
     int stable = 0;
-    ASSERT_TRUE(eventually([&] {
-      auto now = static_cast<std::int64_t>(app.metrics().total("sluice_restored_records_total"));
-      stable = (app.state() == sluice::app_state::running && now == last && now > 0) ? stable + 1 : 0;
-      last = now;
-      return stable >= 5;
-    }, 120s, 200ms)) << "restoration did not finish; state " << sluice::to_string(app.state());
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto now = static_cast<std::int64_t>(app.metrics().total("sluice_restored_records_total"));
+          stable = (app.state() == sluice::app_state::running && now == last && now > 0) ? stable + 1 : 0;
+          last = now;
+          return stable >= 5;
+        },
+        120s, 200ms))
+        << "restoration did not finish; state " << sluice::to_string(app.state());
     EXPECT_GE(last, static_cast<std::int64_t>(expected.size()));
     EXPECT_TRUE(saw_restoring) << "the app state must say restoring while stores are rebuilt";
     app.close();
@@ -355,11 +377,12 @@ namespace {
 /// Passes counts through; throws transaction_aborted once, on the `nth` count of `key`.
 class abort_once final : public sluice::processor<std::string, std::int64_t> {
  public:
-  abort_once(std::string key, std::int64_t nth, std::atomic<int>& thrown) : key_(std::move(key)), nth_(nth), thrown_(thrown) {}
+  abort_once(std::string key, std::int64_t nth, std::atomic<int>& thrown)
+      : key_(std::move(key)), nth_(nth), thrown_(thrown) {}
   void process(const sluice::record<std::string, std::int64_t>& r) override {
     if (r.key == key_ && r.value == nth_ && thrown_.fetch_add(1) == 0)
-      throw sluice::error(sluice::errc::transaction_aborted, "test: abort the transaction holding " + key_ + "=" +
-                                                                 std::to_string(nth_));
+      throw sluice::error(sluice::errc::transaction_aborted,
+                          "test: abort the transaction holding " + key_ + "=" + std::to_string(nth_));
     context().forward(r);
   }
 
@@ -408,13 +431,16 @@ TEST(state, aborted_transaction_leaves_no_trace) {
     sluice::topic_reader r(cfg, {out}, sluice::isolation::read_committed);
     std::map<std::string, std::vector<std::int64_t>> seen;
     std::size_t total = 0;
-    ASSERT_TRUE(eventually([&] {
-      for (auto& m : r.poll(300ms)) {
-        seen[*m.key].push_back(sluice::int64_serde::deserialize(*m.value));
-        ++total;
-      }
-      return total >= static_cast<std::size_t>(records);
-    }, 180s)) << total << " outputs; state " << sluice::to_string(app.state()) << " " << app.error_message();
+    ASSERT_TRUE(eventually(
+        [&] {
+          for (auto& m : r.poll(300ms)) {
+            seen[*m.key].push_back(sluice::int64_serde::deserialize(*m.value));
+            ++total;
+          }
+          return total >= static_cast<std::size_t>(records);
+        },
+        180s))
+        << total << " outputs; state " << sluice::to_string(app.state()) << " " << app.error_message();
     auto extra = r.poll(2s);
     EXPECT_TRUE(extra.empty()) << extra.size() << " outputs more than records";
     app.close();
@@ -432,7 +458,9 @@ TEST(state, aborted_transaction_leaves_no_trace) {
   }
   auto stores = read_stores(state_dir, app_id, "counts");
   std::map<std::string, std::string> merged;
-  for (auto& [task, entries] : stores) merged.insert(entries.begin(), entries.end());
+  // A count's store keeps each count behind its 8-byte timestamp (value_format::timestamped).
+  for (auto& [task, entries] : stores)
+    for (const auto& [k, v] : entries) merged[k] = v.size() >= 8 ? v.substr(8) : v;
   std::map<std::string, std::string> reference;
   for (auto& [k, n] : expected) {
     std::string kb, vb;

@@ -16,6 +16,7 @@
 #include "runtime/task_manager.hpp"
 #include "sluice/builder.hpp"
 #include "sluice/detail/internal_topics.hpp"
+#include "sluice/state/big_endian.hpp"
 
 namespace sluice::runtime {
 namespace {
@@ -55,12 +56,12 @@ struct fixture {
     return c;
   }
 
-  /// Writes `n` changelog records to `partition`: keys k0..k9, values v<i>.
+  /// Writes `n` changelog records to `partition`: keys k0..k9, values v<i>, timestamps 1000 + i.
   void fill_changelog(std::int32_t partition, int n) {
     kafka::producer p(client());
     for (int i = 0; i < n; ++i) {
       auto key = "k" + std::to_string(i % 10), value = "v" + std::to_string(i);
-      p.produce(changelog, partition, std::string_view(key), std::string_view(value), 0, {});
+      p.produce(changelog, partition, std::string_view(key), std::string_view(value), 1000 + i, {});
     }
     p.flush(30s);
   }
@@ -72,11 +73,16 @@ struct fixture {
   }
 };
 
-/// The value of `key` in `task`'s key-value store "s".
+/// The value of `key` in `task`'s key-value store "s": a count's store keeps each value
+/// behind the 8-byte timestamp the restore puts in front of the changelog record's value
+/// (detail::value_format::timestamped); this is the value without it.
 std::optional<std::string> value_in(stream_task& task, const std::string& key) {
   auto* s = task.stores().find("s");
   if (!s) return std::nullopt;
-  return dynamic_cast<state::kv_store&>(*s->store).get(key);
+  EXPECT_EQ(s->spec->format, detail::value_format::timestamped);
+  auto value = dynamic_cast<state::kv_store&>(*s->store).get(key);
+  if (value && value->size() >= 8) value->erase(0, 8);
+  return value;
 }
 
 /// Sends nowhere; the restore tests process no records.
@@ -112,6 +118,10 @@ TEST(changelog_reader, restores_a_store_to_the_changelog_end_with_the_last_value
   EXPECT_EQ(store->store->committed_offset(), sluice::state::changelog_offset(100));
   for (int k = 0; k < 10; ++k)
     EXPECT_EQ(value_in(task, "k" + std::to_string(k)), "v" + std::to_string(90 + k)) << "key k" << k;
+  // The count's store keeps the timestamp of each value's changelog record in front of it.
+  auto stored = dynamic_cast<state::kv_store&>(*store->store).get("k3");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(state::read_u64(*stored), 1093u);
   EXPECT_EQ(f.metrics.get_counter("restored").value(), 100u);
 }
 
@@ -199,7 +209,7 @@ struct manager_fixture : fixture {
     c["auto.offset.reset"] = "earliest";
     return c;
   }()};
-  record_collector collector{client(), processing_guarantee::at_least_once, "", error_policy::fail, metrics,
+  record_collector collector{client(),      processing_guarantee::at_least_once, "", error_policy::fail, metrics,
                              "thread=\"0\""};
   changelog_reader changelogs = reader();
   std::map<std::string, int> topic_to_sub{{"in", 0}};
@@ -258,7 +268,8 @@ TEST(task_manager, closing_while_a_task_restores_forgets_every_task_and_the_rest
   ASSERT_TRUE(f.tasks.restoring());
   step_until([&] { f.tasks.restore(); }, [&] { return !f.tasks.restoring(); });
   ASSERT_FALSE(f.tasks.restoring());
-  EXPECT_EQ(f.tasks.find({"in", 0})->task->stores().find("s")->store->committed_offset(), sluice::state::changelog_offset(50));
+  EXPECT_EQ(f.tasks.find({"in", 0})->task->stores().find("s")->store->committed_offset(),
+            sluice::state::changelog_offset(50));
 }
 
 }  // namespace

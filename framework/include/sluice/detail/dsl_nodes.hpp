@@ -2,6 +2,7 @@
 // function by value; the builder wraps it in a factory so every task gets its own copy.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -15,8 +16,10 @@
 #include "sluice/detail/internal_topics.hpp"
 #include "sluice/detail/node.hpp"
 #include "sluice/detail/suppression_buffer.hpp"
+#include "sluice/error.hpp"
 #include "sluice/record.hpp"
 #include "sluice/serde/serde.hpp"
+#include "sluice/state/big_endian.hpp"
 #include "sluice/store.hpp"
 
 namespace sluice {
@@ -106,9 +109,14 @@ class emitting_node : public typed_node<K, V> {
  protected:
   template <class KA, class VA>
   void emit(KA&& key, VA&& value, const record<K, V>& in) {
+    emit(std::forward<KA>(key), std::forward<VA>(value), in, in.timestamp);
+  }
+  /// The same at `timestamp` (an aggregation's: its aggregate's, Kafka Streams' newTimestamp).
+  template <class KA, class VA>
+  void emit(KA&& key, VA&& value, const record<K, V>& in, std::int64_t timestamp) {
     out_.key = std::forward<KA>(key);
     out_.value = std::forward<VA>(value);
-    out_.timestamp = in.timestamp;
+    out_.timestamp = timestamp;
     out_.headers = in.headers;
     this->forward_erased(&out_);
   }
@@ -380,10 +388,52 @@ class split_node final : public typed_node<K, V> {
   std::string default_;
 };
 
-/// Folds each record into the aggregate stored under its key and emits the new aggregate.
-/// A new key's aggregate starts from init(), which is also its prior value (the old value of
-/// Kafka Streams' KStreamAggregate), so a suppression of this table keeps it for a key it
-/// holds back and never emitted.
+/// An aggregation's store as its node uses it (value_format::timestamped): each key's
+/// aggregate with the timestamp of its latest update, Kafka Streams' TimestampedKeyValueStore.
+/// Stored as 8 bytes big-endian timestamp, then the aggregate in its state serde; logged as
+/// the aggregate alone, with the timestamp as the changelog record's. One per node and task.
+template <class K, class A>
+class aggregate_store {
+ public:
+  void init(task_context& task, const std::string& name) {
+    const auto binding = task.store(name);
+    if (binding.format != value_format::timestamped)
+      throw error(errc::invalid_topology, "store '" + name +
+                                              "' of an aggregation does not keep timestamps (a bug in how the "
+                                              "topology was built)");
+    store_ = kv_store_of(binding);
+    changelog_ = binding.changelog;
+  }
+  /// The aggregate of `key`, if any, and the timestamp of its latest update.
+  std::optional<A> get(const K& key, std::int64_t& timestamp) {
+    default_state_serde<K>::serialize(key, key_buf_);
+    if (!store_->get(key_buf_, value_buf_)) return std::nullopt;
+    timestamp = static_cast<std::int64_t>(state::read_u64(value_buf_));
+    return default_state_serde<A>::deserialize(std::string_view(value_buf_).substr(8));
+  }
+  void put(const K& key, const A& aggregate, std::int64_t timestamp) {
+    default_state_serde<K>::serialize(key, key_buf_);
+    default_state_serde<A>::serialize(aggregate, scratch_);
+    value_buf_.clear();
+    state::append_u64(value_buf_, static_cast<std::uint64_t>(timestamp));
+    value_buf_.append(scratch_);
+    store_->put(key_buf_, value_buf_);
+    if (changelog_) changelog_->log(key_buf_, std::string_view(scratch_), timestamp);
+  }
+
+ private:
+  state::kv_store* store_ = nullptr;
+  changelog_writer* changelog_ = nullptr;
+  std::string key_buf_, value_buf_, scratch_;
+};
+
+/// Folds each record into the aggregate stored under its key and emits the new aggregate,
+/// stamped as Kafka Streams' KStreamAggregate / KStreamReduce stamp it: a new key's with the
+/// record's timestamp, a stored one's with the later of the record's and the aggregate's (an
+/// out-of-order record never moves a key's aggregate back in time). A new key's aggregate
+/// starts from init(), which is also its prior value (the old value of Kafka Streams'
+/// KStreamAggregate), so a suppression of this table keeps it for a key it holds back and
+/// never emitted.
 template <class K, class V, class A, class Init, class Agg>
 class aggregate_node final : public emitting_node<K, V, K, A>, public prior_value_keeper<A> {
  public:
@@ -391,45 +441,50 @@ class aggregate_node final : public emitting_node<K, V, K, A>, public prior_valu
       : store_name_(std::move(store)), init_(std::move(init)), agg_(std::move(agg)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
+    store_.init(task, store_name_);
   }
   void on_record(const record<K, V>& r) override {
-    auto current = store_->get(r.key);
+    std::int64_t timestamp = r.timestamp;
+    auto current = store_.get(r.key, timestamp);
+    if (current) timestamp = std::max(timestamp, r.timestamp);
     A agg = current ? std::move(*current) : std::invoke(init_);
     if (this->sends_prior_values()) this->set_prior(agg);
     A next = std::invoke(agg_, r.key, r.value, std::move(agg));
-    store_->put(r.key, next);
-    this->emit(r.key, std::move(next), r);
+    store_.put(r.key, next, timestamp);
+    this->emit(r.key, std::move(next), r, timestamp);
   }
 
  private:
   std::string store_name_;
   Init init_;
   Agg agg_;
-  std::optional<key_value_store<K, A>> store_;
+  aggregate_store<K, A> store_;
 };
 
 /// count(): adds one to the count stored under each record's key and emits the new count,
-/// as aggregate_node does with 0 and n + 1. Its body needs the record's key, timestamp and
-/// headers only, so it depends on the key type alone (count_node<K, V> hands them over):
-/// compiled once per key type, and for string keys once in the library. A new key's prior
-/// value is the count's initial 0, as aggregate_node's (Kafka Streams' KStreamAggregate).
+/// as aggregate_node does with 0 and n + 1, stamped as aggregate_node stamps. Its body needs
+/// the record's key, timestamp and headers only, so it depends on the key type alone
+/// (count_node<K, V> hands them over): compiled once per key type, and for string keys once
+/// in the library. A new key's prior value is the count's initial 0, as aggregate_node's
+/// (Kafka Streams' KStreamAggregate).
 template <class K>
 class counting_node : public node, public prior_value_keeper<std::int64_t> {
  public:
   explicit counting_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(store_handle_factory::make<key_value_store<K, std::int64_t>>(task.store(store_name_), &task));
+    store_.init(task, store_name_);
   }
 
  protected:
-  void count(const K& key, std::int64_t timestamp, const sluice::headers& headers) {
-    auto current = store_->get(key);
+  void count(const K& key, std::int64_t record_timestamp, const sluice::headers& headers) {
+    std::int64_t timestamp = record_timestamp;
+    auto current = store_.get(key, timestamp);
+    if (current) timestamp = std::max(timestamp, record_timestamp);
     const std::int64_t n = current ? *current : 0;
     if (this->sends_prior_values()) this->set_prior(n);
     const std::int64_t next = n + 1;
-    store_->put(key, next);
+    store_.put(key, next, timestamp);
     out_.key = key;
     out_.value = next;
     out_.timestamp = timestamp;
@@ -439,7 +494,7 @@ class counting_node : public node, public prior_value_keeper<std::int64_t> {
 
  private:
   std::string store_name_;
-  std::optional<key_value_store<K, std::int64_t>> store_;
+  aggregate_store<K, std::int64_t> store_;
   record<K, std::int64_t> out_;  // reused, as emitting_node's
 };
 
@@ -453,28 +508,31 @@ class count_node final : public counting_node<K> {
   }
 };
 
-/// Combines each value with the stored one per key (the first value starts it). A new
-/// key's prior value is none (Kafka Streams' KStreamReduce has no initializer).
+/// Combines each value with the stored one per key (the first value starts it), stamped as
+/// aggregate_node stamps. A new key's prior value is none (Kafka Streams' KStreamReduce has
+/// no initializer).
 template <class K, class V, class F>
 class reduce_node final : public emitting_node<K, V, K, V>, public prior_value_keeper<V> {
  public:
   reduce_node(std::string store, F f) : store_name_(std::move(store)), f_(std::move(f)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
+    store_.init(task, store_name_);
   }
   void on_record(const record<K, V>& r) override {
-    auto current = store_->get(r.key);
+    std::int64_t timestamp = r.timestamp;
+    auto current = store_.get(r.key, timestamp);
+    if (current) timestamp = std::max(timestamp, r.timestamp);
     V next = current ? std::invoke(f_, *current, r.value) : r.value;
-    store_->put(r.key, next);
+    store_.put(r.key, next, timestamp);
     if (this->sends_prior_values()) this->set_prior(std::move(current));
-    this->emit(r.key, std::move(next), r);
+    this->emit(r.key, std::move(next), r, timestamp);
   }
 
  private:
   std::string store_name_;
   F f_;
-  std::optional<key_value_store<K, V>> store_;
+  aggregate_store<K, V> store_;
 };
 
 /// Materializes a table topic into its store; a null value deletes the key.
@@ -504,18 +562,29 @@ class table_node final : public typed_node<K, std::optional<V>>, public prior_va
 
 /// How a join reads a table's current value for a key (Kafka Streams' value getters). The
 /// key-value getter reads a table kept in a key-value store (a table read from a topic, an
-/// aggregation, a join's result) by key; its values carry no timestamp.
+/// aggregation, a join's result) by key; an aggregation's values carry their timestamps
+/// (value_format::timestamped), the others' none.
 template <class K, class V>
 class key_value_getter {
  public:
   void init(task_context& task, const std::string& store) {
-    store_.emplace(store_handle_factory::make<key_value_store<K, V>>(task.store(store), &task));
+    const auto binding = task.store(store);
+    store_ = kv_store_of(binding);
+    timestamped_ = binding.format == value_format::timestamped;
   }
-  /// The value of `key`, if any; leaves `timestamp` as it is.
-  std::optional<V> get(const K& key, std::int64_t&) { return store_->get(key); }
+  /// The value of `key`, if any; raises `timestamp` to the value's when the table keeps it.
+  std::optional<V> get(const K& key, std::int64_t& timestamp) {
+    default_state_serde<K>::serialize(key, key_buf_);
+    if (!store_->get(key_buf_, value_buf_)) return std::nullopt;
+    if (!timestamped_) return default_state_serde<V>::deserialize(value_buf_);
+    timestamp = std::max(timestamp, static_cast<std::int64_t>(state::read_u64(value_buf_)));
+    return default_state_serde<V>::deserialize(std::string_view(value_buf_).substr(8));
+  }
 
  private:
-  std::optional<key_value_store<K, V>> store_;
+  state::kv_store* store_ = nullptr;
+  bool timestamped_ = false;
+  std::string key_buf_, value_buf_;
 };
 
 /// A table's getter as a join sees the table, as Kafka Streams' suppressed value getter: for

@@ -65,12 +65,21 @@ class global_view {
   virtual bool get(std::string_view key, std::string& out) const = 0;
 };
 
+/// How a key-value store's values are laid out. `timestamped`: each value is the 8-byte
+/// big-endian timestamp of its latest update, then the value's bytes (Kafka Streams'
+/// TimestampedKeyValueStore), as the non-windowed aggregations keep their aggregates; its
+/// changelog records hold the value's bytes alone, with that timestamp as the record's
+/// timestamp (the changelog reader puts it back in front when it restores). A plain
+/// key_value_store handle reads and writes such a store's values without their timestamps.
+enum class value_format { plain, timestamped };
+
 /// A store as a task hands it to a processor: the store (of whatever kind its spec's
 /// factory made) plus its changelog (null when logging is off for the store). Typed handles
 /// (key_value_store, a topology's own kinds) check the kind once, when they are made.
 struct store_binding {
   state::state_store* store = nullptr;
   changelog_writer* changelog = nullptr;
+  value_format format = value_format::plain;
 };
 
 /// The key-value store behind `binding`; throws sluice::error(errc::invalid_topology) naming
@@ -277,7 +286,8 @@ struct store_spec {
   /// > 0: the changelog topic is created `compact,delete` with this retention.ms (window
   /// stores: their retention + 1 day, as Kafka Streams); 0: `compact` only.
   std::chrono::milliseconds changelog_retention{0};
-  std::shared_ptr<const store_codec> codec;  ///< key/value types for queries; null: untyped (Processor API)
+  std::shared_ptr<const store_codec> codec;   ///< key/value types for queries; null: untyped (Processor API)
+  value_format format = value_format::plain;  ///< key-value stores: how values are laid out
   /// Global stores: decodes a record of the table's topic (key, non-null value) as lookups
   /// will, throwing when it does not decode, so a bad value is refused when it is read from
   /// the topic, not blamed on the stream record that later looks it up. Empty: no check.

@@ -62,6 +62,17 @@ std::string to_json_text(const T& v) {
   }
 }
 
+/// VS's value of a timestamped store's bytes (value_format::timestamped: 8 bytes of
+/// timestamp, then VS's bytes), for the codec of an aggregation's store.
+template <class VS>
+struct timestamp_skipping_serde {
+  static auto deserialize(std::string_view in) {
+    if (in.size() < 8)
+      throw serialization_error("a timestamped value needs at least 8 bytes, got " + std::to_string(in.size()));
+    return VS::deserialize(in.substr(8));
+  }
+};
+
 template <class K, class V, class KS = default_state_serde<K>, class VS = default_state_serde<V>>
 std::shared_ptr<const store_codec> make_store_codec() {
   auto c = std::make_shared<store_codec>();
@@ -95,5 +106,11 @@ std::shared_ptr<const store_codec> make_store_codec() {
 // compiled once, in framework/src/dsl/common_nodes.cpp.
 extern template std::shared_ptr<const store_codec> make_store_codec<std::string, std::string>();
 extern template std::shared_ptr<const store_codec> make_store_codec<std::string, std::int64_t>();
+extern template std::shared_ptr<const store_codec>
+make_store_codec<std::string, std::string, default_state_serde<std::string>,
+                 timestamp_skipping_serde<default_state_serde<std::string>>>();
+extern template std::shared_ptr<const store_codec>
+make_store_codec<std::string, std::int64_t, default_state_serde<std::string>,
+                 timestamp_skipping_serde<default_state_serde<std::int64_t>>>();
 
 }  // namespace sluice::detail

@@ -77,6 +77,14 @@ final class WindowedTopologies {
             .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()));
     suppressedCount.toStream().to(out + "-suppressed-count", Produced.with(timeWindowed, Serdes.Long()));
 
+    // Aggregations without windows: an update is stamped with the later of its record's
+    // timestamp and the aggregate's, so an out-of-order record keeps the aggregate's.
+    byKey.count(Materialized.as("plain-count")).toStream().to(out + "-plain-count", Produced.with(s, Serdes.Long()));
+    byKey.aggregate(() -> "", (k, v, agg) -> agg + v + ",",
+                    Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("plain-aggregate").withValueSerde(s))
+        .toStream()
+        .to(out + "-plain-aggregate", Produced.with(s, s));
+
     KTable<Windowed<String>, String> tumblingReduce =
         byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(100), Duration.ofMillis(50)))
             .reduce((agg, v) -> agg + "," + v,
