@@ -38,6 +38,8 @@ constexpr const char* meta_column_family = "sluice_meta";
 /// Left in a store's directory when RocksDB reported corruption; open refuses the store.
 constexpr const char* corrupt_marker = "SLUICE_CORRUPT";
 constexpr std::string_view offset_key = "changelog_offset";
+/// The meta family's record of the store's value_format: one byte, its enumerator's value.
+constexpr std::string_view format_key = "value_format";
 /// A restore() of at least this many records into a store restored from empty switches it
 /// to restoring through SST files (see rocksdb_store::begin_sst_restore); smaller restores
 /// go through write batches.
@@ -45,6 +47,18 @@ constexpr std::size_t bulk_restore_min_records = 1000;
 
 std::string_view view(const rocksdb::Slice& s) noexcept { return {s.data(), s.size()}; }
 rocksdb::Slice slice(std::string_view s) noexcept { return {s.data(), s.size()}; }
+
+/// How format_key holds `f`.
+std::string encode_format(value_format f) { return std::string(1, static_cast<char>(f)); }
+
+/// A recorded format's name, for the log.
+std::string format_name(std::string_view recorded) {
+  if (recorded == encode_format(value_format::plain)) return "plain";
+  if (recorded == encode_format(value_format::timestamped)) return "timestamped";
+  return "an unknown format (" + std::to_string(recorded.size()) + " bytes" +
+         (recorded.empty() ? std::string() : ", first " + std::to_string(static_cast<unsigned char>(recorded[0]))) +
+         ")";
+}
 
 /// Drops expired entries when compaction rewrites them: TTL without a job of its own.
 /// Called concurrently from RocksDB's compaction threads; const and stateless but the clock.
@@ -232,6 +246,7 @@ class rocksdb_store final : public kv_store {
         now_(detail::resolve_clock(options)),
         filter_(std::make_unique<expiry_compaction_filter>(now_)),
         configure_rocksdb_(options.configure_rocksdb),
+        format_(options.format),
         cache_(options.read_cache_bytes) {
     write_options_.disableWAL = true;  // the changelog is the durability
     open();
@@ -406,9 +421,11 @@ class rocksdb_store final : public kv_store {
       }
     }
     check(batch_.Put(meta_cf_, slice(offset_key), slice(detail::encode_offset(next_offset))), "restore");
+    put_format_if_unrecorded("restore");
     check(db_->Write(write_options_, &batch_), "restore");
     batch_.Clear();
     offset_ = next_offset;
+    format_unrecorded_ = false;
   }
 
   void flush() override {
@@ -533,7 +550,19 @@ class rocksdb_store final : public kv_store {
     }
     open_db();
     detail::sst_restore::remove_leftovers(path_);
+    read_offset();
+    if (const auto why = format_change()) {
+      spdlog::info(
+          "state: store '{}' at '{}' {}; wiping its data and changelog offset, so that it is restored "
+          "from its changelog",
+          name_, path_.string(), *why);
+      wipe_and_reopen();
+    }
+    spdlog::info("state: opened store '{}' at '{}' (changelog offset {})", name_, path_.string(),
+                 offset_ ? std::to_string(offset_->value()) : std::string("none: new store"));
+  }
 
+  void read_offset() {
     rocksdb::PinnableSlice stored;
     auto s = db_->Get(read_options_, meta_cf_, slice(offset_key), &stored);
     if (s.ok()) {
@@ -549,8 +578,59 @@ class rocksdb_store final : public kv_store {
       throw sluice::error(errc::state, "cannot read the changelog offset of state store '" + name_ + "' at '" +
                                            path_.string() + "': " + message);
     }
-    spdlog::info("state: opened store '{}' at '{}' (changelog offset {})", name_, path_.string(),
-                 offset_ ? std::to_string(offset_->value()) : std::string("none: new store"));
+  }
+
+  // Why the store's data cannot be read as format_ (so it must start empty), or nullopt. A
+  // store that has not recorded format_ records it with its next write (format_unrecorded_).
+  // Stores recorded no format before aggregations kept timestamps: data without a record is
+  // plain.
+  std::optional<std::string> format_change() {
+    rocksdb::PinnableSlice stored;
+    auto s = db_->Get(read_options_, meta_cf_, slice(format_key), &stored);
+    if (s.ok()) {
+      if (view(stored) == encode_format(format_)) return std::nullopt;
+      format_unrecorded_ = true;
+      return "holds values laid out as " + format_name(view(stored)) + " but is opened as " +
+             format_name(encode_format(format_));
+    }
+    if (!s.IsNotFound()) {
+      auto message = s.ToString();
+      close();
+      throw sluice::error(errc::state, "cannot read the value format of state store '" + name_ + "' at '" +
+                                           path_.string() + "': " + message);
+    }
+    format_unrecorded_ = true;
+    if (format_ == value_format::plain || !holds_data()) return std::nullopt;
+    return "holds values written before stores recorded their layout (plain) but is opened as " +
+           format_name(encode_format(format_));
+  }
+
+  bool holds_data() {
+    if (offset_) return true;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options_, data_cf_));
+    it->SeekToFirst();
+    check(it->status(), "read from");
+    return it->Valid();
+  }
+
+  // Removes the store's directory (data, offset, everything) and opens it again, empty.
+  void wipe_and_reopen() {
+    close_db();
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    if (!ec) fs::create_directories(path_, ec);
+    if (ec) {
+      throw sluice::error(errc::state, "cannot wipe state store '" + name_ + "' at '" + path_.string() +
+                                           "': " + ec.message() + "; remove the directory and restart");
+    }
+    offset_.reset();
+    open_db();
+  }
+
+  // Adds the store's format to batch_ while it is not recorded: with the first write, so the
+  // record is durable whenever data is (one write batch, atomic flush).
+  void put_format_if_unrecorded(const char* what) {
+    if (format_unrecorded_) check(batch_.Put(meta_cf_, slice(format_key), slice(encode_format(format_))), what);
   }
 
   void open_db() {
@@ -653,6 +733,7 @@ class rocksdb_store final : public kv_store {
     t.data_options = &data_options_;
     t.meta_options = &meta_options_;
     t.meta_key = std::string(offset_key);
+    t.meta_constants = {{std::string(format_key), encode_format(format_)}};
     t.directory = path_;
     t.write_buffer_manager = data_options_.write_buffer_manager;
     sst_restore_ = std::make_unique<detail::sst_restore>(std::move(t), data_options_.write_buffer_size);
@@ -721,6 +802,7 @@ class rocksdb_store final : public kv_store {
     if (next_changelog_offset) {
       check(batch_.Put(meta_cf_, slice(offset_key), slice(detail::encode_offset(*next_changelog_offset))), what);
     }
+    put_format_if_unrecorded(what);
     {
       // RocksDB counts every key comparison of the memtable inserts in a thread-local perf
       // context by default (kEnableCount); through the shared library each count is a TLS
@@ -736,6 +818,7 @@ class rocksdb_store final : public kv_store {
     }
     batch_.Clear();
     cache_.mark_written();
+    format_unrecorded_ = false;
   }
 
   std::shared_ptr<const detail::rocksdb_shared_state> shared_;
@@ -747,6 +830,8 @@ class rocksdb_store final : public kv_store {
   detail::clock_fn now_;
   std::unique_ptr<expiry_compaction_filter> filter_;  // outlives db_ (declared before it)
   rocksdb_config_setter configure_rocksdb_;
+  value_format format_;
+  bool format_unrecorded_ = false;    ///< the meta family does not hold format_ yet: the next write adds it
   bool restored_from_empty_ = false;  ///< no offset at open, and restore() is all it has seen
   rocksdb::Options data_options_;     ///< as opened (after the expert hook): SST files are written with them
   rocksdb::Options meta_options_;

@@ -192,7 +192,11 @@ rocksdb::Status sst_restore::ingest(chunk& c, std::uint64_t number) {
   {
     rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), *target_.meta_options, target_.meta, false);
     auto s = writer.Open(meta_path);
-    if (s.ok()) s = writer.Put(target_.meta_key, encode_offset(*c.next_offset));
+    // An SST file takes its keys in order.
+    std::vector<std::pair<std::string_view, std::string>> meta{{target_.meta_key, encode_offset(*c.next_offset)}};
+    for (const auto& [key, value] : target_.meta_constants) meta.emplace_back(key, value);
+    std::sort(meta.begin(), meta.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; s.ok() && i < meta.size(); ++i) s = writer.Put(meta[i].first, meta[i].second);
     if (s.ok()) s = writer.Finish();
     if (!s.ok()) {
       cleanup();

@@ -32,6 +32,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <rocksdb/db.h>
@@ -53,7 +54,10 @@ class sst_restore {
     rocksdb::ColumnFamilyHandle* meta = nullptr;
     const rocksdb::Options* data_options = nullptr;
     const rocksdb::Options* meta_options = nullptr;
-    std::string meta_key;             ///< the meta family's key of the changelog offset
+    std::string meta_key;  ///< the meta family's key of the changelog offset
+    /// Other meta family entries written into every meta file with the offset (the store's
+    /// value format); keys other than meta_key.
+    std::vector<std::pair<std::string, std::string>> meta_constants;
     std::filesystem::path directory;  ///< the store's directory (same filesystem as the DB)
     std::shared_ptr<rocksdb::WriteBufferManager> write_buffer_manager;  ///< may be null
   };

@@ -127,6 +127,9 @@ task_store state_manager::open_store(const detail::store_spec& spec) {
   // wall clock, replaying old input after a crash forgot every restored entry.
   options.now_ms = [clock = stream_clock_] { return clock->load(std::memory_order_relaxed); };
   options.configure_rocksdb = spec.rocksdb_options;
+  // A RocksDB store found holding values of another layout (an aggregation's store written
+  // before aggregations kept timestamps) wipes itself at open: the changelog restores it.
+  options.format = spec.format;
   task_store ts;
   ts.spec = &spec;
   std::unique_ptr<state::kv_store> storage;

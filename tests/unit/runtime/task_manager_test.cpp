@@ -1,11 +1,16 @@
 // changelog_reader and task_manager on their own, against librdkafka's in-process mock
 // cluster: restoring a store to its changelog's end, a task waiting (input paused) until
 // its stores are current while a task with nothing to restore starts at once, and a
-// revocation while a task restores.
+// revocation while a task restores; on RocksDB, a store holding values of another layout than
+// its topology's (state::value_format) restored from the start, and the timestamps of a
+// restore through SST files.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <functional>
+#include <random>
 #include <string>
 
 #include "kafka/mock_cluster.hpp"
@@ -17,6 +22,8 @@
 #include "sluice/builder.hpp"
 #include "sluice/detail/internal_topics.hpp"
 #include "sluice/state/big_endian.hpp"
+#include "sluice/state/rocksdb_store.hpp"
+#include "sluice/state/task_directory.hpp"
 
 namespace sluice::runtime {
 namespace {
@@ -25,7 +32,8 @@ using namespace std::chrono_literals;
 
 constexpr const char* app_id = "tm";
 
-/// One sub-topology reading "in" into a count store "s" (logged), memory stores only.
+/// One sub-topology reading "in" into a count store "s" (logged), memory stores only
+/// (rocksdb_fixture: RocksDB).
 struct fixture {
   kafka::mock_cluster cluster;
   topology topo;
@@ -123,6 +131,104 @@ TEST(changelog_reader, restores_a_store_to_the_changelog_end_with_the_last_value
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(state::read_u64(*stored), 1093u);
   EXPECT_EQ(f.metrics.get_counter("restored").value(), 100u);
+}
+
+/// The fixture with task 0_0's stores on RocksDB, in a state directory of its own.
+struct rocksdb_fixture : fixture {
+  std::filesystem::path state_dir =
+      std::filesystem::temp_directory_path() / ("sluice-task-manager-" + std::to_string(std::random_device{}()));
+  state::rocksdb_environment env{{.memory_budget_bytes = std::size_t{32} << 20}};
+
+  rocksdb_fixture() {
+    services.memory_stores_only = false;
+    services.state_dir = state_dir;
+    services.rocksdb = &env;
+  }
+  ~rocksdb_fixture() {
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir, ec);
+  }
+
+  /// Leaves task 0_0's store "s" as an earlier job left it, its values laid out as `format`:
+  /// k<k> holds `value(k)` for k < 10, current to changelog offset `offset`.
+  void write_store(state::value_format format, const std::function<std::string(int)>& value, std::int64_t offset) {
+    state::task_directory dir(state_dir, app_id, "0_0");
+    auto s = state::open_rocksdb_store({.name = "s", .directory = dir.path(), .format = format}, env);
+    for (int k = 0; k < 10; ++k) s->put("k" + std::to_string(k), value(k));
+    s->commit(state::changelog_offset(offset));
+  }
+
+  /// Restores `task` to its changelog's end, which must hold `records` records past its store.
+  void restore(stream_task& task, std::int64_t records) {
+    auto reader = this->reader();
+    ASSERT_TRUE(reader.add(task)) << "the store restores from its changelog";
+    EXPECT_EQ(reader.progress().total, records);
+    std::vector<stream_task*> restored;
+    step_until([&] { reader.restore(restored); }, [&] { return !restored.empty(); });
+    ASSERT_EQ(restored.size(), 1u);
+    EXPECT_EQ(task.stores().find("s")->store->committed_offset(), state::changelog_offset(records));
+  }
+};
+
+// A count's store written before aggregations kept timestamps holds each count alone. Read
+// as timestamped, its first 8 bytes would be taken for a timestamp: the store is wiped at
+// open and restored from the start of its changelog, its values correct and stamped with
+// their changelog records' timestamps. Its offset said it was current.
+TEST(changelog_reader, a_store_written_plain_is_restored_from_the_start_when_its_aggregation_keeps_timestamps) {
+  rocksdb_fixture f;
+  f.fill_changelog(0, 100);
+  f.write_store(
+      state::value_format::plain, [](int k) { return "v" + std::to_string(90 + k); }, 100);
+  null_sender sender;
+  stream_task task(task_id{0, 0}, f.services, sender, "thread=\"0\"");
+  f.restore(task, 100);
+  for (int k = 0; k < 10; ++k)
+    EXPECT_EQ(value_in(task, "k" + std::to_string(k)), "v" + std::to_string(90 + k)) << "key k" << k;
+  auto stored = dynamic_cast<state::kv_store&>(*task.stores().find("s")->store).get("k3");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(state::read_u64(*stored), 1093u);
+}
+
+// The reverse: a store holding timestamped values, now a table's (plain), is wiped and
+// restored too, so its values carry no 8 bytes in front.
+TEST(changelog_reader, a_store_written_timestamped_is_restored_from_the_start_when_its_table_keeps_none) {
+  rocksdb_fixture f;
+  streams_builder b;
+  b.table<std::string, std::string>("in", "s");
+  f.topo = b.build();
+  f.fill_changelog(0, 100);
+  f.write_store(
+      state::value_format::timestamped,
+      [](int k) {
+        std::string v;
+        state::append_u64(v, 1090u + static_cast<std::uint64_t>(k));
+        return v + "v" + std::to_string(90 + k);
+      },
+      100);
+  null_sender sender;
+  stream_task task(task_id{0, 0}, f.services, sender, "thread=\"0\"");
+  ASSERT_EQ(task.stores().find("s")->spec->format, state::value_format::plain);
+  f.restore(task, 100);
+  auto& store = dynamic_cast<state::kv_store&>(*task.stores().find("s")->store);
+  for (int k = 0; k < 10; ++k)
+    EXPECT_EQ(store.get("k" + std::to_string(k)), "v" + std::to_string(90 + k)) << "key k" << k;
+}
+
+// A store restored from empty through SST files (runs of 1,000 records or more) gets each
+// value with its changelog record's timestamp in front, as a restore through write batches.
+TEST(changelog_reader, a_timestamped_store_restored_from_empty_through_sst_files_keeps_the_timestamps) {
+  rocksdb_fixture f;
+  f.fill_changelog(0, 3000);
+  null_sender sender;
+  stream_task task(task_id{0, 0}, f.services, sender, "thread=\"0\"");
+  f.restore(task, 3000);
+  for (int k = 0; k < 10; ++k)
+    EXPECT_EQ(value_in(task, "k" + std::to_string(k)), "v" + std::to_string(2990 + k)) << "key k" << k;
+  auto& store = dynamic_cast<state::kv_store&>(*task.stores().find("s")->store);
+  auto stored = store.get("k3");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(state::read_u64(*stored), 3993u);
+  EXPECT_EQ(store.unflushed_entries(), 0u) << "restored through SST files, not the memtable";
 }
 
 TEST(changelog_reader, a_task_whose_changelog_is_empty_has_nothing_to_restore) {

@@ -2,6 +2,7 @@
 // crash consistency of data and offset, the shared environment, corrupt stores.
 #include <gtest/gtest.h>
 
+#include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/perf_context.h>
 #include <rocksdb/perf_level.h>
@@ -565,6 +566,136 @@ TEST_F(rocksdb_store_test, a_range_delete_leaves_no_point_tombstones_for_scans_t
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
   EXPECT_EQ(rest.size(), 10u);
   EXPECT_EQ(deletes_skipped, 0u);
+}
+
+// The value format a store's meta family records ("value_format"), read with RocksDB itself
+// from the closed store at `path`; nullopt when none is recorded.
+std::optional<std::string> recorded_format(const std::filesystem::path& path) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families{{rocksdb::kDefaultColumnFamilyName, {}}, {"sluice_meta", {}}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  auto s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path.string(), families, &handles, &raw);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return std::nullopt;
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::string value;
+  s = db->Get(rocksdb::ReadOptions(), handles.at(1), "value_format", &value);
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  if (s.IsNotFound()) return std::nullopt;
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return value;
+}
+
+// Removes the value format from the closed store at `path`, as stores were written before
+// they recorded one.
+void forget_format(const std::filesystem::path& path) {
+  rocksdb::Options o;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families{{rocksdb::kDefaultColumnFamilyName, {}}, {"sluice_meta", {}}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  auto s = rocksdb::DB::Open(rocksdb::DBOptions(o), path.string(), families, &handles, &raw);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::unique_ptr<rocksdb::DB> db(raw);
+  ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), handles.at(1), "value_format").ok());
+  ASSERT_TRUE(db->Flush(rocksdb::FlushOptions(), handles).ok());
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  ASSERT_EQ(recorded_format(path), std::nullopt);
+}
+
+const std::string plain_format(1, '\0');
+const std::string timestamped_format(1, '\1');
+
+store_options with_format(store_options o, value_format f) {
+  o.format = f;
+  return o;
+}
+
+// A store records its value format with its first write and keeps its data when it is opened
+// with that format again.
+TEST_F(rocksdb_store_test, a_new_store_records_its_value_format_and_reopens_with_its_data) {
+  const auto o = with_format(options(), value_format::timestamped);
+  {
+    auto s = open(o);
+    s->put("a", "1");
+    s->commit(changelog_offset(5));
+  }
+  EXPECT_EQ(recorded_format(dir_.path() / "counts"), timestamped_format);
+  auto s = open(o);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(5));
+  EXPECT_EQ(s->get("a"), "1");
+}
+
+// Opened with the other format than it recorded, either way, a store starts empty without an
+// offset (so the runtime restores it from the start of its changelog) and records the new
+// format with what it is restored with.
+TEST_F(rocksdb_store_test, a_store_opened_with_another_value_format_is_wiped) {
+  for (const auto& [before, after] : {std::pair{value_format::plain, value_format::timestamped},
+                                      std::pair{value_format::timestamped, value_format::plain}}) {
+    SCOPED_TRACE("from " + std::to_string(static_cast<int>(before)) + " to " + std::to_string(static_cast<int>(after)));
+    const auto name = "s" + std::to_string(static_cast<int>(before));
+    {
+      auto s = open(with_format(options(name), before));
+      s->put("a", "old");
+      s->put("b", "old");
+      s->commit(changelog_offset(7));
+    }
+    {
+      auto s = open(with_format(options(name), after));
+      EXPECT_EQ(s->committed_offset(), std::nullopt);
+      EXPECT_EQ(s->get("a"), std::nullopt);
+      EXPECT_TRUE(drain(s->all()).empty());
+      const std::string value = "new";
+      const std::vector<restore_record> changelog{{"a", value}};
+      s->restore(changelog, changelog_offset(9));
+    }
+    EXPECT_EQ(recorded_format(dir_.path() / name), after == value_format::plain ? plain_format : timestamped_format);
+    auto s = open(with_format(options(name), after));
+    EXPECT_EQ(s->committed_offset(), changelog_offset(9));
+    EXPECT_EQ(drain(s->all()), (std::vector<std::pair<std::string, std::string>>{{"a", "new"}}));
+  }
+}
+
+// Stores written before stores recorded their format hold plain values: opened as plain they
+// keep their data (and record the format with their next write), opened as timestamped they
+// are wiped.
+TEST_F(rocksdb_store_test, a_store_without_a_recorded_format_is_plain) {
+  for (const auto format : {value_format::plain, value_format::timestamped}) {
+    const auto name = "s" + std::to_string(static_cast<int>(format));
+    {
+      auto s = open(options(name));
+      s->put("a", "1");
+      s->commit(changelog_offset(3));
+    }
+    forget_format(dir_.path() / name);
+    auto s = open(with_format(options(name), format));
+    if (format == value_format::plain) {
+      EXPECT_EQ(s->committed_offset(), changelog_offset(3));
+      EXPECT_EQ(s->get("a"), "1");
+      s->put("b", "2");
+      s->commit(changelog_offset(4));
+      s->close();
+      EXPECT_EQ(recorded_format(dir_.path() / name), plain_format);
+    } else {
+      EXPECT_EQ(s->committed_offset(), std::nullopt);
+      EXPECT_EQ(s->get("a"), std::nullopt);
+    }
+  }
+}
+
+// A store restored from empty through SST files records its format in the files' meta
+// entries: reopened with it, the store keeps what it restored.
+TEST_F(rocksdb_store_test, a_store_restored_from_empty_records_its_value_format) {
+  const auto o = with_format(options(), value_format::timestamped);
+  const auto run = run_of(scrambled_records(0, 3000, "v"));
+  {
+    auto s = open(o);
+    s->restore(run.batch(), changelog_offset(3000));
+    s->close();
+  }
+  EXPECT_EQ(recorded_format(dir_.path() / "counts"), timestamped_format);
+  auto s = open(o);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(3000));
+  EXPECT_EQ(s->get("k2999"), "v");
 }
 
 TEST_F(rocksdb_store_test, missing_directory_is_a_configuration_error) {

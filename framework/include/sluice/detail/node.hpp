@@ -71,7 +71,10 @@ class global_view {
 /// changelog records hold the value's bytes alone, with that timestamp as the record's
 /// timestamp (the changelog reader puts it back in front when it restores). A plain
 /// key_value_store handle reads and writes such a store's values without their timestamps.
-enum class value_format { plain, timestamped };
+/// The state manager opens a store with its spec's format, which a RocksDB store records:
+/// a store found holding the other layout is wiped and restored from its changelog
+/// (state::store_options::format).
+using value_format = state::value_format;
 
 /// A store as a task hands it to a processor: the store (of whatever kind its spec's
 /// factory made) plus its changelog (null when logging is off for the store). Typed handles

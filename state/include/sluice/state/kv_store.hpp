@@ -45,6 +45,18 @@ enum class compaction_mode {
   wait,        ///< compacts the range on the calling thread before returning
 };
 
+/// How the values a caller stores are laid out, as far as a store needs to know: a RocksDB
+/// store records it and, opened with another layout than it holds, starts empty instead of
+/// reading values of one layout as the other (store_options::format). The store never looks
+/// inside a value.
+enum class value_format : std::uint8_t {
+  /// The caller's bytes alone.
+  plain = 0,
+  /// An 8-byte big-endian timestamp, then the caller's bytes (the framework's non-windowed
+  /// aggregations, as Kafka Streams' TimestampedKeyValueStore).
+  timestamped = 1,
+};
+
 /// When pending writes reach the underlying storage.
 enum class write_mode {
   /// Exactly-once: nothing reaches storage before commit(); abort() rolls everything back.
@@ -101,6 +113,15 @@ struct store_options {
   /// afterwards.
   /// Default: empty (no changes).
   rocksdb_config_setter configure_rocksdb{};
+
+  /// RocksDB only: the layout of the values the caller stores. A store records it in its meta
+  /// column family with its first write. At open, a store that recorded another layout, or
+  /// one holding data written before stores recorded theirs when this is
+  /// value_format::timestamped (such data is plain), is wiped, data and changelog offset,
+  /// and starts empty (committed_offset() nullopt), so the runtime restores it from the start
+  /// of its changelog instead of misreading its values; the store logs why at info level.
+  /// Default: value_format::plain.
+  value_format format = value_format::plain;
 };
 
 namespace detail {
