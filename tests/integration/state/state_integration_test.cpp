@@ -47,7 +47,8 @@ sluice::config base_config(const std::string& app_id, const fs::path& state_dir)
 fs::path fresh_state_dir() { return fs::temp_directory_path() / sluice::test::unique_name("sluice-state"); }
 
 /// Every task's copy of `store` under <state_dir>/<app_id>/<task>/<store>, read through the
-/// store implementation (the app must be closed).
+/// store implementation (the app must be closed). The stores read are aggregations', kept
+/// timestamped: opened as plain, a store holding timestamped values would wipe itself.
 store_contents read_stores(const fs::path& state_dir, const std::string& app_id, const std::string& store) {
   store_contents out;
   sluice::state::rocksdb_environment env;
@@ -56,6 +57,7 @@ store_contents read_stores(const fs::path& state_dir, const std::string& app_id,
     sluice::state::store_options o;
     o.name = store;
     o.directory = task.path();
+    o.format = sluice::state::value_format::timestamped;
     auto s = sluice::state::open_rocksdb_store(o, env);
     auto& entries = out[task.path().filename().string()];
     for (auto it = s->all(); it.valid(); it.next()) entries.emplace(std::string(it.key()), std::string(it.value()));
