@@ -438,6 +438,8 @@ class rocksdb_store final : public kv_store {
     flush_memtables();
   }
 
+  bool begin_flush() { return !sst_restore_ || sst_restore_->begin_finish(); }
+
   std::size_t pending_bytes() const noexcept override { return cache_.dirty_bytes(); }
 
   // The data column family's memtable entries. RocksDB counts an entry per insert; a value
@@ -862,6 +864,11 @@ void rocksdb_compact_now(kv_store& store) {
   if (auto* r = dynamic_cast<rocksdb_store*>(&store)) {
     r->compact_now();
   }
+}
+
+bool begin_flush(state_store& store) {
+  auto* rocksdb = dynamic_cast<rocksdb_store*>(&store);
+  return rocksdb == nullptr || rocksdb->begin_flush();
 }
 
 std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options, rocksdb_environment& environment) {

@@ -87,6 +87,16 @@ rocksdb::Status sst_restore::finish() {
   return failure_;
 }
 
+bool sst_restore::begin_finish() {
+  if (thread_.joinable()) {
+    if (!thread_done_.load(std::memory_order_acquire)) return false;
+    join();
+  }
+  if (!failure_.ok() || !filling_.next_offset) return true;
+  seal();
+  return false;
+}
+
 void sst_restore::charge(chunk& c) {
   const auto size = c.size();
   if (target_.write_buffer_manager && size > c.charged) {
@@ -120,6 +130,7 @@ void sst_restore::seal() {
   // against the budget until it is freed.
   if (target_.write_buffer_manager) target_.write_buffer_manager->ScheduleFreeMem(in_flight_.charged);
   const auto number = ++files_;
+  thread_done_.store(false, std::memory_order_relaxed);
   thread_ = std::thread([this, number] {
     ::pthread_setname_np(::pthread_self(), "sluice-sst");  // for per-thread CPU figures (top -H, /proc)
     try {
@@ -128,6 +139,7 @@ void sst_restore::seal() {
       thread_status_ = rocksdb::Status::Aborted("restoring through an SST file", e.what());
     }
     release(in_flight_);
+    thread_done_.store(true, std::memory_order_release);
   });
 }
 

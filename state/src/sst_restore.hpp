@@ -17,14 +17,16 @@
 // the store's write_buffer_size or earlier when the manager asks memtables to flush.
 //
 // Lifecycle: created by the store at the first large restore() from empty -> add() per
-// record and end_batch() per restore() -> finish() once (the store serves from then on).
+// record and end_batch() per restore() -> begin_finish() until true (optional) -> finish()
+// once (the store serves from then on).
 // The destructor waits for a chunk in flight and drops what was not sealed.
 //
-// Threading: add/end_batch/finish on the store's thread; at most one sealed chunk is in
+// Threading: add/end_batch/begin_finish/finish on the store's thread; at most one sealed chunk is in
 // flight on its own thread, joined before the next is sealed. The store touches its
 // database only after finish().
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -77,6 +79,10 @@ class sst_restore {
   /// Ingests what is buffered and waits for it: the store holds everything added, with the
   /// last offset, durably. Returns the first failure.
   rocksdb::Status finish();
+  /// What finish() does, without waiting: seals what is buffered once the chunk in flight is
+  /// ingested. Returns true when finish() would not wait (everything is ingested, or a chunk
+  /// failed: finish() returns the failure). Call until true, then finish().
+  bool begin_finish();
 
   /// Removes files a crash left behind in `directory` (written, never ingested).
   static void remove_leftovers(const std::filesystem::path& directory);
@@ -114,8 +120,9 @@ class sst_restore {
   chunk filling_;
   chunk in_flight_;
   std::thread thread_;
-  rocksdb::Status failure_;        ///< the first failure, as seen on the store's thread
-  rocksdb::Status thread_status_;  ///< written by the chunk's thread, read by join()
+  rocksdb::Status failure_;               ///< the first failure, as seen on the store's thread
+  rocksdb::Status thread_status_;         ///< written by the chunk's thread, read by join()
+  std::atomic<bool> thread_done_{false};  ///< the chunk's thread ended: join() would not wait
   std::uint64_t files_ = 0;
 };
 

@@ -92,62 +92,97 @@ void changelog_logger::clear_buffer() noexcept {
   if (budget_ != nullptr) add_bytes(-buffered_bytes_);
 }
 
-state_manager::state_manager(task_id id, const task_services& services, record_sender& sender,
-                             std::shared_ptr<std::atomic<std::int64_t>> stream_clock)
-    : id_(id), name_(id.to_string()), services_(services), sender_(sender), stream_clock_(std::move(stream_clock)) {
-  changelog_budget_.bound = services_.changelog_buffer_bytes;
-  const auto& topo = *services_.topo;
+namespace {
+/// Opens the key-value storage of one store (wiping and reopening a corrupt RocksDB store).
+std::unique_ptr<state::kv_store> open_storage(const detail::store_spec& spec, const task_services& services,
+                                              const std::string& task_name, task_storage& t) {
+  state::store_options options;
+  options.name = spec.name;
+  options.mode = services.guarantee == processing_guarantee::exactly_once ? state::write_mode::hold_until_commit
+                                                                          : state::write_mode::write_through;
+  options.ttl = spec.ttl;
+  // TTL runs on the task's stream time, for live writes and restored entries alike (the
+  // changelog carries each write's stream time), so a restart changes no expiry: on the
+  // wall clock, replaying old input after a crash forgot every restored entry.
+  options.now_ms = [clock = t.stream_clock] { return clock->load(std::memory_order_relaxed); };
+  options.configure_rocksdb = spec.rocksdb_options;
+  // A RocksDB store found holding values of another layout (an aggregation's store written
+  // before aggregations kept timestamps) wipes itself at open: the changelog restores it.
+  options.format = spec.format;
+  if (spec.backend == store_backend::memory || services.memory_stores_only) return state::open_memory_store(options);
+  options.directory = t.directory->path();
+  try {
+    return state::open_rocksdb_store(options, *services.rocksdb);
+  } catch (const state::out_of_space_error&) {
+    throw;  // the files are sound: wiping them would only cost a full restore later
+  } catch (const sluice::error& e) {
+    spdlog::warn("task {}: store '{}' cannot be opened ({}); wiping it and restoring from its changelog", task_name,
+                 spec.name, e.what());
+    t.directory->wipe_store(spec.name);
+    return state::open_rocksdb_store(options, *services.rocksdb);
+  }
+}
+}  // namespace
+
+task_storage open_task_storage(task_id id, const task_services& services,
+                               std::shared_ptr<std::atomic<std::int64_t>> stream_clock) {
+  task_storage t;
+  t.stream_clock = stream_clock ? std::move(stream_clock) : std::make_shared<std::atomic<std::int64_t>>(-1);
+  const auto name = id.to_string();
+  const auto& topo = *services.topo;
   const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(id.subtopology));
   bool persistent =
       std::any_of(sub.stores.begin(), sub.stores.end(),
                   [&](const std::string& s) {
                     return detail::topology_access::find_store(topo, s)->backend == store_backend::rocksdb;
                   }) &&
-      !services_.memory_stores_only;
-  if (persistent) directory_.emplace(services_.state_dir, services_.application_id, name_);
-  for (const auto& name : sub.stores) {
-    auto ts = open_store(*detail::topology_access::find_store(topo, name));
+      !services.memory_stores_only;
+  try {
+    if (persistent) t.directory.emplace(services.state_dir, services.application_id, name);
+  } catch (...) {
+    t.directory_failure = std::current_exception();
+    return t;
+  }
+  for (const auto& store : sub.stores) {
+    auto& opened = t.stores.emplace_back();
+    try {
+      opened.storage = open_storage(*detail::topology_access::find_store(topo, store), services, name, t);
+    } catch (...) {
+      opened.failure = std::current_exception();
+      break;
+    }
+  }
+  return t;
+}
+
+state_manager::state_manager(task_id id, const task_services& services, record_sender& sender, task_storage storage)
+    : id_(id), name_(id.to_string()), services_(services), sender_(sender), stream_clock_(storage.stream_clock) {
+  if (storage.directory_failure) std::rethrow_exception(storage.directory_failure);
+  directory_ = std::move(storage.directory);
+  changelog_budget_.bound = services_.changelog_buffer_bytes;
+  const auto& topo = *services_.topo;
+  const auto& sub = topo.subtopologies().at(static_cast<std::size_t>(id.subtopology));
+  // A local: what a failure leaves unused closes before the directory's lock is released.
+  auto opened = std::move(storage.stores);
+  for (std::size_t i = 0; i < sub.stores.size() && i < opened.size(); ++i) {
+    if (opened[i].failure) std::rethrow_exception(opened[i].failure);
+    auto ts = make_store(*detail::topology_access::find_store(topo, sub.stores[i]), std::move(opened[i].storage));
     checkpointed_.push_back(changelog_position(*ts.store));
     stores_.push_back(std::move(ts));
   }
 }
 
+state_manager::state_manager(task_id id, const task_services& services, record_sender& sender,
+                             std::shared_ptr<std::atomic<std::int64_t>> stream_clock)
+    : state_manager(id, services, sender, open_task_storage(id, services, std::move(stream_clock))) {}
+
 state_manager::~state_manager() {
   if (!stores_.empty()) close(close_mode::dirty);
 }
 
-task_store state_manager::open_store(const detail::store_spec& spec) {
-  state::store_options options;
-  options.name = spec.name;
-  options.mode = services_.guarantee == processing_guarantee::exactly_once ? state::write_mode::hold_until_commit
-                                                                           : state::write_mode::write_through;
-  options.ttl = spec.ttl;
-  // TTL runs on the task's stream time, for live writes and restored entries alike (the
-  // changelog carries each write's stream time), so a restart changes no expiry: on the
-  // wall clock, replaying old input after a crash forgot every restored entry.
-  options.now_ms = [clock = stream_clock_] { return clock->load(std::memory_order_relaxed); };
-  options.configure_rocksdb = spec.rocksdb_options;
-  // A RocksDB store found holding values of another layout (an aggregation's store written
-  // before aggregations kept timestamps) wipes itself at open: the changelog restores it.
-  options.format = spec.format;
+task_store state_manager::make_store(const detail::store_spec& spec, std::unique_ptr<state::kv_store> storage) {
   task_store ts;
   ts.spec = &spec;
-  std::unique_ptr<state::kv_store> storage;
-  if (spec.backend == store_backend::memory || services_.memory_stores_only) {
-    storage = state::open_memory_store(options);
-  } else {
-    options.directory = directory_->path();
-    try {
-      storage = state::open_rocksdb_store(options, *services_.rocksdb);
-    } catch (const state::out_of_space_error&) {
-      throw;  // the files are sound: wiping them would only cost a full restore later
-    } catch (const sluice::error& e) {
-      spdlog::warn("task {}: store '{}' cannot be opened ({}); wiping it and restoring from its changelog", name_,
-                   spec.name, e.what());
-      directory_->wipe_store(spec.name);
-      storage = state::open_rocksdb_store(options, *services_.rocksdb);
-    }
-  }
   if (spec.logged) {
     ts.changelog_topic = detail::changelog_topic(services_.application_id, spec.name);
     // Only a plain key-value store's restore is last-write-wins per key whatever the order of
@@ -219,6 +254,12 @@ void state_manager::checkpoint() {
     stores_[i].store->flush();
     checkpointed_[i] = changelog_position(*stores_[i].store);
   }
+}
+
+bool state_manager::begin_checkpoint() {
+  bool ready = true;
+  for (auto& s : stores_) ready = state::begin_flush(*s.store) && ready;  // every store starts, ready or not
+  return ready;
 }
 
 bool state_manager::checkpoint_due(double fraction, std::int64_t min_records) const {

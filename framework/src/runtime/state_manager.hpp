@@ -3,16 +3,19 @@
 // them with the changelog offset each reflects, aborts them, checkpoints them and says when
 // a checkpoint or an early commit is due.
 //
-// Lifecycle: the constructor opens every store of the task's sub-topology -> commit() /
-// abort() / checkpoint() any number of times -> close(clean or dirty) once (the destructor
-// closes dirty if close() was not called).
+// Lifecycle: open_task_storage() opens the task directory and the stores' storage (or the
+// constructor does it) -> the constructor builds every store of the task's sub-topology over
+// it -> commit() / abort() / checkpoint() any number of times -> close(clean or dirty) once
+// (the destructor closes dirty if close() was not called).
 //
-// Threading: owned by its stream_task and touched by that task's stream thread only.
+// Threading: open_task_storage() may run on any thread (see task_storage); the state_manager
+// is owned by its stream_task and touched by that task's stream thread only.
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -140,15 +143,45 @@ struct task_store {
   std::unique_ptr<changelog_logger> changelog;
 };
 
+/// The storage under a task's stores, opened before the task is built: the task directory
+/// (when a store is persistent) and each store's key-value storage, RocksDB or in-memory, in
+/// the sub-topology's order. A failure is kept, not thrown: the state_manager built over it
+/// rethrows it where it would have opened that store itself, so a task whose storage was
+/// opened ahead fails exactly as one that opens its own. Opening stops at the first failure.
+///
+/// Threading: open_task_storage() runs no store factory (those run in the state_manager, on
+/// the task's thread) and shares nothing but the RocksDB environment, which is thread-safe:
+/// the task_manager opens the storage of several new tasks at once, one thread each (a
+/// RocksDB open costs dozens of fsyncs). A store's rocksdb_options hook runs in it.
+struct task_storage {
+  /// The task's stream time, the clock of its stores' TTL (RocksDB's compaction threads read
+  /// it too); the stream_task advances it.
+  std::shared_ptr<std::atomic<std::int64_t>> stream_clock;
+  std::optional<state::task_directory> directory;
+  std::exception_ptr directory_failure;  ///< creating or locking the task directory failed
+  struct store {
+    std::unique_ptr<state::kv_store> storage;
+    std::exception_ptr failure;  ///< opening it failed (the last entry: nothing opened after it)
+  };
+  std::vector<store> stores;  ///< the sub-topology's stores, in order, up to the first failure
+};
+
+/// Opens task `id`'s directory and the storage of its stores (see task_storage), whose TTL
+/// runs on `stream_clock` (a new clock at -1 when null).
+task_storage open_task_storage(task_id id, const task_services& services,
+                               std::shared_ptr<std::atomic<std::int64_t>> stream_clock = nullptr);
+
 class state_manager {
  public:
   /// The next changelog offset the producer confirmed for (topic, partition) since the last
   /// commit, if any.
   using changelog_offsets = std::function<std::optional<state::changelog_offset>(const std::string&, std::int32_t)>;
 
-  /// Opens the task directory (when a store is persistent) and every store of the
-  /// sub-topology; their changelog writes go to `sender`; `stream_clock` (the task's stream
-  /// time) is the clock of their TTL.
+  /// Builds every store of the sub-topology over `storage` (open_task_storage(id, services)),
+  /// throwing the failure it holds where opening that store failed; their changelog writes go
+  /// to `sender`; `storage.stream_clock` is the clock of their TTL.
+  state_manager(task_id id, const task_services& services, record_sender& sender, task_storage storage);
+  /// Opens the storage itself first: open_task_storage(id, services, stream_clock).
   state_manager(task_id id, const task_services& services, record_sender& sender,
                 std::shared_ptr<std::atomic<std::int64_t>> stream_clock);
   ~state_manager();
@@ -171,6 +204,10 @@ class state_manager {
   void abort();
   /// Flushes memtables so a crash replays a short tail.
   void checkpoint();
+  /// Starts in the background what checkpoint() would wait for, where the stores can
+  /// (state::begin_flush), and says whether checkpoint() would now return without
+  /// waiting. Never blocks.
+  bool begin_checkpoint();
   /// True when a logged store's changelog position moved past its last checkpoint by more
   /// than max(min_records, fraction * position) and the store holds more unflushed entries
   /// than that too (state_store::unflushed_entries; a store that cannot tell counts records
@@ -188,8 +225,9 @@ class state_manager {
   void close(close_mode mode) noexcept;
 
  private:
-  /// Opens one store as its spec says (the one place that knows store kinds).
-  task_store open_store(const detail::store_spec& spec);
+  /// Builds one store as its spec says over its opened `storage` (the one place that knows
+  /// store kinds).
+  task_store make_store(const detail::store_spec& spec, std::unique_ptr<state::kv_store> storage);
 
   task_id id_;
   std::string name_;  // id_.to_string(): the task directory and the logs

@@ -14,11 +14,16 @@ namespace sluice::runtime {
 
 stream_task::stream_task(runtime::task_id id, const task_services& services, record_sender& sender,
                          std::string thread_label)
+    : stream_task(id, services, sender, std::move(thread_label), open_task_storage(id, services)) {}
+
+stream_task::stream_task(runtime::task_id id, const task_services& services, record_sender& sender,
+                         std::string thread_label, task_storage storage)
     : id_(id),
       name_(id.to_string()),
       services_(services),
       sender_(sender),
-      stores_(id, services, sender, stream_clock_),
+      stream_clock_(storage.stream_clock),
+      stores_(id, services, sender, std::move(storage)),
       label_(thread_label + ",task=\"" + name_ + "\""),
       processed_(services.metrics->get_counter("sluice_records_processed_total", label_)),
       e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", label_)),

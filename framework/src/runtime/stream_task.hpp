@@ -79,6 +79,10 @@ class stream_task final : public detail::task_context {
  public:
   /// Opens the task directory (when it has persistent stores) and its stores.
   stream_task(runtime::task_id id, const task_services& services, record_sender& sender, std::string thread_label);
+  /// Builds its stores over `storage`, opened ahead (open_task_storage(id, services)); throws
+  /// what opening it failed with, as the constructor above would.
+  stream_task(runtime::task_id id, const task_services& services, record_sender& sender, std::string thread_label,
+              task_storage storage);
   ~stream_task() override;
 
   runtime::task_id id() const noexcept { return id_; }
@@ -184,9 +188,9 @@ class stream_task final : public detail::task_context {
   std::string name_;  // id_.to_string()
   const task_services& services_;
   record_sender& sender_;
-  /// stream_time_ for the stores' TTL clock, which RocksDB's compaction threads also read.
-  /// Declared before stores_, which hand it to their stores.
-  std::shared_ptr<std::atomic<std::int64_t>> stream_clock_ = std::make_shared<std::atomic<std::int64_t>>(-1);
+  /// stream_time_ for the stores' TTL clock, which RocksDB's compaction threads also read
+  /// (task_storage::stream_clock, which the stores were opened with).
+  std::shared_ptr<std::atomic<std::int64_t>> stream_clock_;
   state_manager stores_;
   std::vector<std::unique_ptr<detail::node>> nodes_;
   // Per input (parallel vectors): the topic-partition, its source node and the next offset

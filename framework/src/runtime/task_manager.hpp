@@ -13,7 +13,8 @@
 // restore() while restoring() -> close_all() on revocation, failure or shutdown.
 //
 // Threading: used by its stream thread only (the rebalance callbacks run on that thread,
-// inside its poll).
+// inside its poll). assign() opens the new tasks' stores on short-lived threads of its own
+// (open_task_storage, which runs no store or processor factory) and joins them.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +66,8 @@ class task_manager {
 
   /// Creates the tasks of `parts` this thread does not own yet and indexes every partition.
   /// A task with stores to restore has its partitions queued for pause_restoring_inputs().
+  /// The new tasks' stores open at once, on a few threads of their own (joined before it
+  /// returns); a failure throws as if the tasks had opened their stores one after another.
   void assign(const std::vector<kafka::topic_partition>& parts);
   /// Pauses, in the consumer, the partitions of tasks that began restoring since the last
   /// call. assign() runs in the rebalance callback, before librdkafka takes the assignment,
@@ -73,10 +76,15 @@ class task_manager {
   /// held for the task, and librdkafka resumes after the last one delivered.
   void pause_restoring_inputs();
   /// One restore step; tasks whose stores became current are checkpointed (a crash soon
-  /// after must not replay the restored tail again), started and their input resumed.
+  /// after must not replay the restored tail again), started and their input resumed. The
+  /// checkpoint of a restored task runs in the background while other tasks restore (a store
+  /// restored from empty sorts and ingests its last chunk): the task starts at the first step
+  /// that finds it complete, or, once nothing else restores, all of them are waited for
+  /// together.
   void restore();
-  /// True while a task's stores are behind their changelogs.
-  bool restoring() const noexcept { return reader_.restoring(); }
+  /// True while a task's stores are behind their changelogs or their checkpoint after the
+  /// restore is under way.
+  bool restoring() const noexcept { return reader_.restoring() || !checkpointing_.empty(); }
   /// Closes every task (clean: stores checkpointed first) and forgets the partitions;
   /// resumes the partitions paused for restoration. Queued records are not dropped here:
   /// the caller does that first, resuming what pacing paused.
@@ -91,6 +99,9 @@ class task_manager {
   }
 
  private:
+  /// Opens the storage of the tasks `ids` (open_task_storage), on several threads when there
+  /// are several.
+  std::map<task_id, task_storage> open_storage(const std::vector<task_id>& ids) const;
   /// The assigned partitions `task` reads.
   std::vector<kafka::topic_partition> inputs_of(const stream_task& task) const;
 
@@ -102,9 +113,10 @@ class task_manager {
   std::string label_;
   task_map tasks_;
   partition_map by_partition_;
-  std::vector<stream_task*> to_pause_;  ///< began restoring; input not paused yet
-  std::vector<stream_task*> paused_;    ///< input paused until restored
-  std::vector<stream_task*> restored_;  ///< reused by restore()
+  std::vector<stream_task*> to_pause_;       ///< began restoring; input not paused yet
+  std::vector<stream_task*> paused_;         ///< input paused until restored
+  std::vector<stream_task*> restored_;       ///< reused by restore()
+  std::vector<stream_task*> checkpointing_;  ///< restored; their checkpoint under way, not started yet
 };
 
 }  // namespace sluice::runtime

@@ -21,6 +21,7 @@
 #include "runtime/task_manager.hpp"
 #include "sluice/builder.hpp"
 #include "sluice/detail/internal_topics.hpp"
+#include "sluice/error.hpp"
 #include "sluice/state/big_endian.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 #include "sluice/state/task_directory.hpp"
@@ -376,6 +377,62 @@ TEST(task_manager, closing_while_a_task_restores_forgets_every_task_and_the_rest
   ASSERT_FALSE(f.tasks.restoring());
   EXPECT_EQ(f.tasks.find({"in", 0})->task->stores().find("s")->store->committed_offset(),
             sluice::state::changelog_offset(50));
+}
+
+/// The same with RocksDB stores under a state directory of its own: assign() opens the new
+/// tasks' stores together, on threads of their own.
+struct rocksdb_manager_fixture : manager_fixture {
+  std::filesystem::path state_dir =
+      std::filesystem::temp_directory_path() / ("sluice-tm-" + std::to_string(std::random_device{}()));
+  state::rocksdb_environment env{{.memory_budget_bytes = std::size_t{64} << 20}};
+
+  rocksdb_manager_fixture() {
+    services.memory_stores_only = false;
+    services.rocksdb = &env;
+    services.state_dir = state_dir;
+  }
+  ~rocksdb_manager_fixture() {
+    tasks.close_all(close_mode::dirty);
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir, ec);
+  }
+};
+
+TEST(task_manager, new_tasks_open_their_rocksdb_stores_together_and_restore_them) {
+  rocksdb_manager_fixture f;
+  f.fill_changelog(0, 50);
+  f.assign_both();
+  ASSERT_EQ(f.tasks.tasks().size(), 2u);
+  auto* p0 = f.tasks.find({"in", 0});
+  auto* p1 = f.tasks.find({"in", 1});
+  ASSERT_TRUE(p0 && p1);
+  EXPECT_TRUE(std::filesystem::is_directory(f.state_dir / app_id / "0_0" / "s"));
+  EXPECT_TRUE(std::filesystem::is_directory(f.state_dir / app_id / "0_1" / "s"));
+  EXPECT_TRUE(p1->task->running()) << "nothing to restore";
+  step_until([&] { f.tasks.restore(); }, [&] { return !f.tasks.restoring(); });
+  ASSERT_FALSE(f.tasks.restoring());
+  EXPECT_TRUE(p0->task->running());
+  EXPECT_EQ(value_in(*p0->task, "k7"), "v47");
+  EXPECT_EQ(p0->task->stores().find("s")->store->committed_offset(), sluice::state::changelog_offset(50));
+}
+
+// A store that cannot open fails the assignment with its own error, and the tasks before it
+// in the assignment exist, as when each task opened its stores in turn.
+TEST(task_manager, a_store_that_cannot_open_fails_the_assignment_as_when_tasks_opened_one_by_one) {
+  rocksdb_manager_fixture f;
+  state::task_directory held(f.state_dir, app_id, "0_1");  // as another instance would hold it
+  try {
+    f.assign_both();
+    FAIL() << "the assignment of a locked task directory succeeded";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), errc::state);
+    EXPECT_NE(std::string(e.what()).find("'" + held.path().string() + "' is locked by another sluice instance"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(f.tasks.tasks().size(), 1u);
+  EXPECT_NE(f.tasks.find({"in", 0}), nullptr);
+  EXPECT_EQ(f.tasks.find({"in", 1}), nullptr);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -441,6 +442,27 @@ TEST_F(rocksdb_store_test, a_flush_ends_the_restore_from_empty) {
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
   EXPECT_EQ(s->get("k0"), "v");
   EXPECT_EQ(s->get("k7999"), "v");
+}
+
+// begin_flush() hands what a restore from empty buffered to the store's thread and returns
+// at once: false while that chunk is sorted and ingested, true once flush() would not wait.
+// The data and the offset are then durable together, as after flush() alone.
+TEST_F(rocksdb_store_test, begin_flush_ingests_the_last_restored_chunk_in_the_background) {
+  const auto records = run_of(scrambled_records(0, 4000, "v"));
+  {
+    auto s = open(options());
+    s->restore(records.batch(), changelog_offset(4000));
+    EXPECT_FALSE(begin_flush(*s));  // sealed now: nothing was in flight before
+    while (!begin_flush(*s)) std::this_thread::yield();
+    s->flush();
+    EXPECT_EQ(s->get("k0"), "v");
+    EXPECT_EQ(s->get("k3999"), "v");
+  }
+  auto s = open(options());
+  EXPECT_EQ(s->committed_offset(), changelog_offset(4000));
+  EXPECT_EQ(drain(s->all()).size(), 4000u);
+  EXPECT_EQ(s->get("k1234"), "v");
+  EXPECT_TRUE(begin_flush(*s));  // a store that is not restoring from empty has nothing to start
 }
 
 TEST_F(rocksdb_store_test, two_stores_share_one_environment) {
