@@ -240,8 +240,9 @@ TEST(table_join, a_suppressed_until_time_limit_table_answers_lookups_with_what_i
   limits.pipe("k", "L1", 0);  // buffered until 10; never emitted before
   rates.pipe("k", "r1", 1);   // during: k held back, nothing emitted yet -> absent
   EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r1/null"), 1}}));
-  limits.pipe("x", "X1", 10);  // suppression time 10 releases k = L1 (@0); the join's right side sees it
-  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r1/L1"), 0}}));
+  limits.pipe("x", "X1", 10);  // suppression time 10 releases k = L1 (@0); the join's right side sees it,
+  // at the later of 0 and the rates table's r1 (@1)
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r1/L1"), 1}}));
   rates.pipe("k", "r2", 11);  // after: k not buffered -> the limits table: L1
   EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r2/L1"), 11}}));
   limits.pipe("k", "L2", 12);  // buffered again (until 22); what downstream saw is L1
@@ -251,9 +252,9 @@ TEST(table_join, a_suppressed_until_time_limit_table_answers_lookups_with_what_i
   rates.pipe("k", "r4", 15);
   EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r4/L1"), 15}}));
   // Time 30 releases x (10; rates has no x: a left join's right side emits nothing) then k's
-  // deletion (12, @14), which the join passes on as r4/null.
+  // deletion (12, @14), which the join passes on as r4/null, at the rates table's r4 (@15).
   limits.pipe("y", "Y", 30);
-  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r4/null"), 14}}));
+  EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r4/null"), 15}}));
   rates.pipe("k", "r5", 31);  // after: the limits table no longer has k
   EXPECT_EQ(read_updates(d, "out"), (updates{{"k", text("r5/null"), 31}}));
 }
@@ -695,4 +696,152 @@ TEST(table_join, a_result_joined_with_an_aggregation_carries_the_aggregates_time
   n.pipe("u1", "Bob", 200);  // newer: its own
   const updates expected = {{"u1", "Ann:2", 100}, {"u1", "Ann:3", 120}, {"u1", "Bob:3", 200}};
   EXPECT_EQ(read_updates(d, "out"), expected);
+}
+
+namespace {
+
+/// Out-of-order updates of key "a" on both sides of a table–table join, (side, value or
+/// nullopt, timestamp). Each table keeps a value with its own record's timestamp, also when
+/// it is older than the value it replaces (left: 100, then 70, 20, deleted at 5; right: 50,
+/// 60, deleted at 40, 10, deleted at 8); a result carries the later of its update's timestamp
+/// and the other side's stored value's, its update's alone when the other side is absent.
+const std::vector<step> out_of_order_steps = {
+    {true, "a", "L1", 100},          // 1
+    {false, "a", "R1", 50},          // 2: older than the left's 100
+    {true, "a", "L2", 70},           // 3: older than the left's own 100; the right's is 50
+    {false, "a", "R2", 60},          // 4: the left now holds 70, not 100
+    {false, "a", std::nullopt, 40},  // 5: the right leaves, older than the left's 70
+    {true, "a", "L3", 20},           // 6: the right is absent: its own 20
+    {false, "a", "R3", 10},          // 7: older than the left's 20
+    {true, "a", std::nullopt, 5},    // 8: the left leaves, older than the right's 10
+    {false, "a", std::nullopt, 8},   // 9: the right leaves; the left is absent: its own 8
+};
+
+void pipe_out_of_order_steps(topology_test_driver& d) {
+  auto left = d.input_topic<std::string, text>("left");
+  auto right = d.input_topic<std::string, text>("right");
+  for (const auto& s : out_of_order_steps) (s.left ? left : right).pipe(s.key, s.value, s.timestamp);
+}
+
+/// The timestamp `store` (a timestamped store: 8 bytes big-endian, then the value) keeps
+/// with `key` on partition 0; nullopt when the key is absent.
+std::optional<std::int64_t> stored_timestamp(topology_test_driver& d, const std::string& store,
+                                             const std::string& key) {
+  std::optional<std::int64_t> timestamp;
+  const auto o = d.queries().run(store, 0, [&](sluice::state::kv_store& s) {
+    std::string k;
+    sluice::default_state_serde<std::string>::serialize(key, k);
+    if (auto v = s.get(k)) timestamp = static_cast<std::int64_t>(sluice::state::read_u64(*v));
+  });
+  EXPECT_EQ(o, sluice::query_outcome::done) << store;
+  return timestamp;
+}
+
+}  // namespace
+
+TEST(table_join, inner_join_stamps_a_result_with_the_later_of_its_update_and_the_other_sides_stored_timestamp) {
+  sluice::streams_builder b;
+  auto l = b.table<std::string, std::string>("left", "left-store");
+  auto r = b.table<std::string, std::string>("right", "right-store");
+  l.join(
+       r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, "joined")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  pipe_out_of_order_steps(d);
+  const updates expected = {
+      {"a", "L1+R1", 100},      // 2: max(50, left 100)
+      {"a", "L2+R1", 70},       // 3: max(70, right 50)
+      {"a", "L2+R2", 70},       // 4: max(60, left 70)
+      {"a", std::nullopt, 70},  // 5: max(40, left 70)
+      {"a", "L3+R3", 20},       // 7: max(10, left 20)
+      {"a", std::nullopt, 10},  // 8: max(5, right 10)
+  };                            // 1, 6, 9: the other side absent, nothing
+  EXPECT_EQ(read_updates(d, "out"), expected);
+}
+
+TEST(table_join, left_join_stamps_a_result_with_the_later_of_its_update_and_the_other_sides_stored_timestamp) {
+  sluice::streams_builder b;
+  auto l = b.table<std::string, std::string>("left", "left-store");
+  auto r = b.table<std::string, std::string>("right", "right-store");
+  l.left_join(
+       r, [](const std::string& lv, const text& rv) { return lv + "+" + show(rv); }, "joined")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  pipe_out_of_order_steps(d);
+  const updates expected = {
+      {"a", "L1+null", 100},    // 1: the right absent: its own
+      {"a", "L1+R1", 100},      // 2: max(50, left 100)
+      {"a", "L2+R1", 70},       // 3: max(70, right 50)
+      {"a", "L2+R2", 70},       // 4: max(60, left 70)
+      {"a", "L2+null", 70},     // 5: max(40, left 70)
+      {"a", "L3+null", 20},     // 6: the right absent: its own
+      {"a", "L3+R3", 20},       // 7: max(10, left 20)
+      {"a", std::nullopt, 10},  // 8: max(5, right 10)
+  };                            // 9: no left row, nothing
+  EXPECT_EQ(read_updates(d, "out"), expected);
+}
+
+TEST(table_join, outer_join_stamps_a_result_with_the_later_of_its_update_and_the_other_sides_stored_timestamp) {
+  sluice::streams_builder b;
+  auto l = b.table<std::string, std::string>("left", "left-store");
+  auto r = b.table<std::string, std::string>("right", "right-store");
+  l.outer_join(
+       r, [](const text& lv, const text& rv) { return show(lv) + "+" + show(rv); }, "joined")
+      .to_stream()
+      .to("out");
+  topology_test_driver d(b.build());
+  auto left = d.input_topic<std::string, text>("left");
+  auto right = d.input_topic<std::string, text>("right");
+  const updates expected = {
+      {"a", "L1+null", 100},   // 1: the right absent: its own
+      {"a", "L1+R1", 100},     // 2: max(50, left 100)
+      {"a", "L2+R1", 70},      // 3: max(70, right 50)
+      {"a", "L2+R2", 70},      // 4: max(60, left 70)
+      {"a", "L2+null", 70},    // 5: max(40, left 70)
+      {"a", "L3+null", 20},    // 6: the right absent: its own
+      {"a", "L3+R3", 20},      // 7: max(10, left 20)
+      {"a", "null+R3", 10},    // 8: max(5, right 10)
+      {"a", std::nullopt, 8},  // 9: the left absent: its own
+  };
+  // The join's store keeps each result with the result's timestamp, as Kafka Streams'
+  // KTableKTableJoinMerger does: checked after every step.
+  for (std::size_t i = 0; i < out_of_order_steps.size(); ++i) {
+    const auto& s = out_of_order_steps[i];
+    (s.left ? left : right).pipe(s.key, s.value, s.timestamp);
+    const auto out = read_updates(d, "out");
+    ASSERT_EQ(out.size(), 1u) << "step " << i + 1;
+    EXPECT_EQ(out[0], expected[i]) << "step " << i + 1;
+    const auto& [key, value, timestamp] = expected[i];
+    EXPECT_EQ(stored_timestamp(d, "joined", key), value ? std::optional<std::int64_t>(timestamp) : std::nullopt)
+        << "step " << i + 1;
+  }
+}
+
+// A table read from a topic keeps each value with its record's timestamp, as Kafka Streams'
+// KTableSource keeps it in its timestamped store: an out-of-order update replaces a later
+// value and its timestamp (no max, unlike an aggregation), and its changelog records carry
+// the records' timestamps, a tombstone's included (not the task's stream time).
+TEST(table, keeps_each_value_with_its_records_timestamp_also_when_older) {
+  sluice::streams_builder b;
+  b.table<std::string, std::string>("left", "left-store").to_stream().to("out");
+  topology_test_driver d(b.build());
+  auto left = d.input_topic<std::string, text>("left");
+  left.pipe("a", "A1", 100);
+  EXPECT_EQ(stored_timestamp(d, "left-store", "a"), 100);
+  left.pipe("a", "A2", 40);  // out of order: the table takes it, at 40
+  EXPECT_EQ(stored_timestamp(d, "left-store", "a"), 40);
+  EXPECT_EQ((d.store<std::string, std::string>("left-store").get("a")), "A2");
+  left.pipe("b", "B1", 120);
+  left.pipe("b", std::nullopt, 60);  // a deletion, older than stream time 120
+  EXPECT_EQ(stored_timestamp(d, "left-store", "b"), std::nullopt);
+  const updates expected = {{"a", "A1", 100}, {"a", "A2", 40}, {"b", "B1", 120}, {"b", std::nullopt, 60}};
+  EXPECT_EQ(read_updates(d, "out"), expected);
+  const auto changelog = d.application_id() + "-left-store-changelog";
+  std::vector<std::tuple<std::string, text, std::int64_t>> logged;
+  for (const auto& m : d.records(changelog))
+    logged.emplace_back(m.key.value_or(""), m.value ? text(std::string(*m.value)) : std::nullopt, m.timestamp);
+  const updates expected_log = {{"a", "A1", 100}, {"a", "A2", 40}, {"b", "B1", 120}, {"b", std::nullopt, 60}};
+  EXPECT_EQ(logged, expected_log);
 }

@@ -258,7 +258,9 @@ class ktable {
   /// Table–table joins on the key, as Kafka Streams 3.9's KTable#join / leftJoin /
   /// outerJoin: an update on either side looks up the other side's current value; the result
   /// is a table kept in the store `store` whose updates are std::optional (nullopt: the key
-  /// left the join, a tombstone on an output topic). Both tables must be co-partitioned;
+  /// left the join, a tombstone on an output topic), each stamped with the later of its
+  /// update's timestamp and the other side's stored value's (Kafka Streams' timestamps;
+  /// the update's own when the other side is absent). Both tables must be co-partitioned;
   /// windowed tables join on the windowed key; a suppressed table answers lookups with what
   /// it has emitted (a buffered key's value before its buffered update). The
   /// joiner takes this table's value first (defined in sluice/table_joins.hpp, which
@@ -695,9 +697,7 @@ template <class A, class N>
 ktable<K, A> kgrouped_stream<K, V>::stateful(N prototype, materialized store) {
   kstream<K, V> in(g_, node_, repartition_);
   in = in.repartitioned(store.name);
-  auto idx = g_->add_aggregation(in.node_index(), store,
-                                 detail::make_store_codec<K, A, default_state_serde<K>,
-                                                          detail::timestamp_skipping_serde<default_state_serde<A>>>(),
+  auto idx = g_->add_aggregation(in.node_index(), store, detail::make_timestamped_store_codec<K, A>(),
                                  detail::factory_of(std::move(prototype)));
   return ktable<K, A>(g_, idx, store.name);
 }
@@ -743,7 +743,10 @@ class streams_builder {
   /// deletes the key). Co-partitioned with the streams it joins. Its updates are
   /// std::optional<V>, as a table join's: to_stream() forwards a deletion as std::nullopt
   /// (a null value, a tombstone, on an output topic), as Kafka Streams' toStream() forwards
-  /// it as a null value. Joins see the values the store holds (V).
+  /// it as a null value. Joins see the values the store holds (V). The store keeps each
+  /// value with its record's timestamp, as Kafka Streams' KTableSource (an out-of-order
+  /// update replaces a later one, timestamp included): a table–table join stamps a result
+  /// with the later of its update's and the other side's stored timestamp.
   template <class K, class V, class KS = detail::topic_serde_t<K>, class VS = detail::topic_serde_t<V>>
   ktable<K, std::optional<V>> table(const std::string& topic, materialized store) {
     return table<K, V, KS, VS>(topic, std::move(store), detail::record_timestamp{});
@@ -758,7 +761,8 @@ class streams_builder {
     auto src = g_->add_source("KTABLE-SOURCE", {topic},
                               detail::factory_of(detail::table_source<K, V, KS, VS>(std::move(extractor))));
     auto spec = detail::store_spec_for(store);
-    spec.codec = detail::make_store_codec<K, V>();
+    spec.codec = detail::make_timestamped_store_codec<K, V>();
+    spec.format = detail::value_format::timestamped;  // each value with its record's timestamp (table_node)
     g_->add_store(std::move(spec));
     auto idx = g_->add_processor("KTABLE-MATERIALIZE", src, detail::factory_of(detail::table_node<K, V>(store.name)),
                                  {store.name});

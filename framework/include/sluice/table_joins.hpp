@@ -53,8 +53,10 @@ auto ktable<K, V>::joined(const ktable<K, VO>& other, F joiner, materialized sto
                                                                              : "KTABLE-OUTERJOINOTHER";
   auto& g = *g_;
   auto spec = detail::store_spec_for(store);
+  // Each result with its timestamp (detail::table_join_merge_node), as Kafka Streams keeps it.
+  spec.format = detail::value_format::timestamped;
   // A windowed key has no text form for interactive queries: the store has no codec then.
-  if constexpr (!windowed_key) spec.codec = detail::make_store_codec<K, Out>();
+  if constexpr (!windowed_key) spec.codec = detail::make_timestamped_store_codec<K, Out>();
   g.add_store(std::move(spec));
   // A table read from a topic passes its deletions on from its source node (after its store
   // applied them: the source's children run in the order they were added, the store's

@@ -22,6 +22,7 @@
 #include "sluice/builder.hpp"
 #include "sluice/detail/internal_topics.hpp"
 #include "sluice/error.hpp"
+#include "sluice/processor.hpp"
 #include "sluice/state/big_endian.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 #include "sluice/state/task_directory.hpp"
@@ -190,12 +191,38 @@ TEST(changelog_reader, a_store_written_plain_is_restored_from_the_start_when_its
   EXPECT_EQ(state::read_u64(*stored), 1093u);
 }
 
-// The reverse: a store holding timestamped values, now a table's (plain), is wiped and
-// restored too, so its values carry no 8 bytes in front.
-TEST(changelog_reader, a_store_written_timestamped_is_restored_from_the_start_when_its_table_keeps_none) {
+// A table's store written before tables kept timestamps is wiped and restored the same way,
+// each value stamped with its changelog record's timestamp.
+TEST(changelog_reader, a_store_written_plain_is_restored_from_the_start_when_its_table_keeps_timestamps) {
   rocksdb_fixture f;
   streams_builder b;
   b.table<std::string, std::string>("in", "s");
+  f.topo = b.build();
+  f.fill_changelog(0, 100);
+  f.write_store(
+      state::value_format::plain, [](int k) { return "v" + std::to_string(90 + k); }, 100);
+  null_sender sender;
+  stream_task task(task_id{0, 0}, f.services, sender, "thread=\"0\"");
+  f.restore(task, 100);
+  for (int k = 0; k < 10; ++k)
+    EXPECT_EQ(value_in(task, "k" + std::to_string(k)), "v" + std::to_string(90 + k)) << "key k" << k;
+  auto stored = dynamic_cast<state::kv_store&>(*task.stores().find("s")->store).get("k3");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(state::read_u64(*stored), 1093u);
+}
+
+/// A Processor API processor naming the store "s" and writing nothing: its store is plain.
+struct store_user final : processor<std::string, std::string> {
+  void process(const record<std::string, std::string>&) override {}
+};
+
+// The reverse: a store holding timestamped values, now a Processor API store's (plain), is
+// wiped and restored too, so its values carry no 8 bytes in front.
+TEST(changelog_reader, a_store_written_timestamped_is_restored_from_the_start_when_its_processor_keeps_none) {
+  rocksdb_fixture f;
+  streams_builder b;
+  b.stream<std::string, std::string>("in").process([] { return std::make_unique<store_user>(); },
+                                                   materialized{.name = "s"});
   f.topo = b.build();
   f.fill_changelog(0, 100);
   f.write_store(

@@ -388,37 +388,50 @@ class split_node final : public typed_node<K, V> {
   std::string default_;
 };
 
-/// An aggregation's store as its node uses it (value_format::timestamped): each key's
-/// aggregate with the timestamp of its latest update, Kafka Streams' TimestampedKeyValueStore.
-/// Stored as 8 bytes big-endian timestamp, then the aggregate in its state serde; logged as
-/// the aggregate alone, with the timestamp as the changelog record's. One per node and task.
-template <class K, class A>
-class aggregate_store {
+/// A key-value store kept with timestamps (value_format::timestamped), as the nodes that
+/// write one use it (aggregations, tables read from a topic, table–table join results): each
+/// key's value with the timestamp of its latest update, Kafka Streams' TimestampedKeyValueStore.
+/// Stored as 8 bytes big-endian timestamp, then the value in its state serde; logged as the
+/// value alone, with the timestamp as the changelog record's (a deletion's too). One per node
+/// and task.
+template <class K, class V>
+class timestamped_store {
  public:
   void init(task_context& task, const std::string& name) {
     const auto binding = task.store(name);
+    store_ = kv_store_of(binding);  // first: a store of another kind is named as such
     if (binding.format != value_format::timestamped)
       throw error(errc::invalid_topology, "store '" + name +
-                                              "' of an aggregation does not keep timestamps (a bug in how the "
-                                              "topology was built)");
-    store_ = kv_store_of(binding);
+                                              "' does not keep timestamps, which its processor needs (a bug in how "
+                                              "the topology was built)");
     changelog_ = binding.changelog;
   }
-  /// The aggregate of `key`, if any, and the timestamp of its latest update.
-  std::optional<A> get(const K& key, std::int64_t& timestamp) {
+  /// The value of `key`, if any, and the timestamp of its latest update.
+  std::optional<V> get(const K& key, std::int64_t& timestamp) {
     default_state_serde<K>::serialize(key, key_buf_);
     if (!store_->get(key_buf_, value_buf_)) return std::nullopt;
     timestamp = static_cast<std::int64_t>(state::read_u64(value_buf_));
-    return default_state_serde<A>::deserialize(std::string_view(value_buf_).substr(8));
+    return default_state_serde<V>::deserialize(std::string_view(value_buf_).substr(8));
   }
-  void put(const K& key, const A& aggregate, std::int64_t timestamp) {
+  /// The value of `key`, if any, without its timestamp.
+  std::optional<V> get(const K& key) {
+    std::int64_t ignored = 0;
+    return get(key, ignored);
+  }
+  void put(const K& key, const V& value, std::int64_t timestamp) {
     default_state_serde<K>::serialize(key, key_buf_);
-    default_state_serde<A>::serialize(aggregate, scratch_);
+    default_state_serde<V>::serialize(value, scratch_);
     value_buf_.clear();
     state::append_u64(value_buf_, static_cast<std::uint64_t>(timestamp));
     value_buf_.append(scratch_);
     store_->put(key_buf_, value_buf_);
     if (changelog_) changelog_->log(key_buf_, std::string_view(scratch_), timestamp);
+  }
+  /// Deletes `key`; the changelog's tombstone carries `timestamp`.
+  void remove(const K& key, std::int64_t timestamp) {
+    default_state_serde<K>::serialize(key, key_buf_);
+    store_->remove(key_buf_);
+    if (changelog_) changelog_->log(key_buf_, std::nullopt, timestamp);
   }
 
  private:
@@ -458,7 +471,7 @@ class aggregate_node final : public emitting_node<K, V, K, A>, public prior_valu
   std::string store_name_;
   Init init_;
   Agg agg_;
-  aggregate_store<K, A> store_;
+  timestamped_store<K, A> store_;
 };
 
 /// count(): adds one to the count stored under each record's key and emits the new count,
@@ -494,7 +507,7 @@ class counting_node : public node, public prior_value_keeper<std::int64_t> {
 
  private:
   std::string store_name_;
-  aggregate_store<K, std::int64_t> store_;
+  timestamped_store<K, std::int64_t> store_;
   record<K, std::int64_t> out_;  // reused, as emitting_node's
 };
 
@@ -532,59 +545,56 @@ class reduce_node final : public emitting_node<K, V, K, V>, public prior_value_k
  private:
   std::string store_name_;
   F f_;
-  aggregate_store<K, V> store_;
+  timestamped_store<K, V> store_;
 };
 
-/// Materializes a table topic into its store; a null value deletes the key.
+/// Materializes a table topic into its store; a null value deletes the key. Each value is
+/// kept with its record's timestamp (value_format::timestamped), as Kafka Streams' KTableSource
+/// keeps it in a TimestampedKeyValueStore: the record's own, also when it is older than the
+/// value it replaces (an out-of-order update is applied, not merged in time).
 template <class K, class V>
 class table_node final : public typed_node<K, std::optional<V>>, public prior_value_keeper<V> {
  public:
   explicit table_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(store_handle_factory::make<typename decltype(store_)::value_type>(task.store(store_name_), &task));
+    store_.init(task, store_name_);
   }
   /// Applies the update to the store, then forwards it, a deletion too (as Kafka Streams'
   /// KTableSource forwards a tombstone, also for a key the table did not hold).
   void on_record(const record<K, std::optional<V>>& r) override {
-    if (this->sends_prior_values()) this->set_prior(store_->get(r.key));
+    if (this->sends_prior_values()) this->set_prior(store_.get(r.key));
     if (r.value)
-      store_->put(r.key, *r.value);
+      store_.put(r.key, *r.value, r.timestamp);
     else
-      store_->remove(r.key);
+      store_.remove(r.key, r.timestamp);
     this->forward_erased(&r);
   }
 
  private:
   std::string store_name_;
-  std::optional<key_value_store<K, V>> store_;
+  timestamped_store<K, V> store_;
 };
 
 /// How a join reads a table's current value for a key (Kafka Streams' value getters). The
 /// key-value getter reads a table kept in a key-value store (a table read from a topic, an
-/// aggregation, a join's result) by key; an aggregation's values carry their timestamps
-/// (value_format::timestamped), the others' none.
+/// aggregation, a join's result: all keep timestamps, value_format::timestamped) by key,
+/// with the timestamp of the value's latest update, as Kafka Streams' getters return a
+/// ValueAndTimestamp.
 template <class K, class V>
 class key_value_getter {
  public:
-  void init(task_context& task, const std::string& store) {
-    const auto binding = task.store(store);
-    store_ = kv_store_of(binding);
-    timestamped_ = binding.format == value_format::timestamped;
-  }
-  /// The value of `key`, if any; raises `timestamp` to the value's when the table keeps it.
+  void init(task_context& task, const std::string& store) { store_.init(task, store); }
+  /// The value of `key`, if any; raises `timestamp` to the value's.
   std::optional<V> get(const K& key, std::int64_t& timestamp) {
-    default_state_serde<K>::serialize(key, key_buf_);
-    if (!store_->get(key_buf_, value_buf_)) return std::nullopt;
-    if (!timestamped_) return default_state_serde<V>::deserialize(value_buf_);
-    timestamp = std::max(timestamp, static_cast<std::int64_t>(state::read_u64(value_buf_)));
-    return default_state_serde<V>::deserialize(std::string_view(value_buf_).substr(8));
+    std::int64_t stored = timestamp;
+    auto v = store_.get(key, stored);
+    if (v) timestamp = std::max(timestamp, stored);
+    return v;
   }
 
  private:
-  state::kv_store* store_ = nullptr;
-  bool timestamped_ = false;
-  std::string key_buf_, value_buf_;
+  timestamped_store<K, V> store_;
 };
 
 /// A table's getter as a join sees the table, as Kafka Streams' suppressed value getter: for

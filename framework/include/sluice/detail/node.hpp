@@ -67,7 +67,8 @@ class global_view {
 
 /// How a key-value store's values are laid out. `timestamped`: each value is the 8-byte
 /// big-endian timestamp of its latest update, then the value's bytes (Kafka Streams'
-/// TimestampedKeyValueStore), as the non-windowed aggregations keep their aggregates; its
+/// TimestampedKeyValueStore), as every DSL table keeps its values (a table read from a topic,
+/// a non-windowed aggregation, a table–table join's result: detail::timestamped_store); its
 /// changelog records hold the value's bytes alone, with that timestamp as the record's
 /// timestamp (the changelog reader puts it back in front when it restores). A plain
 /// key_value_store handle reads and writes such a store's values without their timestamps.

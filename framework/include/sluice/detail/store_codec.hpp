@@ -63,7 +63,7 @@ std::string to_json_text(const T& v) {
 }
 
 /// VS's value of a timestamped store's bytes (value_format::timestamped: 8 bytes of
-/// timestamp, then VS's bytes), for the codec of an aggregation's store.
+/// timestamp, then VS's bytes), for the codec of a timestamped store.
 template <class VS>
 struct timestamp_skipping_serde {
   static auto deserialize(std::string_view in) {
@@ -100,6 +100,14 @@ std::shared_ptr<const store_codec> make_store_codec() {
   c->key_to_json = [](std::string_view bytes) { return to_json_text(KS::deserialize(bytes)); };
   c->value_to_json = [](std::string_view bytes) { return to_json_text(VS::deserialize(bytes)); };
   return c;
+}
+
+/// The codec of a timestamped store of K and V in their state serdes (a table's, an
+/// aggregation's, a table–table join's: value_format::timestamped), which shows the values
+/// without their timestamps.
+template <class K, class V>
+std::shared_ptr<const store_codec> make_timestamped_store_codec() {
+  return make_store_codec<K, V, default_state_serde<K>, timestamp_skipping_serde<default_state_serde<V>>>();
 }
 
 // The codecs of the commonest stores (string keys; string or 64-bit integer values) are

@@ -90,8 +90,11 @@ class window_table_getter<session_windowed<K>, V> {
 ///
 /// Getter reads the other table (key_value_getter or window_table_getter, under a
 /// table_getter, which answers for a suppressed table's buffered keys). A result carries
-/// the update's timestamp, or the other side's when that is larger and known (a windowed
-/// table's), as Kafka Streams' max of both.
+/// the later of the update's timestamp and the other side's stored value's, as Kafka
+/// Streams 3.9's KTableKTable*Join stamp it: every table keeps its values' timestamps (a
+/// table read from a topic its records', an aggregation its aggregates', a join its
+/// results'); with the other side absent, or answered from a suppression buffer, the
+/// update's own.
 template <class K, class I, class VThis, class VOther, class VO, class F, table_join_kind Kind, table_join_side Side,
           class Getter = key_value_getter<K, VOther>>
 class table_join_side_node final : public typed_node<K, I> {
@@ -106,7 +109,7 @@ class table_join_side_node final : public typed_node<K, I> {
   void init(task_context& task) override {
     node::init(task);
     other_.init(task, other_name_);
-    result_.emplace(store_handle_factory::make<key_value_store<K, VO>>(task.store(result_name_), &task));
+    result_.init(task, result_name_);
   }
 
   void on_record(const record<K, I>& r) override {
@@ -136,7 +139,7 @@ class table_join_side_node final : public typed_node<K, I> {
       return emit(std::optional<VO>(std::invoke(joiner_, *other, right)));
     } else {
       // left join's left side, and both sides of an outer join
-      if (!other && !self && !result_->get(r.key)) return;
+      if (!other && !self && !result_.get(r.key)) return;
       if (!self && (Kind == table_join_kind::left || !other)) return emit(std::optional<VO>());
       std::optional<VThis> mine;
       if (self) mine = *self;
@@ -162,32 +165,34 @@ class table_join_side_node final : public typed_node<K, I> {
   std::string result_name_;
   F joiner_;
   table_getter<K, VOther, Getter> other_;
-  std::optional<key_value_store<K, VO>> result_;
+  timestamped_store<K, VO> result_;
   record<K, std::optional<VO>> out_;
 };
 
 /// The merge point of a table–table join: applies each result of either side to the join's
-/// store (a value puts, nullopt deletes) and passes it on unchanged, tombstones included.
+/// store (a value puts, nullopt deletes), kept with the result's timestamp
+/// (value_format::timestamped, as Kafka Streams' KTableKTableJoinMerger keeps it in a
+/// TimestampedKeyValueStore), and passes it on unchanged, tombstones included.
 template <class K, class VO>
 class table_join_merge_node final : public typed_node<K, std::optional<VO>>, public prior_value_keeper<VO> {
  public:
   explicit table_join_merge_node(std::string store) : store_name_(std::move(store)) {}
   void init(task_context& task) override {
     node::init(task);
-    store_.emplace(store_handle_factory::make<key_value_store<K, VO>>(task.store(store_name_), &task));
+    store_.init(task, store_name_);
   }
   void on_record(const record<K, std::optional<VO>>& r) override {
-    if (this->sends_prior_values()) this->set_prior(store_->get(r.key));
+    if (this->sends_prior_values()) this->set_prior(store_.get(r.key));
     if (r.value)
-      store_->put(r.key, *r.value);
+      store_.put(r.key, *r.value, r.timestamp);
     else
-      store_->remove(r.key);
+      store_.remove(r.key, r.timestamp);
     this->forward_erased(&r);
   }
 
  private:
   std::string store_name_;
-  std::optional<key_value_store<K, VO>> store_;
+  timestamped_store<K, VO> store_;
 };
 
 }  // namespace sluice::detail
