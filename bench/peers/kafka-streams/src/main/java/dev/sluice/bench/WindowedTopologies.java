@@ -162,5 +162,15 @@ final class WindowedTopologies {
                     Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("table-outer-join").withValueSerde(s))
         .toStream()
         .to(out + "-table-outer-join", Produced.with(s, s));
+    // The table updates arrive out of timestamp order: a result carries the later of its
+    // update's timestamp and the other side's stored value's.
+    tleft.join(tright, (l, r) -> l + "+" + r,
+               Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("table-inner-join").withValueSerde(s))
+        .toStream()
+        .to(out + "-table-inner-join", Produced.with(s, s));
+    tleft.leftJoin(tright, (l, r) -> l + "+" + show(r),
+                   Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("table-left-join").withValueSerde(s))
+        .toStream()
+        .to(out + "-table-left-join", Produced.with(s, s));
   }
 }
