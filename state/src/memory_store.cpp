@@ -23,6 +23,7 @@ class memory_store final : public kv_store {
       : name_(options.name),
         mode_(options.mode),
         threshold_(options.write_through_threshold_bytes),
+        before_write_through_(options.before_write_through),
         ttl_ms_(options.ttl.count()),
         now_(detail::resolve_clock(options)) {}
 
@@ -244,6 +245,7 @@ class memory_store final : public kv_store {
 
   void maybe_write_through() {
     if (mode_ == write_mode::write_through && pending_bytes() > threshold_) {
+      if (before_write_through_) before_write_through_();
       apply_pending();
     }
   }
@@ -251,6 +253,7 @@ class memory_store final : public kv_store {
   std::string name_;
   write_mode mode_;
   std::size_t threshold_;
+  std::function<void()> before_write_through_;
   std::int64_t ttl_ms_;
   detail::clock_fn now_;
   committed_map committed_;

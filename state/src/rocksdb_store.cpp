@@ -242,6 +242,7 @@ class rocksdb_store final : public kv_store {
         path_(options.directory / options.name),
         mode_(options.mode),
         threshold_(options.write_through_threshold_bytes),
+        before_write_through_(options.before_write_through),
         ttl_ms_(options.ttl.count()),
         now_(detail::resolve_clock(options)),
         filter_(std::make_unique<expiry_compaction_filter>(now_)),
@@ -777,6 +778,7 @@ class rocksdb_store final : public kv_store {
 
   void maybe_write_through() {
     if (mode_ == write_mode::write_through && cache_.dirty_bytes() > threshold_) {
+      if (before_write_through_) before_write_through_();
       // Data only: the offset moves at commit, so a crash replays from the older offset.
       write_pending(std::nullopt, "write to");
     }
@@ -828,6 +830,7 @@ class rocksdb_store final : public kv_store {
   fs::path path_;
   write_mode mode_;
   std::size_t threshold_;
+  std::function<void()> before_write_through_;
   std::int64_t ttl_ms_;
   detail::clock_fn now_;
   std::unique_ptr<expiry_compaction_filter> filter_;  // outlives db_ (declared before it)

@@ -95,7 +95,8 @@ void changelog_logger::clear_buffer() noexcept {
 namespace {
 /// Opens the key-value storage of one store (wiping and reopening a corrupt RocksDB store).
 std::unique_ptr<state::kv_store> open_storage(const detail::store_spec& spec, const task_services& services,
-                                              const std::string& task_name, task_storage& t) {
+                                              const std::string& task_name, task_storage& t,
+                                              task_storage::store& opened) {
   state::store_options options;
   options.name = spec.name;
   options.mode = services.guarantee == processing_guarantee::exactly_once ? state::write_mode::hold_until_commit
@@ -109,6 +110,13 @@ std::unique_ptr<state::kv_store> open_storage(const detail::store_spec& spec, co
   // A RocksDB store found holding values of another layout (an aggregation's store written
   // before aggregations kept timestamps) wipes itself at open: the changelog restores it.
   options.format = spec.format;
+  if (options.mode == state::write_mode::write_through) {
+    // Bound by make_store once the store's changelog logger exists (on the task's thread).
+    opened.before_write_through = std::make_shared<std::function<void()>>();
+    options.before_write_through = [hook = opened.before_write_through] {
+      if (*hook) (*hook)();
+    };
+  }
   if (spec.backend == store_backend::memory || services.memory_stores_only) return state::open_memory_store(options);
   options.directory = t.directory->path();
   try {
@@ -146,7 +154,7 @@ task_storage open_task_storage(task_id id, const task_services& services,
   for (const auto& store : sub.stores) {
     auto& opened = t.stores.emplace_back();
     try {
-      opened.storage = open_storage(*detail::topology_access::find_store(topo, store), services, name, t);
+      opened.storage = open_storage(*detail::topology_access::find_store(topo, store), services, name, t, opened);
     } catch (...) {
       opened.failure = std::current_exception();
       break;
@@ -166,7 +174,8 @@ state_manager::state_manager(task_id id, const task_services& services, record_s
   auto opened = std::move(storage.stores);
   for (std::size_t i = 0; i < sub.stores.size() && i < opened.size(); ++i) {
     if (opened[i].failure) std::rethrow_exception(opened[i].failure);
-    auto ts = make_store(*detail::topology_access::find_store(topo, sub.stores[i]), std::move(opened[i].storage));
+    auto ts = make_store(*detail::topology_access::find_store(topo, sub.stores[i]), std::move(opened[i].storage),
+                         opened[i].before_write_through);
     checkpointed_.push_back(changelog_position(*ts.store));
     stores_.push_back(std::move(ts));
   }
@@ -180,7 +189,8 @@ state_manager::~state_manager() {
   if (!stores_.empty()) close(close_mode::dirty);
 }
 
-task_store state_manager::make_store(const detail::store_spec& spec, std::unique_ptr<state::kv_store> storage) {
+task_store state_manager::make_store(const detail::store_spec& spec, std::unique_ptr<state::kv_store> storage,
+                                     const std::shared_ptr<std::function<void()>>& before_write_through) {
   task_store ts;
   ts.spec = &spec;
   if (spec.logged) {
@@ -198,6 +208,13 @@ task_store state_manager::make_store(const detail::store_spec& spec, std::unique
     ts.changelog =
         std::make_unique<changelog_logger>(ts.changelog_topic, id_.partition, sender_, batching, &changelog_budget_);
   }
+  // Under at-least-once a store past its write-through bound applies its pending writes to
+  // storage before the commit: a pop or a handled offset would then survive a restart while
+  // the output sent before it might not be delivered. Its changelog is sent first, which
+  // waits for those outputs (record_collector::send_changelog); a failed output stops the
+  // write as it stops the commit.
+  if (ts.changelog && before_write_through)
+    *before_write_through = [changelog = ts.changelog.get()] { changelog->send(); };
   // A store kind of its own is built over the storage; a plain key-value store is the storage.
   if (spec.make_store) {
     ts.store = spec.make_store(std::move(storage), ts.changelog.get());

@@ -162,6 +162,10 @@ struct task_storage {
   struct store {
     std::unique_ptr<state::kv_store> storage;
     std::exception_ptr failure;  ///< opening it failed (the last entry: nothing opened after it)
+    /// At-least-once: what the storage calls before it applies writes early
+    /// (store_options::before_write_through); empty until the state_manager binds it to the
+    /// store's changelog.
+    std::shared_ptr<std::function<void()>> before_write_through;
   };
   std::vector<store> stores;  ///< the sub-topology's stores, in order, up to the first failure
 };
@@ -226,8 +230,10 @@ class state_manager {
 
  private:
   /// Builds one store as its spec says over its opened `storage` (the one place that knows
-  /// store kinds).
-  task_store make_store(const detail::store_spec& spec, std::unique_ptr<state::kv_store> storage);
+  /// store kinds), and binds `before_write_through` (the storage's hook, null under
+  /// exactly-once) to the store's changelog.
+  task_store make_store(const detail::store_spec& spec, std::unique_ptr<state::kv_store> storage,
+                        const std::shared_ptr<std::function<void()>>& before_write_through);
 
   task_id id_;
   std::string name_;  // id_.to_string(): the task directory and the logs

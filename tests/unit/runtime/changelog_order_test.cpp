@@ -92,8 +92,13 @@ struct order_fixture {
     collector.reset();  // before the cluster
   }
 
-  static kafka::message input(std::int64_t offset, std::string value) {
-    return {.topic = "in", .partition = 0, .offset = offset, .timestamp = 1, .key = "k", .value = std::move(value)};
+  static kafka::message input(std::int64_t offset, std::string value, std::string key = "k") {
+    return {.topic = "in",
+            .partition = 0,
+            .offset = offset,
+            .timestamp = 1,
+            .key = std::move(key),
+            .value = std::move(value)};
   }
 
   /// The changelog offset delivered since the collector started, once nothing is outstanding.
@@ -151,6 +156,26 @@ TEST(changelog_order, at_least_once_every_write_reaches_the_changelog_at_the_com
   for (int i = 0; i < 3; ++i) f.task->process(order_fixture::input(i, "v" + std::to_string(i)));
   f.task->stores().send_changelogs();
   EXPECT_EQ(f.delivered_changelog(), state::changelog_offset(3));  // one record per write
+}
+
+TEST(changelog_order, at_least_once_a_store_applies_its_writes_early_only_after_the_outputs_before_them_are_delivered) {
+  // The changelog buffer's bound is far away; the store's own write-through bound (8 MiB of
+  // pending writes, store_options::write_through_threshold_bytes) is what the writes pass.
+  order_fixture f(store_logging::last_write_per_commit, std::int64_t{1} << 30);
+  const std::string value(900'000, 'v');  // under the producer's message.max.bytes
+  constexpr int writes = 10;              // 9 MB pending after the last one
+  expect_output_timed_out([&] {
+    for (int i = 0; i < writes; ++i) f.task->process(order_fixture::input(i, value, "k" + std::to_string(i)));
+  });
+  EXPECT_EQ(f.delivered_changelog(), std::nullopt);
+  // Nothing reached the storage: the task's dirty close drops every write, which a store
+  // that had applied them early could not (a restart would find the writes whose outputs
+  // were lost).
+  auto* s = f.task->stores().find("s");
+  ASSERT_NE(s, nullptr);
+  auto& kv = dynamic_cast<state::kv_store&>(*s->store);
+  kv.abort();
+  for (int i = 0; i < writes; ++i) EXPECT_EQ(kv.get("k" + std::to_string(i)), std::nullopt) << "k" << i;
 }
 
 }  // namespace

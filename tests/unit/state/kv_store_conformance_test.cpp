@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -104,8 +105,7 @@ TEST_P(kv_store_conformance, range_includes_both_bounds_forward_and_reverse) {
   put_all(*s, {{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}, {"e", "5"}});
   s->commit(changelog_offset(5));
   EXPECT_EQ(drain(s->range("b", "d")), (entries{{"b", "2"}, {"c", "3"}, {"d", "4"}}));
-  EXPECT_EQ(drain(s->range("b", "d", direction::reverse)),
-            (entries{{"d", "4"}, {"c", "3"}, {"b", "2"}}));
+  EXPECT_EQ(drain(s->range("b", "d", direction::reverse)), (entries{{"d", "4"}, {"c", "3"}, {"b", "2"}}));
   EXPECT_EQ(drain(s->range("bb", "dd")), (entries{{"c", "3"}, {"d", "4"}}));
   EXPECT_EQ(drain(s->range("bb", "dd", direction::reverse)), (entries{{"d", "4"}, {"c", "3"}}));
   EXPECT_EQ(drain(s->range("c", "c")), (entries{{"c", "3"}}));
@@ -118,8 +118,7 @@ TEST_P(kv_store_conformance, range_includes_both_bounds_forward_and_reverse) {
 TEST_P(kv_store_conformance, keys_order_bytewise_as_unsigned) {
   auto s = open();
   put_all(*s, {{"\xff", "ff"}, {"\x01", "01"}, {"\x7f", "7f"}, {"\x80", "80"}});
-  EXPECT_EQ(drain(s->all()),
-            (entries{{"\x01", "01"}, {"\x7f", "7f"}, {"\x80", "80"}, {"\xff", "ff"}}));
+  EXPECT_EQ(drain(s->all()), (entries{{"\x01", "01"}, {"\x7f", "7f"}, {"\x80", "80"}, {"\xff", "ff"}}));
 }
 
 TEST_P(kv_store_conformance, prefix_scan_handles_0xff_bytes) {
@@ -134,17 +133,14 @@ TEST_P(kv_store_conformance, prefix_scan_handles_0xff_bytes) {
                {"b", "8"}});
   s->commit(changelog_offset(1));
   s->put("\xff\xfe", "9");  // pending, inside the prefix
-  EXPECT_EQ(drain(s->prefix("\xff")),
-            (entries{{"\xff", "2"},
-                     {std::string("\xff\x00", 2), "3"},
-                     {"\xff\xfe", "9"},
-                     {"\xff\xff", "4"},
-                     {"\xff\xff\xff", "5"}}));
-  EXPECT_EQ(drain(s->prefix("\xff\xff", direction::reverse)),
-            (entries{{"\xff\xff\xff", "5"}, {"\xff\xff", "4"}}));
+  EXPECT_EQ(drain(s->prefix("\xff")), (entries{{"\xff", "2"},
+                                               {std::string("\xff\x00", 2), "3"},
+                                               {"\xff\xfe", "9"},
+                                               {"\xff\xff", "4"},
+                                               {"\xff\xff\xff", "5"}}));
+  EXPECT_EQ(drain(s->prefix("\xff\xff", direction::reverse)), (entries{{"\xff\xff\xff", "5"}, {"\xff\xff", "4"}}));
   EXPECT_EQ(drain(s->prefix("a\xff")), (entries{{"a\xff", "6"}, {"a\xff\x01", "7"}}));
-  EXPECT_EQ(drain(s->prefix("a\xff", direction::reverse)),
-            (entries{{"a\xff\x01", "7"}, {"a\xff", "6"}}));
+  EXPECT_EQ(drain(s->prefix("a\xff", direction::reverse)), (entries{{"a\xff\x01", "7"}, {"a\xff", "6"}}));
   EXPECT_TRUE(drain(s->prefix("c")).empty());
   EXPECT_EQ(drain(s->prefix("")).size(), 9u);
 }
@@ -314,9 +310,7 @@ TEST_P(kv_store_conformance, ttl_hides_entries_once_expired) {
 TEST_P(kv_store_conformance, restore_expires_records_by_their_timestamp) {
   auto s = open({.ttl = std::chrono::milliseconds(1000)});
   const std::int64_t now = *clock_.now;
-  std::vector<restore_record> batch{{"old", "1", now - 1000},
-                                    {"recent", "2", now - 400},
-                                    {"untimed", "3"}};
+  std::vector<restore_record> batch{{"old", "1", now - 1000}, {"recent", "2", now - 400}, {"untimed", "3"}};
   s->restore(batch, changelog_offset(3));
   EXPECT_EQ(drain(s->all()), (entries{{"recent", "2"}, {"untimed", "3"}}));
   clock_.advance(600);
@@ -338,6 +332,32 @@ TEST_P(kv_store_conformance, write_through_applies_writes_early_beyond_the_thres
   s->abort();  // drops only what was not applied yet
   EXPECT_GE(drain(s->all()).size(), 10u);
   EXPECT_EQ(s->committed_offset(), std::nullopt);  // the offset moves only at commit
+}
+
+TEST_P(kv_store_conformance, write_through_calls_its_hook_first_and_a_throwing_hook_applies_nothing) {
+  int calls = 0;
+  bool fail = true;
+  auto s = open({.mode = write_mode::write_through, .write_through_threshold_bytes = 256, .before_write_through = [&] {
+                   ++calls;
+                   if (fail) throw std::runtime_error("outputs not delivered");
+                 }});
+  int written = 0;
+  try {
+    for (; written < 20; ++written) s->put("k" + std::to_string(written), std::string(32, 'x'));
+    ADD_FAILURE() << "the hook's exception did not propagate from the write";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "outputs not delivered");
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_LT(written, 20);
+  EXPECT_GT(s->pending_bytes(), 256u);  // the write that passed the bound is pending, as are those before it
+  s->abort();
+  EXPECT_TRUE(drain(s->all()).empty()) << "writes reached storage although the hook threw";
+  fail = false;
+  for (int i = 0; i < 20; ++i) s->put("k" + std::to_string(i), std::string(32, 'x'));
+  EXPECT_GE(calls, 2);
+  s->abort();
+  EXPECT_GE(drain(s->all()).size(), 10u);  // applied after the hook returned
 }
 
 TEST_P(kv_store_conformance, remove_range_deletes_the_half_open_range_for_every_read) {
@@ -505,8 +525,7 @@ TEST_P(kv_store_conformance, randomized_range_deletes_agree_with_a_model) {
       }
       const bool reverse = rng() % 2 == 0;
       if (reverse) std::reverse(want.begin(), want.end());
-      ASSERT_EQ(drain(s->range(a, b, reverse ? direction::reverse : direction::forward)), want)
-          << "step " << step;
+      ASSERT_EQ(drain(s->range(a, b, reverse ? direction::reverse : direction::forward)), want) << "step " << step;
     } else if (op < 95) {
       s->commit(changelog_offset(++offset));
       committed = view;
@@ -521,8 +540,7 @@ TEST_P(kv_store_conformance, randomized_range_deletes_agree_with_a_model) {
 
 TEST_P(kv_store_conformance, invalid_store_names_are_rejected) {
   for (const char* bad : {"", ".hidden", "a/b"}) {
-    auto e = test::thrown_error(
-        [&] { GetParam().open({.name = bad, .directory = dir_.path()}); });
+    auto e = test::thrown_error([&] { GetParam().open({.name = bad, .directory = dir_.path()}); });
     EXPECT_EQ(e.code(), errc::invalid_config) << bad;
   }
 }
@@ -541,13 +559,11 @@ TEST_P(kv_store_conformance_death, closing_a_store_with_an_open_iterator_termina
       "state store 'store' with 1 open iterator");
 }
 
-auto factory_name = [](const ::testing::TestParamInfo<store_factory>& info) {
-  return info.param.name;
-};
-INSTANTIATE_TEST_SUITE_P(stores, kv_store_conformance,
-                         ::testing::Values(rocksdb_factory(), memory_factory()), factory_name);
-INSTANTIATE_TEST_SUITE_P(stores, kv_store_conformance_death,
-                         ::testing::Values(rocksdb_factory(), memory_factory()), factory_name);
+auto factory_name = [](const ::testing::TestParamInfo<store_factory>& info) { return info.param.name; };
+INSTANTIATE_TEST_SUITE_P(stores, kv_store_conformance, ::testing::Values(rocksdb_factory(), memory_factory()),
+                         factory_name);
+INSTANTIATE_TEST_SUITE_P(stores, kv_store_conformance_death, ::testing::Values(rocksdb_factory(), memory_factory()),
+                         factory_name);
 
 }  // namespace
 }  // namespace sluice::state

@@ -89,6 +89,14 @@ struct store_options {
   /// Default: 8 MiB.
   std::size_t write_through_threshold_bytes = std::size_t{8} << 20;
 
+  /// write_mode::write_through only: called just before pending writes are applied early
+  /// (past write_through_threshold_bytes), so that what must be durable before the store's
+  /// storage moves on gets there first (the framework delivers the outputs sent before the
+  /// writes and hands their changelog records to the producer). If it throws, nothing is
+  /// applied, the writes stay pending and the exception propagates from the write.
+  /// Default: empty (nothing is called).
+  std::function<void()> before_write_through{};
+
   /// RocksDB only: approximate memory (keys, values and bookkeeping) for entries already
   /// written to RocksDB that the store keeps in front of it, so that reading a key written
   /// recently needs no RocksDB lookup. Pending writes are held regardless (one entry per
