@@ -71,17 +71,41 @@ void pipe_steps(topology_test_driver& d) {
   for (const auto& s : steps) (s.left ? left : right).pipe(s.key, s.value, s.timestamp);
 }
 
-}  // namespace
+enum class join_kind { inner, left, outer };
 
-TEST(table_join, inner_join_emits_on_either_side_when_both_are_present_and_deletes_when_one_leaves) {
+/// Tables "left" and "right" (stores left-store, right-store) joined as `kind` says into store
+/// "joined", whose updates go to "out" as "<left>+<right>" ("null" for a missing side).
+sluice::topology left_joined_with_right(join_kind kind) {
   sluice::streams_builder b;
   auto l = b.table<std::string, std::string>("left", "left-store");
   auto r = b.table<std::string, std::string>("right", "right-store");
-  l.join(
-       r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, "joined")
-      .to_stream()
-      .to("out");
-  topology_test_driver d(b.build());
+  switch (kind) {
+    case join_kind::inner:
+      l.join(
+           r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, "joined")
+          .to_stream()
+          .to("out");
+      break;
+    case join_kind::left:
+      l.left_join(
+           r, [](const std::string& lv, const text& rv) { return lv + "+" + show(rv); }, "joined")
+          .to_stream()
+          .to("out");
+      break;
+    case join_kind::outer:
+      l.outer_join(
+           r, [](const text& lv, const text& rv) { return show(lv) + "+" + show(rv); }, "joined")
+          .to_stream()
+          .to("out");
+      break;
+  }
+  return b.build();
+}
+
+}  // namespace
+
+TEST(table_join, inner_join_emits_on_either_side_when_both_are_present_and_deletes_when_one_leaves) {
+  topology_test_driver d(left_joined_with_right(join_kind::inner));
   pipe_steps(d);
   const updates expected = {
       {"a", "L1+R1", 2},        // 2: the right arrives, the left is there
@@ -99,14 +123,7 @@ TEST(table_join, inner_join_emits_on_either_side_when_both_are_present_and_delet
 }
 
 TEST(table_join, left_join_keeps_every_left_row_and_passes_right_deletions_as_a_missing_right_value) {
-  sluice::streams_builder b;
-  auto l = b.table<std::string, std::string>("left", "left-store");
-  auto r = b.table<std::string, std::string>("right", "right-store");
-  l.left_join(
-       r, [](const std::string& lv, const text& rv) { return lv + "+" + show(rv); }, "joined")
-      .to_stream()
-      .to("out");
-  topology_test_driver d(b.build());
+  topology_test_driver d(left_joined_with_right(join_kind::left));
   pipe_steps(d);
   const updates expected = {
       {"a", "L1+null", 1},      // 1
@@ -129,14 +146,7 @@ TEST(table_join, left_join_keeps_every_left_row_and_passes_right_deletions_as_a_
 }
 
 TEST(table_join, outer_join_keeps_rows_of_either_side_and_deletes_when_both_are_gone) {
-  sluice::streams_builder b;
-  auto l = b.table<std::string, std::string>("left", "left-store");
-  auto r = b.table<std::string, std::string>("right", "right-store");
-  l.outer_join(
-       r, [](const text& lv, const text& rv) { return show(lv) + "+" + show(rv); }, "joined")
-      .to_stream()
-      .to("out");
-  topology_test_driver d(b.build());
+  topology_test_driver d(left_joined_with_right(join_kind::outer));
   pipe_steps(d);
   const updates expected = {
       {"a", "L1+null", 1},      // 1
@@ -740,14 +750,7 @@ std::optional<std::int64_t> stored_timestamp(topology_test_driver& d, const std:
 }  // namespace
 
 TEST(table_join, inner_join_stamps_a_result_with_the_later_of_its_update_and_the_other_sides_stored_timestamp) {
-  sluice::streams_builder b;
-  auto l = b.table<std::string, std::string>("left", "left-store");
-  auto r = b.table<std::string, std::string>("right", "right-store");
-  l.join(
-       r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, "joined")
-      .to_stream()
-      .to("out");
-  topology_test_driver d(b.build());
+  topology_test_driver d(left_joined_with_right(join_kind::inner));
   pipe_out_of_order_steps(d);
   const updates expected = {
       {"a", "L1+R1", 100},      // 2: max(50, left 100)
@@ -761,14 +764,7 @@ TEST(table_join, inner_join_stamps_a_result_with_the_later_of_its_update_and_the
 }
 
 TEST(table_join, left_join_stamps_a_result_with_the_later_of_its_update_and_the_other_sides_stored_timestamp) {
-  sluice::streams_builder b;
-  auto l = b.table<std::string, std::string>("left", "left-store");
-  auto r = b.table<std::string, std::string>("right", "right-store");
-  l.left_join(
-       r, [](const std::string& lv, const text& rv) { return lv + "+" + show(rv); }, "joined")
-      .to_stream()
-      .to("out");
-  topology_test_driver d(b.build());
+  topology_test_driver d(left_joined_with_right(join_kind::left));
   pipe_out_of_order_steps(d);
   const updates expected = {
       {"a", "L1+null", 100},    // 1: the right absent: its own
@@ -784,14 +780,7 @@ TEST(table_join, left_join_stamps_a_result_with_the_later_of_its_update_and_the_
 }
 
 TEST(table_join, outer_join_stamps_a_result_with_the_later_of_its_update_and_the_other_sides_stored_timestamp) {
-  sluice::streams_builder b;
-  auto l = b.table<std::string, std::string>("left", "left-store");
-  auto r = b.table<std::string, std::string>("right", "right-store");
-  l.outer_join(
-       r, [](const text& lv, const text& rv) { return show(lv) + "+" + show(rv); }, "joined")
-      .to_stream()
-      .to("out");
-  topology_test_driver d(b.build());
+  topology_test_driver d(left_joined_with_right(join_kind::outer));
   auto left = d.input_topic<std::string, text>("left");
   auto right = d.input_topic<std::string, text>("right");
   const updates expected = {

@@ -172,12 +172,10 @@ struct rocksdb_fixture : fixture {
   }
 };
 
-// A count's store written before aggregations kept timestamps holds each count alone. Read
-// as timestamped, its first 8 bytes would be taken for a timestamp: the store is wiped at
-// open and restored from the start of its changelog, its values correct and stamped with
-// their changelog records' timestamps. Its offset said it was current.
-TEST(changelog_reader, a_store_written_plain_is_restored_from_the_start_when_its_aggregation_keeps_timestamps) {
-  rocksdb_fixture f;
+/// Store "s" of f's topology (which keeps timestamps) holds plain values and an offset saying
+/// it is current: the task's restore wipes it and restores it from the start of its changelog,
+/// each value correct and stamped with its changelog record's timestamp.
+void expect_a_plain_store_restored_from_the_start_with_timestamps(rocksdb_fixture& f) {
   f.fill_changelog(0, 100);
   f.write_store(
       state::value_format::plain, [](int k) { return "v" + std::to_string(90 + k); }, 100);
@@ -191,6 +189,15 @@ TEST(changelog_reader, a_store_written_plain_is_restored_from_the_start_when_its
   EXPECT_EQ(state::read_u64(*stored), 1093u);
 }
 
+// A count's store written before aggregations kept timestamps holds each count alone. Read
+// as timestamped, its first 8 bytes would be taken for a timestamp: the store is wiped at
+// open and restored from the start of its changelog, its values correct and stamped with
+// their changelog records' timestamps. Its offset said it was current.
+TEST(changelog_reader, a_store_written_plain_is_restored_from_the_start_when_its_aggregation_keeps_timestamps) {
+  rocksdb_fixture f;
+  expect_a_plain_store_restored_from_the_start_with_timestamps(f);
+}
+
 // A table's store written before tables kept timestamps is wiped and restored the same way,
 // each value stamped with its changelog record's timestamp.
 TEST(changelog_reader, a_store_written_plain_is_restored_from_the_start_when_its_table_keeps_timestamps) {
@@ -198,17 +205,7 @@ TEST(changelog_reader, a_store_written_plain_is_restored_from_the_start_when_its
   streams_builder b;
   b.table<std::string, std::string>("in", "s");
   f.topo = b.build();
-  f.fill_changelog(0, 100);
-  f.write_store(
-      state::value_format::plain, [](int k) { return "v" + std::to_string(90 + k); }, 100);
-  null_sender sender;
-  stream_task task(task_id{0, 0}, f.services, sender, "thread=\"0\"");
-  f.restore(task, 100);
-  for (int k = 0; k < 10; ++k)
-    EXPECT_EQ(value_in(task, "k" + std::to_string(k)), "v" + std::to_string(90 + k)) << "key k" << k;
-  auto stored = dynamic_cast<state::kv_store&>(*task.stores().find("s")->store).get("k3");
-  ASSERT_TRUE(stored.has_value());
-  EXPECT_EQ(state::read_u64(*stored), 1093u);
+  expect_a_plain_store_restored_from_the_start_with_timestamps(f);
 }
 
 /// A Processor API processor naming the store "s" and writing nothing: its store is plain.
