@@ -339,6 +339,22 @@ void consumer::unassign_some(const std::vector<topic_partition>& parts) {
   throw_if(rd_kafka_incremental_unassign(rk_.get(), list.get()), "incremental_unassign");
 }
 
+bool consumer::learn_leaders(const std::vector<std::string>& topics, std::chrono::milliseconds timeout) {
+  bool answered = true;
+  for (const auto& topic : topics) {
+    topic_ptr rkt(rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr));
+    const rd_kafka_metadata_t* raw = nullptr;
+    // The response updates the leaders of the topic's partitions this client holds.
+    if (rd_kafka_metadata(rk_.get(), 0, rkt.get(), &raw, static_cast<int>(timeout.count())) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR) {
+      answered = false;
+      continue;
+    }
+    metadata_ptr md(const_cast<rd_kafka_metadata_t*>(raw));
+  }
+  return answered;
+}
+
 std::vector<topic_partition> consumer::assignment() const {
   rd_kafka_topic_partition_list_t* raw = nullptr;
   throw_if(rd_kafka_assignment(rk_.get(), &raw), "assignment");

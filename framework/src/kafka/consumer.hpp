@@ -75,6 +75,12 @@ class consumer {
   /// already fetched for them (assign() replaces the assignment and drops it).
   void assign_more(const std::vector<topic_partition_offset>& parts);
   void unassign_some(const std::vector<topic_partition>& parts);
+  /// Asks the broker for `topics`' metadata and waits up to `timeout` for the answer, which
+  /// gives their assigned partitions a leader to fetch from at once. librdkafka 2.0.2 asks
+  /// for the metadata of a topic that a manual assignment names for the first time only in
+  /// its once-a-second topic scan, so without this the first fetch waits up to a second.
+  /// Returns false (and the scan still finds the leaders) when the broker did not answer.
+  bool learn_leaders(const std::vector<std::string>& topics, std::chrono::milliseconds timeout);
   std::vector<topic_partition> assignment() const;
 
   void pause(const std::vector<topic_partition>& parts);

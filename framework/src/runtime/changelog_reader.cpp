@@ -74,6 +74,13 @@ bool changelog_reader::add(stream_task& task) {
   for (auto& e : entries_)
     if (e.task == &task && !e.done) assign.push_back({e.topic, e.partition, e.next});
   consumer_->assign_more(assign);
+  std::vector<std::string> new_topics;
+  for (const auto& a : assign)
+    if (topics_led_.insert(a.topic).second) new_topics.push_back(a.topic);
+  if (!new_topics.empty() && !consumer_->learn_leaders(new_topics, 1s)) {
+    // Not fatal: librdkafka's own topic scan finds the leaders within a second.
+    for (const auto& t : new_topics) topics_led_.erase(t);
+  }
   return true;
 }
 

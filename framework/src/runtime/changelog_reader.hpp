@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "kafka/consumer.hpp"
@@ -108,6 +109,8 @@ class changelog_reader {
   std::pair<std::int64_t, std::int64_t> end_offsets(const std::string& topic, std::int32_t partition);
 
   std::unique_ptr<kafka::consumer> consumer_;
+  /// Changelog topics whose leaders consumer_ has asked for (kafka::consumer::learn_leaders).
+  std::unordered_set<std::string> topics_led_;
   /// The same client settings read_uncommitted, only for end offsets: a read_committed client
   /// reports the last stable offset as the end, which stops short of a transaction open in
   /// the changelog (see restore()).

@@ -95,6 +95,33 @@ TEST(kafka_mock_cluster, wake_from_another_thread_ends_a_blocked_poll) {
 
 // poll_lent hands out the records of several partitions without copying, each run from one
 // partition and in offset order, with null keys and values as nullopt; every record once.
+TEST(kafka_mock_cluster, learning_the_leaders_of_assigned_topics_answers_and_the_records_follow) {
+  mock_cluster cluster;
+  cluster.create_topic("led-a", 2);
+  cluster.create_topic("led-b", 1);
+  {
+    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+    p.produce("led-a", 1, std::string_view("k"), std::string_view("a"), 1000, {});
+    p.produce("led-b", 0, std::string_view("k"), std::string_view("b"), 1000, {});
+    p.flush(10s);
+  }
+  consumer c({{"bootstrap.servers", cluster.bootstrap_servers()}});
+  c.assign({{"led-a", 0, offset_beginning}, {"led-a", 1, offset_beginning}, {"led-b", 0, offset_beginning}});
+  EXPECT_TRUE(c.learn_leaders({"led-a", "led-b"}, 10s));
+  std::multiset<std::string> values;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (values.size() < 2 && std::chrono::steady_clock::now() < deadline)
+    if (auto m = c.poll(50ms); m && m->value) values.insert(*m->value);
+  EXPECT_EQ(values, (std::multiset<std::string>{"a", "b"}));
+}
+
+TEST(kafka_mock_cluster, learning_leaders_without_a_broker_says_so_and_does_not_throw) {
+  // Nothing listens on port 1: the metadata request gets no answer within the timeout.
+  consumer c(config_map{{"bootstrap.servers", "127.0.0.1:1"}});
+  c.assign({{"nowhere", 0, offset_beginning}});
+  EXPECT_FALSE(c.learn_leaders({"nowhere"}, 200ms));
+}
+
 TEST(kafka_mock_cluster, lent_records_come_in_runs_of_one_partition_each_record_once) {
   mock_cluster cluster;
   cluster.create_topic("lent", 3);
