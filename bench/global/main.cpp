@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
   std::string bootstrap = std::getenv("SLUICE_BOOTSTRAP") ? std::getenv("SLUICE_BOOTSTRAP") : "127.0.0.1:39092";
   long long records = 1000000, keys = 100000;
   int partitions = 4, value_bytes = 100;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = i + 1 < argc ? argv[i] : "";  // a flag without its value: usage
     if (a == "--bootstrap")
       bootstrap = argv[i + 1];
     else if (a == "--records")

@@ -107,8 +107,8 @@ int main(int argc, char** argv) {
   long long records = 5000000;
   int partitions = 4;
   std::vector<std::string> settings;  // KEY=VALUE of --set
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = i + 1 < argc ? argv[i] : "";  // a flag without its value: usage
     if (a == "--bootstrap")
       bootstrap = argv[i + 1];
     else if (a == "--records")

@@ -44,7 +44,7 @@ struct materialized {
   store_backend backend = store_backend::rocksdb;  ///< Default: rocksdb
   bool logged = true;                              ///< Default: a changelog topic
   std::chrono::milliseconds ttl{0};                ///< Default: 0, never expire
-  state::rocksdb_config_setter rocksdb_options{};  ///< Default: none (expert hook)
+  state::rocksdb_config_setter rocksdb_options{};  ///< Default: none (expert hook; see configure_rocksdb)
   /// The store's kind, built over its key-value storage (see detail::store_factory); a
   /// topology's own kinds (ranked index, queue) come with a function that fills this in.
   /// Default: empty, a key-value store.

@@ -413,6 +413,11 @@ class timestamped_store {
     timestamp = static_cast<std::int64_t>(state::read_u64(value_buf_));
     return default_state_serde<V>::deserialize(std::string_view(value_buf_).substr(8));
   }
+  /// Whether `key` has a value (nothing decoded).
+  bool contains(const K& key) {
+    default_state_serde<K>::serialize(key, key_buf_);
+    return store_->get(key_buf_, value_buf_);
+  }
   /// The value of `key`, if any, without its timestamp.
   std::optional<V> get(const K& key) {
     std::int64_t ignored = 0;

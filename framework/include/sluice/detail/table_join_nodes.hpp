@@ -139,7 +139,7 @@ class table_join_side_node final : public typed_node<K, I> {
       return emit(std::optional<VO>(std::invoke(joiner_, *other, right)));
     } else {
       // left join's left side, and both sides of an outer join
-      if (!other && !self && !result_.get(r.key)) return;
+      if (!other && !self && !result_.contains(r.key)) return;
       if (!self && (Kind == table_join_kind::left || !other)) return emit(std::optional<VO>());
       std::optional<VThis> mine;
       if (self) mine = *self;

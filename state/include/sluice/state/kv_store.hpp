@@ -118,7 +118,9 @@ struct store_options {
   /// after sluice has filled them in, before the database opens (include
   /// <rocksdb/options.h> where you define it). Whatever it sets wins, except `atomic_flush`
   /// and `create_if_missing`, which the consistency protocol needs and sluice sets again
-  /// afterwards.
+  /// afterwards. It runs on the thread that opens the store, which is not always the stream
+  /// thread: a new assignment's stores open on a few threads at once, so a setter shared by
+  /// several stores must be safe to call concurrently.
   /// Default: empty (no changes).
   rocksdb_config_setter configure_rocksdb{};
 
