@@ -40,7 +40,8 @@ std::uint64_t key_prefix(std::string_view key) noexcept {
 
 }  // namespace
 
-sst_restore::sst_restore(target t, std::size_t chunk_bytes) : target_(std::move(t)), chunk_bytes_(chunk_bytes) {}
+sst_restore::sst_restore(target t, std::size_t chunk_bytes, std::size_t min_chunk_bytes)
+    : target_(std::move(t)), chunk_bytes_(chunk_bytes), min_chunk_bytes_(std::min(min_chunk_bytes, chunk_bytes)) {}
 
 sst_restore::~sst_restore() {
   join();
@@ -71,8 +72,10 @@ rocksdb::Status sst_restore::end_batch(changelog_offset next_offset) {
   const auto size = filling_.size();
   const auto* wbm = target_.write_buffer_manager.get();
   // Sealed at the memtable size, or at a quarter of it once the memtables of every store
-  // together pass their share of the budget (as a memtable is flushed early then).
-  if (size >= chunk_bytes_ || (wbm != nullptr && wbm->enabled() && wbm->ShouldFlush() && size >= chunk_bytes_ / 4)) {
+  // together pass their share of the budget (as a memtable is flushed early then), or at
+  // the minimum when the chunk thread has nothing to do (the work overlaps the reading).
+  if (size >= chunk_bytes_ || (size >= min_chunk_bytes_ && !chunk_in_flight()) ||
+      (wbm != nullptr && wbm->enabled() && wbm->ShouldFlush() && size >= chunk_bytes_ / 4)) {
     seal();
   }
   return failure_;
@@ -88,10 +91,8 @@ rocksdb::Status sst_restore::finish() {
 }
 
 bool sst_restore::begin_finish() {
-  if (thread_.joinable()) {
-    if (!thread_done_.load(std::memory_order_acquire)) return false;
-    join();
-  }
+  if (chunk_in_flight()) return false;
+  join();
   if (!failure_.ok() || !filling_.next_offset) return true;
   seal();
   return false;
@@ -108,6 +109,10 @@ void sst_restore::charge(chunk& c) {
 void sst_restore::release(chunk& c) {
   if (target_.write_buffer_manager && c.charged > 0) target_.write_buffer_manager->FreeMem(c.charged);
   c.charged = 0;
+}
+
+bool sst_restore::chunk_in_flight() const noexcept {
+  return thread_.joinable() && !thread_done_.load(std::memory_order_acquire);
 }
 
 void sst_restore::join() {

@@ -16,6 +16,12 @@
 // sealed chunk as memory being freed, like a flushing memtable), and a chunk is sealed at
 // the store's write_buffer_size or earlier when the manager asks memtables to flush.
 //
+// Early sealing: a chunk holding at least the minimum chunk size is also sealed whenever
+// the chunk thread is idle, so the sort, write and ingestion overlap the reading of the
+// changelog and what is left after its last record is one small chunk, not most of a
+// write buffer. The minimum bounds the number of overlapping files the restore leaves for
+// RocksDB to compact (bench/README.md, "Restore").
+//
 // Lifecycle: created by the store at the first large restore() from empty -> add() per
 // record and end_batch() per restore() -> begin_finish() until true (optional) -> finish()
 // once (the store serves from then on).
@@ -65,7 +71,9 @@ class sst_restore {
   };
 
   /// `chunk_bytes`: a chunk is sealed once it holds this many bytes (keys, values and index).
-  sst_restore(target t, std::size_t chunk_bytes);
+  /// `min_chunk_bytes` (at most chunk_bytes): a chunk holding this many is sealed as soon
+  /// as no other chunk is in flight.
+  sst_restore(target t, std::size_t chunk_bytes, std::size_t min_chunk_bytes);
   ~sst_restore();
   sst_restore(const sst_restore&) = delete;
   sst_restore& operator=(const sst_restore&) = delete;
@@ -73,7 +81,8 @@ class sst_restore {
   /// A changelog record: `stored` is the store's encoded value, nullopt a delete.
   void add(std::string_view key, std::optional<std::string_view> stored);
   /// Ends a restore batch whose records were all added: the chunk now reflects the changelog
-  /// up to `next_offset`. Seals the chunk when it is full. Returns a failure of an earlier
+  /// up to `next_offset`. Seals the chunk when it is full, or when it holds the minimum and
+  /// the chunk thread is idle. Returns a failure of an earlier
   /// chunk's ingestion (the store reports it; nothing more is ingested after one).
   rocksdb::Status end_batch(changelog_offset next_offset);
   /// Ingests what is buffered and waits for it: the store holds everything added, with the
@@ -83,6 +92,13 @@ class sst_restore {
   /// ingested. Returns true when finish() would not wait (everything is ingested, or a chunk
   /// failed: finish() returns the failure). Call until true, then finish().
   bool begin_finish();
+
+  /// Chunks handed to the chunk thread so far (each one data file at most and one offset
+  /// file, ingested in this order).
+  std::uint64_t chunks_sealed() const noexcept { return files_; }
+  /// A sealed chunk's thread is still sorting, writing or ingesting it: the next seal would
+  /// wait for it, so end_batch() seals early only when this is false.
+  bool chunk_in_flight() const noexcept;
 
   /// Removes files a crash left behind in `directory` (written, never ingested).
   static void remove_leftovers(const std::filesystem::path& directory);
@@ -117,6 +133,7 @@ class sst_restore {
 
   target target_;
   std::size_t chunk_bytes_;
+  std::size_t min_chunk_bytes_;
   chunk filling_;
   chunk in_flight_;
   std::thread thread_;
