@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <system_error>
 #include <thread>
 
@@ -116,10 +117,20 @@ void task_manager::restore() {
   if (checkpointing_.empty()) return;
   // While other tasks restore, a restored task waits for its stores' background work
   // (begin_checkpoint) and starts once that is done; the stream thread goes on reading the
-  // other changelogs meanwhile. With nothing left to read, every one's work has been started
-  // (in parallel) and the checkpoints below wait for them.
+  // other changelogs meanwhile. With nothing left to read, the stream thread waits until every
+  // store's work is done, handing each store's last chunk to its thread as soon as the chunk
+  // in flight before it is ingested: the stores' last chunks are then ingested in parallel,
+  // where the checkpoints below would seal them one after the other (bench/README.md,
+  // "Restore").
   restored_.clear();
   const bool wait = !reader_.restoring();
+  auto begin_all = [&] {
+    bool ready = true;
+    for (auto* t : checkpointing_) ready = t->stores().begin_checkpoint() && ready;  // every one, ready or not
+    return ready;
+  };
+  if (wait)
+    while (!begin_all()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (auto* t : checkpointing_)
     if (t->stores().begin_checkpoint() || wait) restored_.push_back(t);
   if (restored_.empty()) return;
