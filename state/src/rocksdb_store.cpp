@@ -746,6 +746,14 @@ class rocksdb_store final : public kv_store {
     // chunks cost 0.3-0.5 CPU s more per 2,000,000 records).
     const auto chunk_bytes = data_options_.write_buffer_size;
     sst_restore_ = std::make_unique<detail::sst_restore>(std::move(t), chunk_bytes, chunk_bytes / 4);
+    // The chunks overlap: compacting them while more arrive rewrites the same keys again at
+    // each new file, on the cores the restore reads with (12 % of the restore's CPU samples).
+    // Paused until the restore ends, the store compacts them once, as Kafka Streams' bulk
+    // loading did. A store opens with its configured options, so after a crash it compacts again.
+    if (!data_options_.disable_auto_compactions &&
+        db_->SetOptions(data_cf_, {{"disable_auto_compactions", "true"}}).ok()) {
+      compactions_paused_ = true;
+    }
   }
 
   // Ingests what the SST restore buffered and ends it; the store is restored through write
@@ -753,7 +761,15 @@ class rocksdb_store final : public kv_store {
   void end_sst_restore() {
     if (!sst_restore_) return;
     auto ending = std::move(sst_restore_);
-    check(ending->finish(), "restore");
+    const auto finished = ending->finish();
+    if (compactions_paused_) {
+      compactions_paused_ = false;
+      const auto s = db_->SetOptions(data_cf_, {{"disable_auto_compactions", "false"}});
+      if (!s.ok()) {
+        spdlog::warn("state: store '{}' could not resume its compactions after its restore ({})", name_, s.ToString());
+      }
+    }
+    check(finished, "restore");
   }
 
   // Every operation but restore() and close() calls this first: the store serves from now on.
@@ -848,6 +864,7 @@ class rocksdb_store final : public kv_store {
   rocksdb::Options meta_options_;
   std::unique_ptr<rocksdb::DB> db_;
   std::unique_ptr<detail::sst_restore> sst_restore_;  ///< while restoring from empty; before db_ is closed
+  bool compactions_paused_ = false;                   ///< auto compactions are off while sst_restore_ fills the store
   std::thread compaction_thread_;                     ///< compact_range(background); joined by close()
   std::atomic<bool> compacting_{false};
   rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;
