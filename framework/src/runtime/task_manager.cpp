@@ -122,17 +122,14 @@ void task_manager::restore() {
   // in flight before it is ingested: the stores' last chunks are then ingested in parallel,
   // where the checkpoints below would seal them one after the other (bench/README.md,
   // "Restore").
-  restored_.clear();
   const bool wait = !reader_.restoring();
-  auto begin_all = [&] {
-    bool ready = true;
-    for (auto* t : checkpointing_) ready = t->stores().begin_checkpoint() && ready;  // every one, ready or not
-    return ready;
-  };
-  if (wait)
-    while (!begin_all()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  for (auto* t : checkpointing_)
-    if (t->stores().begin_checkpoint() || wait) restored_.push_back(t);
+  for (;;) {
+    restored_.clear();
+    for (auto* t : checkpointing_)  // every one, ready or not
+      if (t->stores().begin_checkpoint()) restored_.push_back(t);
+    if (!wait || restored_.size() == checkpointing_.size()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   if (restored_.empty()) return;
   std::vector<kafka::topic_partition> resume;
   for (auto* t : restored_) {
