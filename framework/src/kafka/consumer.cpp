@@ -340,19 +340,19 @@ void consumer::unassign_some(const std::vector<topic_partition>& parts) {
 }
 
 bool consumer::learn_leaders(const std::vector<std::string>& topics, std::chrono::milliseconds timeout) {
-  bool answered = true;
-  for (const auto& topic : topics) {
-    topic_ptr rkt(rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr));
-    const rd_kafka_metadata_t* raw = nullptr;
-    // The response updates the leaders of the topic's partitions this client holds.
-    if (rd_kafka_metadata(rk_.get(), 0, rkt.get(), &raw, static_cast<int>(timeout.count())) !=
-        RD_KAFKA_RESP_ERR_NO_ERROR) {
-      answered = false;
-      continue;
-    }
-    metadata_ptr md(const_cast<rd_kafka_metadata_t*>(raw));
-  }
-  return answered;
+  if (topics.empty()) return true;
+  // librdkafka 2.0.2's rd_kafka_metadata asks for one topic, every topic in the cluster, or
+  // the topics this client knows (a handle or a cached answer): holding a handle to each of
+  // `topics` makes the last one request, one round trip, name all of them.
+  std::vector<topic_ptr> handles;
+  handles.reserve(topics.size());
+  for (const auto& topic : topics) handles.emplace_back(rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr));
+  const rd_kafka_metadata_t* raw = nullptr;
+  // The response updates the leaders of the partitions this client holds.
+  if (rd_kafka_metadata(rk_.get(), 0, nullptr, &raw, static_cast<int>(timeout.count())) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return false;
+  metadata_ptr md(const_cast<rd_kafka_metadata_t*>(raw));
+  return true;
 }
 
 std::vector<topic_partition> consumer::assignment() const {

@@ -79,7 +79,11 @@ class consumer {
   /// gives their assigned partitions a leader to fetch from at once. librdkafka 2.0.2 asks
   /// for the metadata of a topic that a manual assignment names for the first time only in
   /// its once-a-second topic scan, so without this the first fetch waits up to a second.
-  /// Returns false (and the scan still finds the leaders) when the broker did not answer.
+  /// One request names all of `topics` and every other topic this client knows (librdkafka
+  /// 2.0.2 asks for one topic, all the cluster's, or the known ones): for the restore
+  /// consumer, the changelog topics it was assigned before, the topics its own periodic
+  /// refresh asks for too. Returns false (and the scan still finds the leaders) when the
+  /// broker did not answer.
   bool learn_leaders(const std::vector<std::string>& topics, std::chrono::milliseconds timeout);
   std::vector<topic_partition> assignment() const;
 
