@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -172,8 +173,25 @@ void wait_until_idle(const sst_restore& r) {
   while (r.chunk_in_flight()) std::this_thread::yield();
 }
 
+/// A database whose restore files are created through a gated_file_system, closed to hold a
+/// sealed chunk in flight; the file system outlives the database.
+struct gated_database {
+  explicit gated_database(const std::filesystem::path& path) : db(path, env.get()) {}
+
+  std::shared_ptr<gated_file_system> file_system = std::make_shared<gated_file_system>();
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(file_system);
+  restore_database db;
+};
+
 class sst_restore_test : public ::testing::Test {
  protected:
+  std::filesystem::path db_path() const { return dir_.path() / "db"; }
+
+  /// A restore into `db` (at db_path()) with chunks of up to 16 MiB, sealed early from 8 KiB.
+  sst_restore restore_into(const restore_database& db) const {
+    return sst_restore(db.target(db_path()), std::size_t{16} << 20, std::size_t{8} << 10);
+  }
+
   test::temp_dir dir_;
 };
 
@@ -184,10 +202,10 @@ class sst_restore_test : public ::testing::Test {
 TEST_F(sst_restore_test, sealing_whenever_idle_keeps_the_last_write_per_key_across_many_chunks) {
   constexpr int batches = 120, per_batch = 200;
   const changelog log(batches, per_batch, 1500, 23);
-  restore_database db(dir_.path() / "db");
+  restore_database db(db_path());
   {
     // 200 records of about 34 bytes (24 of index) fill the 8 KiB minimum in two batches.
-    sst_restore r(db.target(dir_.path() / "db"), std::size_t{16} << 20, std::size_t{8} << 10);
+    auto r = restore_into(db);
     std::uint64_t sealed = 0;
     for (int b = 0; b < batches; ++b) {
       wait_until_idle(r);
@@ -210,11 +228,10 @@ TEST_F(sst_restore_test, sealing_whenever_idle_keeps_the_last_write_per_key_acro
 TEST_F(sst_restore_test, a_chunk_is_not_sealed_early_while_another_is_in_flight) {
   constexpr int batches = 6, per_batch = 1000;
   const changelog log(batches, per_batch, 5000, 5);
-  auto file_system = std::make_shared<gated_file_system>();
-  const auto env = rocksdb::NewCompositeEnv(file_system);
-  restore_database db(dir_.path() / "db", env.get());
-  sst_restore r(db.target(dir_.path() / "db"), std::size_t{16} << 20, std::size_t{8} << 10);
-  file_system->set_open(false);
+  gated_database gated(db_path());
+  auto& db = gated.db;
+  auto r = restore_into(db);
+  gated.file_system->set_open(false);
   add(r, log.batches[0]);
   ASSERT_TRUE(r.end_batch(changelog::offset_after(0, per_batch)).ok());
   ASSERT_EQ(r.chunks_sealed(), 1u);  // nothing was in flight: sealed at the minimum
@@ -224,7 +241,7 @@ TEST_F(sst_restore_test, a_chunk_is_not_sealed_early_while_another_is_in_flight)
     ASSERT_TRUE(r.end_batch(changelog::offset_after(b, per_batch)).ok());
     EXPECT_EQ(r.chunks_sealed(), 1u) << "batch " << b;
   }
-  file_system->set_open(true);
+  gated.file_system->set_open(true);
   wait_until_idle(r);
   EXPECT_EQ(db.offset(), changelog::offset_after(0, per_batch));
   add(r, log.batches[batches - 1]);
@@ -244,12 +261,10 @@ TEST_F(sst_restore_test, a_chunk_is_not_sealed_early_while_another_is_in_flight)
 TEST_F(sst_restore_test, destroyed_mid_restore_leaves_data_and_offset_together) {
   constexpr int batches = 41, per_batch = 300;
   const changelog log(batches, per_batch, 2000, 91);
-  auto file_system = std::make_shared<gated_file_system>();
-  const auto env = rocksdb::NewCompositeEnv(file_system);
   int last_sealed_batch = -1;
   {
-    restore_database db(dir_.path() / "db", env.get());
-    sst_restore r(db.target(dir_.path() / "db"), std::size_t{16} << 20, std::size_t{8} << 10);
+    gated_database gated(db_path());
+    auto r = restore_into(gated.db);
     std::uint64_t sealed = 0;
     int b = 0;
     for (; b < batches - 4; ++b) {  // one chunk each: the chunk thread is idle at each end
@@ -261,7 +276,7 @@ TEST_F(sst_restore_test, destroyed_mid_restore_leaves_data_and_offset_together) 
     }
     ASSERT_EQ(sealed, static_cast<std::uint64_t>(batches - 4));
     wait_until_idle(r);
-    file_system->set_open(false);
+    gated.file_system->set_open(false);
     // Each batch holds the minimum (300 records of about 35 bytes): the first of these two is
     // sealed at once and held in flight, the second stays in the filling chunk.
     const auto sealed_before = sealed;
@@ -279,13 +294,13 @@ TEST_F(sst_restore_test, destroyed_mid_restore_leaves_data_and_offset_together) 
       ASSERT_TRUE(r.end_batch(changelog::offset_after(b, per_batch)).ok());
       ASSERT_EQ(r.chunks_sealed(), sealed);
     }
-    file_system->set_open(true);  // the destructor waits for the chunk in flight
+    gated.file_system->set_open(true);  // the destructor waits for the chunk in flight
   }
-  restore_database db(dir_.path() / "db");
+  restore_database db(db_path());
   ASSERT_EQ(db.offset(), changelog::offset_after(last_sealed_batch, per_batch));
   EXPECT_EQ(db.contents(), log.after[last_sealed_batch]);
   // Restoring the rest from the offset it claims completes it.
-  sst_restore r(db.target(dir_.path() / "db"), std::size_t{16} << 20, std::size_t{8} << 10);
+  auto r = restore_into(db);
   for (int b = last_sealed_batch + 1; b < batches; ++b) {
     add(r, log.batches[b]);
     ASSERT_TRUE(r.end_batch(changelog::offset_after(b, per_batch)).ok());
