@@ -1,4 +1,4 @@
-// RocksDB's own numbers of a store opened with open_rocksdb_store, for tests and diagnostics
+// RocksDB's own numbers and options of a store opened with open_rocksdb_store, for tests and diagnostics
 // that must look beneath the kv_store interface (e.g. that retention dropped a window
 // store's segments without per-entry delete tombstones). Not in the public headers, which
 // stay free of RocksDB.
@@ -18,6 +18,11 @@ namespace sluice::state {
 /// "rocksdb.num-deletes-active-mem-table", ...) of the store's data column family; nullopt
 /// when `store` is not a RocksDB store or RocksDB does not know the property.
 std::optional<std::uint64_t> rocksdb_int_property(kv_store& store, std::string_view name);
+
+/// Whether RocksDB runs automatic compactions on the store's data column family now (a
+/// restore from empty pauses them until it ends); nullopt when `store` is not an open
+/// RocksDB store. Unlike the property above, asking does not end a restore from empty.
+std::optional<bool> rocksdb_auto_compactions(kv_store& store);
 
 /// Compacts the store's whole data column family now (waits for it), so the properties
 /// above count what live files hold after range deletes. No-op for other stores.

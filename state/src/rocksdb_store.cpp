@@ -464,6 +464,13 @@ class rocksdb_store final : public kv_store {
     return value;
   }
 
+  // What RocksDB applies now, not the options the store opened with: a restore from empty
+  // pauses the compactions for its duration. Does not end that restore (serve()).
+  std::optional<bool> auto_compactions() const {
+    if (!db_) return std::nullopt;
+    return !db_->GetOptions(data_cf_).disable_auto_compactions;
+  }
+
   void compact_now() {
     serve();
     rocksdb::CompactRangeOptions o;
@@ -884,6 +891,11 @@ class rocksdb_store final : public kv_store {
 std::optional<std::uint64_t> rocksdb_int_property(kv_store& store, std::string_view name) {
   auto* r = dynamic_cast<rocksdb_store*>(&store);
   return r != nullptr ? r->int_property(name) : std::nullopt;
+}
+
+std::optional<bool> rocksdb_auto_compactions(kv_store& store) {
+  auto* r = dynamic_cast<rocksdb_store*>(&store);
+  return r != nullptr ? r->auto_compactions() : std::nullopt;
 }
 
 void rocksdb_compact_now(kv_store& store) {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "rocksdb_internals.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 #include "sluice/state/task_directory.hpp"
 #include "state_test_util.hpp"
@@ -463,6 +464,26 @@ TEST_F(rocksdb_store_test, begin_flush_ingests_the_last_restored_chunk_in_the_ba
   EXPECT_EQ(drain(s->all()).size(), 4000u);
   EXPECT_EQ(s->get("k1234"), "v");
   EXPECT_TRUE(begin_flush(*s));  // a store that is not restoring from empty has nothing to start
+}
+
+// A restore from empty pauses the data family's automatic compactions (its ingested chunks
+// overlap) and resumes them when it ends; compactions that the configure hook disabled stay
+// disabled.
+TEST_F(rocksdb_store_test, a_restore_from_empty_resumes_compactions_unless_the_configure_hook_disabled_them) {
+  const auto records = run_of(scrambled_records(0, 4000, "v"));
+  auto compacting = open(options("compacting"));
+  ASSERT_EQ(rocksdb_auto_compactions(*compacting), true);
+  compacting->restore(records.batch(), changelog_offset(4000));
+  EXPECT_EQ(rocksdb_auto_compactions(*compacting), false);  // paused during the restore
+  compacting->flush();                                      // the restore ends
+  EXPECT_EQ(rocksdb_auto_compactions(*compacting), true);
+  auto o = options("not_compacting");
+  o.configure_rocksdb = [](rocksdb::Options& r) { r.disable_auto_compactions = true; };
+  auto not_compacting = open(o);
+  not_compacting->restore(records.batch(), changelog_offset(4000));
+  EXPECT_FALSE(begin_flush(*not_compacting));  // restoring from empty: a chunk was sealed
+  not_compacting->flush();
+  EXPECT_EQ(rocksdb_auto_compactions(*not_compacting), false);
 }
 
 TEST_F(rocksdb_store_test, two_stores_share_one_environment) {
