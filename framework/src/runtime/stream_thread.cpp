@@ -239,7 +239,7 @@ void stream_thread::loop_once() {
     bool due = std::any_of(tasks.begin(), tasks.end(), [&](auto& t) {
       return t.second->commit_requested() ||
              (bound_transactions &&
-              t.second->stores().commit_due(settings_.checkpoint_tail_fraction, settings_.checkpoint_min_records));
+              t.second->stores().commit_due(settings_.checkpoint_tail_fraction, settings_.early_commit_min_records));
     });
     if (due || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
   } catch (const std::exception& e) {

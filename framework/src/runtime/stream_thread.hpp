@@ -56,11 +56,22 @@ struct thread_settings {
   /// A task's stores are also checkpointed at a commit once a store's unflushed changelog
   /// tail and its unflushed entries both exceed this share of its changelog position (at
   /// least checkpoint_min_records), and under exactly-once a commit comes early once a
-  /// store's uncommitted writes exceed the same bound: a crash then replays about twice this
-  /// share of the changelog whatever the record rate, except for a store rewriting fewer
-  /// keys than the bound in place, whose tail is bounded by checkpoint_interval.
+  /// store's uncommitted writes exceed the same share (at least early_commit_min_records):
+  /// a crash then replays about twice this share of the changelog whatever the record rate,
+  /// and at most the two floors' worth of records (milliseconds of restore) while the
+  /// changelog is young; except for a store rewriting fewer keys than the bound in place,
+  /// whose tail is bounded by checkpoint_interval.
   double checkpoint_tail_fraction = 0.04;
   std::int64_t checkpoint_min_records = 1000;
+  /// Higher than checkpoint_min_records: an early commit costs a transaction (a producer
+  /// flush, the offsets and an EndTxn round trip, markers on every partition written). At
+  /// 1,000 a young store's commits came every 20-30 ms instead of every commit.interval.ms
+  /// (about 145 commits instead of 40 for bench/run's count), which took a third of
+  /// exactly-once throughput (bench/README, "Early commits"). A 100 ms transaction of one
+  /// task on the 2-core bench machine holds fewer than 5,000 records, so the floor leaves
+  /// ordinary transactions alone and still bounds a backlog's; 5,000 records restore in
+  /// about 4 ms.
+  std::int64_t early_commit_min_records = 5000;
   std::chrono::milliseconds restore_log_interval{5000};
   std::size_t max_poll_records = 1000;
   /// How long the thread keeps retrying after a retriable failure (broker outage, leader

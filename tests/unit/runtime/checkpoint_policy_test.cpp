@@ -1,7 +1,9 @@
 // state_manager's checkpoint policy on RocksDB stores: a store is checkpointed once both its
 // changelog tail and its unflushed entries pass the bound, so a store writing new keys is
 // flushed by its tail while one rewriting a few keys in place is not (its flushes would
-// write those few entries and leave every key to be inserted again).
+// write those few entries and leave every key to be inserted again). And the early-commit
+// policy under exactly-once: an open transaction commits early only past the thread's floor
+// or its share of the changelog.
 #include <gtest/gtest.h>
 
 #include <rocksdb/options.h>
@@ -16,6 +18,7 @@
 #include "runtime/record_collector.hpp"
 #include "runtime/state_manager.hpp"
 #include "runtime/stream_task.hpp"
+#include "runtime/stream_thread.hpp"
 #include "sluice/builder.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 
@@ -61,11 +64,22 @@ struct checkpoint_fixture {
     fs::remove_all(state_dir, ec);
   }
 
+  /// Writes keys k0 .. k<keys - 1> into the open transaction and its changelog, as the
+  /// count's node does.
+  void write(int keys) {
+    auto* s = stores->find("s");
+    auto& kv = dynamic_cast<state::kv_store&>(*s->store);
+    for (int k = 0; k < keys; ++k) {
+      auto key = "k" + std::to_string(k);
+      std::string value(8, static_cast<char>('a' + commits % 26));
+      kv.put(key, value);
+      s->changelog->log(key, std::string_view(value), 0);
+    }
+  }
+
   /// One commit writing `keys` keys (k0, k1, ...) and moving the changelog by as many records.
   void commit_writes(int keys) {
-    auto& kv = dynamic_cast<state::kv_store&>(*stores->find("s")->store);
-    for (int k = 0; k < keys; ++k)
-      kv.put("k" + std::to_string(k), std::string(8, static_cast<char>('a' + commits % 26)));
+    write(keys);
     position += keys;
     ++commits;
     stores->commit([&](const std::string&, std::int32_t) { return state::changelog_offset(position); });
@@ -113,6 +127,27 @@ TEST(checkpoint_policy, a_store_writing_new_keys_in_place_is_checkpointed_past_t
   f.commit_writes(1001);  // 1,001 keys: one new
   EXPECT_EQ(f.stores->find("s")->store->unflushed_entries(), 1001u);
   EXPECT_TRUE(f.stores->checkpoint_due(fraction, min_records));
+}
+
+TEST(checkpoint_policy, a_young_stores_open_transaction_commits_early_only_past_the_floor) {
+  checkpoint_fixture f(memtable_updates::new_versions);
+  const auto floor = thread_settings{}.early_commit_min_records;
+  ASSERT_GT(floor, min_records);  // a transaction costs more than a flush of a small memtable
+  // A young store (empty changelog): the floor is the bound, not 4 % of nothing.
+  f.write(static_cast<int>(floor));
+  EXPECT_FALSE(f.stores->commit_due(fraction, floor));
+  f.write(static_cast<int>(floor) + 1);  // one more key: one more changelog record in the commit
+  EXPECT_TRUE(f.stores->commit_due(fraction, floor));
+}
+
+TEST(checkpoint_policy, a_grown_stores_open_transaction_commits_early_past_its_share_of_the_changelog) {
+  checkpoint_fixture f(memtable_updates::new_versions);
+  const std::int64_t floor = 100;
+  f.commit_writes(50000);  // 4 % of 50,000 = 2,000 records, above the floor
+  f.write(2000);
+  EXPECT_FALSE(f.stores->commit_due(fraction, floor));
+  f.write(2001);
+  EXPECT_TRUE(f.stores->commit_due(fraction, floor));
 }
 
 }  // namespace
