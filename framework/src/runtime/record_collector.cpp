@@ -121,8 +121,12 @@ void record_collector::flush() {
 void record_collector::commit_transaction(const std::vector<kafka::topic_partition_offset>& offsets,
                                           const kafka::consumer_group_metadata& group) {
   ensure_transaction();
-  flush();
+  // The offsets' two round trips (AddOffsetsToTxn, TxnOffsetCommit) while the interval's last
+  // records are still being delivered, not after: nothing of the transaction is visible
+  // before its EndTxn, and a delivery that fails makes flush() throw, the transaction
+  // (offsets included) then aborted.
   if (!offsets.empty()) producer_->send_offsets_to_transaction(offsets, group, 60s);
+  flush();
   producer_->commit_transaction(60s);
   in_transaction_ = false;
 }
