@@ -22,15 +22,18 @@ std::vector<std::string> split_attributes(const std::string& text) {
     auto e = field.find_last_not_of(" \t");
     if (b == std::string::npos)
       throw sluice::error(sluice::errc::invalid_config,
-                          "leaderboard.boards '" + text + "' has an empty entry; use a comma-separated list of "
-                          "attribute names (e.g. gender,age_group), or leave it empty for the overall board only");
+                          "leaderboard.boards '" + text +
+                              "' has an empty entry; use a comma-separated list of "
+                              "attribute names (e.g. gender,age_group), or leave it empty for the overall board only");
     out.push_back(field.substr(b, e - b + 1));
     field.clear();
   };
   if (text.find_first_not_of(" \t") == std::string::npos) return out;
   for (char c : text) {
-    if (c == ',') flush();
-    else field.push_back(c);
+    if (c == ',')
+      flush();
+    else
+      field.push_back(c);
   }
   flush();
   return out;
@@ -42,17 +45,21 @@ int main(int argc, char** argv) {
   using namespace sluice::topologies;
   static constexpr sluice::config_key keys[] = {
       {"input.topic", "efforts", "Topic of effort events: key = segment id, value = effort JSON (see README.md)."},
-      {"updates.topic", "leaderboard-updates", "Topic of entry changes (key = segment id, value = "
-                                               "{segment_id, board, user_id, previous, current}); empty = none."},
-      {"leaderboard.boards", "", "Comma-separated attributes with a board per value (<attribute>=<value>), "
-                                 "besides overall; empty = overall only."},
-      {"leaderboard.tombstone.retention.ms", "604800000", "How long a deleted effort's version is remembered so a "
-                                                          "late older update cannot revive it (1000 .. 31536000000)."},
+      {"updates.topic", "leaderboard-updates",
+       "Topic of entry changes (key = segment id, value = "
+       "{segment_id, board, user_id, previous, current}); empty = none."},
+      {"leaderboard.boards", "",
+       "Comma-separated attributes with a board per value (<attribute>=<value>), "
+       "besides overall; empty = overall only."},
+      {"leaderboard.tombstone.retention.ms", "604800000",
+       "How long a deleted effort's version is remembered so a "
+       "late older update cannot revive it (1000 .. 31536000000)."},
   };
   try {
     sluice::config::declare_keys(keys);
-    auto line = sluice::config::from_args(argc, argv, "Leaderboard: best effort per user with ranks, pages and "
-                                                     "neighbours per segment and board.");
+    auto line = sluice::config::from_args(argc, argv,
+                                          "Leaderboard: best effort per user with ranks, pages and "
+                                          "neighbours per segment and board.");
     if (line.action == sluice::command_line::request::print_help) {
       std::cout << line.help;
       return 0;
@@ -68,9 +75,8 @@ int main(int argc, char** argv) {
     o.tombstone_retention =
         std::chrono::milliseconds(cfg.get_int("leaderboard.tombstone.retention.ms", 1000, 31'536'000'000));
 
-    sluice::app app(leaderboard_job_topology(cfg.get("input.topic").value_or(""),
-                                             cfg.get("updates.topic").value_or(""), o),
-                    cfg);
+    sluice::app app(
+        leaderboard_job_topology(cfg.get("input.topic").value_or(""), cfg.get("updates.topic").value_or(""), o), cfg);
     return app.run();
   } catch (const std::exception& e) {
     spdlog::error("sluice-leaderboard: {}", e.what());

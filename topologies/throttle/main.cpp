@@ -22,17 +22,21 @@ std::vector<std::string> split_fields(const std::string& text) {
   auto flush = [&] {
     auto b = field.find_first_not_of(" \t");
     auto e = field.find_last_not_of(" \t");
-    if (b != std::string::npos) out.push_back(field.substr(b, e - b + 1));
+    if (b != std::string::npos)
+      out.push_back(field.substr(b, e - b + 1));
     else if (!out.empty() || !text.empty())
       throw sluice::error(sluice::errc::invalid_config,
-                          "throttle.key.fields '" + text + "' has an empty field; use a comma-separated list "
-                          "of JSON field names, or leave it empty to throttle by the record key");
+                          "throttle.key.fields '" + text +
+                              "' has an empty field; use a comma-separated list "
+                              "of JSON field names, or leave it empty to throttle by the record key");
     field.clear();
   };
   if (text.find_first_not_of(" \t") == std::string::npos) return out;
   for (char c : text) {
-    if (c == ',') flush();
-    else field.push_back(c);
+    if (c == ',')
+      flush();
+    else
+      field.push_back(c);
   }
   flush();
   return out;
@@ -45,19 +49,24 @@ int main(int argc, char** argv) {
   static constexpr sluice::config_key keys[] = {
       {"input.topic", "throttle-in", "Topic of records to throttle (keys and values are passed through as bytes)."},
       {"output.topic", "throttle-out", "Topic passed records go to, unchanged."},
-      {"throttled.topic", "", "Topic throttled records go to with the sluice-throttle-reason header; empty = drop "
-                              "and count them (sluice_throttle_throttled_total)."},
+      {"throttled.topic", "",
+       "Topic throttled records go to with the sluice-throttle-reason header; empty = drop "
+       "and count them (sluice_throttle_throttled_total)."},
       {"throttle.window.ms", "60000", "The sliding window, 1000 (1 s) .. 2678400000 (31 days)."},
       {"throttle.limit", "1", "Records of one throttle key that may pass per window, 1 .. 1000000."},
-      {"throttle.key.fields", "", "Comma-separated JSON fields of the value forming the throttle key, in order; "
-                                  "empty = the record key."},
-      {"throttle.rules.topic", "", "Global table of per-key rules: key = first key field's value (or the record "
-                                   "key), value = {\"window_ms\": W, \"limit\": N}; empty = no rules."},
+      {"throttle.key.fields", "",
+       "Comma-separated JSON fields of the value forming the throttle key, in order; "
+       "empty = the record key."},
+      {"throttle.rules.topic", "",
+       "Global table of per-key rules: key = first key field's value (or the record "
+       "key), value = {\"window_ms\": W, \"limit\": N}; empty = no rules."},
       {"throttle.rules.max.window.ms", "2678400000", "Largest window a rule may set; sizes the store TTL."},
-      {"throttle.retention.grace.ms", "86400000", "How far processing may lag behind record timestamps while "
-                                                  "decisions stay exact (the store keeps entries window + grace)."},
-      {"pace.records.per.second", "0", "Pace passed output to this many records per second for the whole job, "
-                                       "split over partitions (input pauses while over); 0 = off."},
+      {"throttle.retention.grace.ms", "86400000",
+       "How far processing may lag behind record timestamps while "
+       "decisions stay exact (the store keeps entries window + grace)."},
+      {"pace.records.per.second", "0",
+       "Pace passed output to this many records per second for the whole job, "
+       "split over partitions (input pauses while over); 0 = off."},
   };
   try {
     sluice::config::declare_keys(keys);
@@ -72,13 +81,13 @@ int main(int argc, char** argv) {
     auto pace_rate = cfg.get_int("pace.records.per.second", 0, 1'000'000'000);
 
     throttle_options o;
-    o.window = std::chrono::milliseconds(cfg.get_int("throttle.window.ms", min_throttle_window.count(),
-                                                     max_throttle_window.count()));
+    o.window = std::chrono::milliseconds(
+        cfg.get_int("throttle.window.ms", min_throttle_window.count(), max_throttle_window.count()));
     o.limit = cfg.get_int("throttle.limit", min_throttle_limit, max_throttle_limit);
     o.key_fields = split_fields(cfg.get("throttle.key.fields").value_or(""));
     o.rules_topic = cfg.get("throttle.rules.topic").value_or("");
-    o.max_rule_window = std::chrono::milliseconds(cfg.get_int(
-        "throttle.rules.max.window.ms", min_throttle_window.count(), max_throttle_window.count()));
+    o.max_rule_window = std::chrono::milliseconds(
+        cfg.get_int("throttle.rules.max.window.ms", min_throttle_window.count(), max_throttle_window.count()));
     o.retention_grace =
         std::chrono::milliseconds(cfg.get_int("throttle.retention.grace.ms", 0, max_throttle_window.count()));
 

@@ -1,6 +1,7 @@
 // The leaderboard's logic on bytes: input validation, versions and tombstones, each user's
 // efforts per board (for the next-best fallback), the boards in a ranked index, update
-// records, the read-only view, its queries from an app and the HTTP endpoints. Store layouts are in the README ("Storage").
+// records, the read-only view, its queries from an app and the HTTP endpoints. Store layouts are in the README
+// ("Storage").
 #include "sluice/topologies/leaderboard.hpp"
 
 #include <nlohmann/json.hpp>
@@ -47,9 +48,7 @@ std::int64_t get_ordered64(std::string_view in, std::size_t at) {
   return static_cast<std::int64_t>(u ^ (std::uint64_t{1} << 63));
 }
 
-[[noreturn]] void malformed(const std::string& why) {
-  throw error(errc::processing, "leaderboard: " + why);
-}
+[[noreturn]] void malformed(const std::string& why) { throw error(errc::processing, "leaderboard: " + why); }
 
 /// Refuses JSON nested deeper than max_json_depth before the parser recurses into it.
 void check_depth(std::string_view text) {
@@ -57,9 +56,12 @@ void check_depth(std::string_view text) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -201,13 +203,15 @@ ordered_json entry_json(const std::optional<board_entry>& e) {
 
 void validate(const leaderboard_options& o) {
   if (o.tombstone_retention < min_retention || o.tombstone_retention > max_retention)
-    throw error(errc::invalid_config, "leaderboard: tombstone retention " + std::to_string(o.tombstone_retention.count()) +
+    throw error(errc::invalid_config, "leaderboard: tombstone retention " +
+                                          std::to_string(o.tombstone_retention.count()) +
                                           " ms is out of range; allowed 1000 ms .. 31536000000 ms (365 days)");
   for (const auto& b : o.boards) {
     if (b.empty()) throw error(errc::invalid_config, "leaderboard: board attribute names must not be empty");
     if (b.find('=') != std::string::npos)
-      throw error(errc::invalid_config, "leaderboard: board attribute '" + b +
-                                            "' contains '='; name the attribute only (boards are named <attribute>=<value>)");
+      throw error(errc::invalid_config,
+                  "leaderboard: board attribute '" + b +
+                      "' contains '='; name the attribute only (boards are named <attribute>=<value>)");
   }
   for (const auto* s : {&o.efforts_store, &o.tombstones_store, &o.user_efforts_store, &o.board_store})
     if (s->empty()) throw error(errc::invalid_config, "leaderboard: store names must not be empty");
@@ -278,17 +282,19 @@ void engine::apply(std::optional<std::string_view> key, std::optional<std::strin
 
   std::optional<stored_effort> live;
   std::optional<stored_effort> tomb;
-  if (auto text = efforts_->get(e.effort_id)) live = decode_stored(*text);
-  else if (auto t = tombstones_->get(e.effort_id)) tomb = decode_stored(*t);
+  if (auto text = efforts_->get(e.effort_id))
+    live = decode_stored(*text);
+  else if (auto t = tombstones_->get(e.effort_id))
+    tomb = decode_stored(*t);
   const stored_effort* known = live ? &*live : tomb ? &*tomb : nullptr;
   if (known != nullptr && e.version <= known->version) {
     stale_->add();
     return;
   }
   if (known != nullptr && (known->user_id != e.user_id || known->segment_id != e.segment_id))
-    malformed("effort '" + e.effort_id + "' belongs to user '" + known->user_id + "' on segment '" +
-              known->segment_id + "'; an update may not change user_id or segment_id (got user '" + e.user_id +
-              "', segment '" + e.segment_id + "')");
+    malformed("effort '" + e.effort_id + "' belongs to user '" + known->user_id + "' on segment '" + known->segment_id +
+              "'; an update may not change user_id or segment_id (got user '" + e.user_id + "', segment '" +
+              e.segment_id + "')");
 
   // Everything is validated: from here on, writes.
   const std::string old_score = live ? encode_score(live->elapsed_ms, live->started_at_ms, e.effort_id) : "";
@@ -359,8 +365,10 @@ board_page leaderboard_view::top(std::string_view segment, std::string_view boar
   std::uint64_t rank = 0;
   for (std::size_t i = 0; i < members.size(); ++i) {
     auto entry = leaderboard_detail::decode_entry(members[i].member, members[i].score, 0);
-    if (i == 0) rank = rank_of(index, members[i].score);
-    else if (entry.elapsed_ms != previous_elapsed) rank = members[i].position + 1;
+    if (i == 0)
+      rank = rank_of(index, members[i].score);
+    else if (entry.elapsed_ms != previous_elapsed)
+      rank = members[i].position + 1;
     entry.rank = rank;
     previous_elapsed = entry.elapsed_ms;
     page.entries.push_back(std::move(entry));
@@ -403,9 +411,11 @@ void check_page_limit(std::uint64_t value, const char* what) {
 std::int32_t leaderboard_queries::partition_of(std::string_view segment) const {
   auto p = queries_->partition_of(store_, segment);
   if (!p)
-    throw query_error(query_outcome::unavailable,
-                      "the partitions of store '" + store_ + "' are not known: the app has not started yet, or no "
-                      "such store is in the topology (leaderboard_options::board_store names it); retry once it runs");
+    throw query_error(
+        query_outcome::unavailable,
+        "the partitions of store '" + store_ +
+            "' are not known: the app has not started yet, or no "
+            "such store is in the topology (leaderboard_options::board_store names it); retry once it runs");
   return *p;
 }
 
@@ -455,15 +465,15 @@ std::optional<std::uint64_t> count_param(const http::request& req, std::string_v
   std::uint64_t v = 0;
   auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
   if (text->empty() || ec != std::errc{} || end != text->data() + text->size()) {
-    refusal = http::response::error(http::status::bad_request, std::string(name) + " '" + std::string(*text) +
-                                                                   "' is not a non-negative integer");
+    refusal = http::response::error(http::status::bad_request,
+                                    std::string(name) + " '" + std::string(*text) + "' is not a non-negative integer");
     return std::nullopt;
   }
   if (v > max) {
-    refusal = http::response::error(
-        http::status::bad_request,
-        std::string(name) + " " + std::string(*text) + " is above the maximum " + std::to_string(max) +
-            (name == "limit" ? "; ask for several pages with offset instead" : ""));
+    refusal = http::response::error(http::status::bad_request,
+                                    std::string(name) + " " + std::string(*text) + " is above the maximum " +
+                                        std::to_string(max) +
+                                        (name == "limit" ? "; ask for several pages with offset instead" : ""));
     return std::nullopt;
   }
   return v;
@@ -501,12 +511,12 @@ ordered_json board_head(std::string_view segment, std::string_view board, std::u
 
 http::response not_on_board(std::string_view segment, std::string_view board, std::string_view user,
                             std::uint64_t total) {
-  return http::response::error(
-      http::status::not_found,
-      total == 0 ? "segment '" + std::string(segment) + "' has no board '" + std::string(board) +
-                       "' (an unknown segment or board, or no live effort on it)"
-                 : "user '" + std::string(user) + "' is not on board '" + std::string(board) + "' of segment '" +
-                       std::string(segment) + "'");
+  return http::response::error(http::status::not_found,
+                               total == 0
+                                   ? "segment '" + std::string(segment) + "' has no board '" + std::string(board) +
+                                         "' (an unknown segment or board, or no live effort on it)"
+                                   : "user '" + std::string(user) + "' is not on board '" + std::string(board) +
+                                         "' of segment '" + std::string(segment) + "'");
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 // wherever it is; keys compared after unescaping. Nesting is kept on a heap stack, never
 // the C++ stack, so any depth would be safe here; but the value goes on to the output topic
 // and to whoever reads it next, so it is refused past sluice's JSON nesting limit
-// (max_json_nesting, as json_serde), unlike nlohmann, which takes any depth. tests/driver/overflow_buffer_driver_test.cpp checks it
-// against nlohmann's SAX parser on randomized values.
+// (max_json_nesting, as json_serde), unlike nlohmann, which takes any depth.
+// tests/driver/overflow_buffer_driver_test.cpp checks it against nlohmann's SAX parser on randomized values.
 #include <cmath>
 #include <cerrno>
 #include <cstdlib>
@@ -57,7 +57,8 @@ class field_scanner {
         const char* key_begin = p_ + 1;
         bool escaped = false;
         scan_string(escaped);
-        if (top_level) pending = classify(std::string_view(key_begin, static_cast<std::size_t>(p_ - 1 - key_begin)), escaped);
+        if (top_level)
+          pending = classify(std::string_view(key_begin, static_cast<std::size_t>(p_ - 1 - key_begin)), escaped);
         skip_ws();
         if (p_ >= end_ || *p_ != ':') malformed();
         ++p_;
@@ -111,8 +112,7 @@ class field_scanner {
   }
   [[noreturn]] void too_deep() const {
     throw error(errc::processing, "overflow buffer: the record value nests arrays and objects deeper than " +
-                                      std::to_string(max_json_nesting) + " levels (" +
-                                      std::to_string(end_ - begin_) +
+                                      std::to_string(max_json_nesting) + " levels (" + std::to_string(end_ - begin_) +
                                       " bytes); sluice refuses such JSON, as no producer of real data nests that deep");
   }
   static const char* name(field f) noexcept { return f == field::ttl_ms ? "ttl_ms" : "deliver_at_ms"; }
@@ -196,7 +196,7 @@ class field_scanner {
         if (e == 'u') {
           const unsigned u = code_unit();
           if (u >= 0xDC00 && u <= 0xDFFF) malformed();  // a low surrogate alone
-          if (u >= 0xD800 && u <= 0xDBFF) {               // a high one needs its low one
+          if (u >= 0xD800 && u <= 0xDBFF) {             // a high one needs its low one
             if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') malformed();
             p_ += 2;
             const unsigned low = code_unit();
@@ -354,7 +354,8 @@ class field_scanner {
 }  // namespace
 
 parsed_fields parse_fields(const bytes& value) {
-  if (!value) throw error(errc::processing, "overflow buffer: the record has a null value; values must be JSON objects");
+  if (!value)
+    throw error(errc::processing, "overflow buffer: the record has a null value; values must be JSON objects");
   return field_scanner(*value).scan();
 }
 

@@ -11,8 +11,8 @@ namespace sluice::topologies {
 
 void validate(const pace_options& o) {
   if (!(o.records_per_second > 0) || !std::isfinite(o.records_per_second))
-    throw error(errc::invalid_config, "pace: records_per_second must be a positive number, got " +
-                                          std::to_string(o.records_per_second));
+    throw error(errc::invalid_config,
+                "pace: records_per_second must be a positive number, got " + std::to_string(o.records_per_second));
   if (o.burst < std::chrono::milliseconds(0) || o.burst > std::chrono::milliseconds(10'000))
     throw error(errc::invalid_config,
                 "pace: burst must be within 0 .. 10000 ms, got " + std::to_string(o.burst.count()) + " ms");

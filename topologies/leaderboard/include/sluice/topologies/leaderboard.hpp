@@ -157,7 +157,8 @@ class leaderboard_processor final : public processor<K, V, std::string, std::str
     auto value = sluice::detail::encode_field<sluice::detail::topic_serde_t<V>, V>(r.value, value_buf_);
     engine_.apply(key, value, updates_);
     for (auto& u : updates_)
-      this->context().forward(record<std::string, std::string>{std::move(u.segment), std::move(u.json), r.timestamp, {}});
+      this->context().forward(
+          record<std::string, std::string>{std::move(u.segment), std::move(u.json), r.timestamp, {}});
   }
 
  private:
@@ -196,7 +197,8 @@ topology leaderboard_job_topology(const std::string& input, const std::string& u
 /// segment's partition forwards the request once to the instance that does (the rule of the
 /// /stores endpoints, http::store_access::forward).
 ///   GET /leaderboards/{segment}/{board}?offset=0&limit=10
-///       -> 200 {"segment_id","board","total","entries":[{"rank","user_id","effort_id","elapsed_ms","started_at_ms"}...]}
+///       -> 200
+///       {"segment_id","board","total","entries":[{"rank","user_id","effort_id","elapsed_ms","started_at_ms"}...]}
 ///   GET /leaderboards/{segment}/{board}/users/{user}
 ///       -> 200 {"segment_id","board","total","entry":{...}}; 404 {"error"} when the user is not on
 ///          the board or the segment (board) is unknown
