@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "order_list.hpp"
+#include "store_common.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::state {
@@ -29,10 +30,7 @@ struct loaded_index {
 
 namespace {
 
-struct string_hash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
+using detail::string_hash;
 
 /// Bookkeeping per loaded index besides its list: the map node, the key, the LRU node.
 constexpr std::size_t index_overhead_bytes = sizeof(detail::loaded_index) + 96;

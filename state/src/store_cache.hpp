@@ -28,12 +28,6 @@
 
 namespace sluice::state::detail {
 
-/// Hashes std::string and std::string_view alike, so lookups by view do not allocate.
-struct string_hash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
-
 /// The pending writes and read cache of one rocksdb_store. Owned by the store and used only
 /// from its thread (nothing locks). Entry pointers handed out (find, dirty, for_each_dirty_in)
 /// stay valid until the next mark_written, drop_dirty, forget or clear.

@@ -22,6 +22,13 @@
 
 namespace sluice::state::detail {
 
+/// Hashes std::string and std::string_view alike (with std::equal_to<>), so a lookup by view
+/// in a map keyed by std::string does not build a string.
+struct string_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
 using clock_fn = std::function<std::int64_t()>;
 
 /// The store's clock: the injected one, or the system clock.

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "kafka/types.hpp"
 #include "sluice/config.hpp"
 #include "sluice/record.hpp"
 
@@ -71,14 +72,10 @@ class record_size_limits {
   std::int64_t producer_max_message_bytes() const noexcept { return producer_max_; }
 
  private:
-  struct string_hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-  };
   std::int64_t producer_max_;
   std::int64_t smallest_;  ///< the smallest record_wire_bytes() limit of all
   /// Topic -> its max.message.bytes, for topics where it binds before the producer's limit.
-  std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> topics_;
+  std::unordered_map<std::string, std::int64_t, kafka::string_hash, std::equal_to<>> topics_;
 };
 
 }  // namespace sluice::runtime
