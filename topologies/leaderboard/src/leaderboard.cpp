@@ -13,6 +13,7 @@
 
 #include "sluice/error.hpp"
 #include "sluice/http.hpp"
+#include "sluice/serde/json.hpp"
 
 namespace sluice::topologies {
 namespace {
@@ -22,7 +23,7 @@ using ordered_json = nlohmann::ordered_json;
 
 constexpr std::chrono::milliseconds min_retention{1000};
 constexpr std::chrono::milliseconds max_retention{365LL * 24 * 3600 * 1000};
-constexpr int max_json_depth = 32;
+constexpr std::size_t max_json_depth = 32;
 
 void put_varint(std::string& out, std::uint64_t v) {
   while (v >= 0x80) {
@@ -52,25 +53,8 @@ std::int64_t get_ordered64(std::string_view in, std::size_t at) {
 
 /// Refuses JSON nested deeper than max_json_depth before the parser recurses into it.
 void check_depth(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_json_depth)
-        malformed("the value nests deeper than " + std::to_string(max_json_depth) + " levels");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  if (json_nesting_depth(text, max_json_depth) > max_json_depth)
+    malformed("the value nests deeper than " + std::to_string(max_json_depth) + " levels");
 }
 
 /// One input event, validated.
