@@ -278,6 +278,26 @@ std::chrono::milliseconds config::get_ms(std::string_view key) const {
   return std::chrono::milliseconds(get_int(key, 0, std::int64_t{1} << 50));
 }
 
+std::vector<std::string> config::get_list(std::string_view key, std::string_view advice) const {
+  std::vector<std::string> items;
+  const auto text = get(key).value_or("");
+  constexpr std::string_view blank = " \t";
+  if (text.find_first_not_of(blank) == std::string::npos) return items;
+  std::string_view rest = text;
+  for (;;) {
+    const auto comma = rest.find(',');
+    auto item = rest.substr(0, comma);
+    const auto b = item.find_first_not_of(blank);
+    if (b == std::string_view::npos)
+      throw error(errc::invalid_config, "configuration key '" + std::string(key) + "' has value '" + text +
+                                            "' with an empty item; " + std::string(advice));
+    item = item.substr(b, item.find_last_not_of(blank) - b + 1);
+    items.emplace_back(item);
+    if (comma == std::string_view::npos) return items;
+    rest.remove_prefix(comma + 1);
+  }
+}
+
 void config::validate_numbers() const {
   for (const auto& r : ranges)
     if (get(r.key)) get_int(r.key, r.min, r.max);  // commit.interval.ms has no fixed default

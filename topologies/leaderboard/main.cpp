@@ -12,35 +12,6 @@
 #include "sluice/sluice.hpp"
 #include "sluice/topologies/leaderboard.hpp"
 
-namespace {
-
-std::vector<std::string> split_attributes(const std::string& text) {
-  std::vector<std::string> out;
-  std::string field;
-  auto flush = [&] {
-    auto b = field.find_first_not_of(" \t");
-    auto e = field.find_last_not_of(" \t");
-    if (b == std::string::npos)
-      throw sluice::error(sluice::errc::invalid_config,
-                          "leaderboard.boards '" + text +
-                              "' has an empty entry; use a comma-separated list of "
-                              "attribute names (e.g. gender,age_group), or leave it empty for the overall board only");
-    out.push_back(field.substr(b, e - b + 1));
-    field.clear();
-  };
-  if (text.find_first_not_of(" \t") == std::string::npos) return out;
-  for (char c : text) {
-    if (c == ',')
-      flush();
-    else
-      field.push_back(c);
-  }
-  flush();
-  return out;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace sluice::topologies;
   static constexpr sluice::config_key keys[] = {
@@ -71,7 +42,9 @@ int main(int argc, char** argv) {
     if (!cfg.contains("deserialization.error.handler")) cfg.set("deserialization.error.handler", "dead_letter");
 
     leaderboard_options o;
-    o.boards = split_attributes(cfg.get("leaderboard.boards").value_or(""));
+    o.boards = cfg.get_list("leaderboard.boards",
+                            "use a comma-separated list of attribute names (e.g. gender,age_group), or leave it empty "
+                            "for the overall board only");
     o.tombstone_retention =
         std::chrono::milliseconds(cfg.get_int("leaderboard.tombstone.retention.ms", 1000, 31'536'000'000));
 

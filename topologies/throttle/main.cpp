@@ -14,36 +14,6 @@
 #include "sluice/sluice.hpp"
 #include "sluice/topologies/throttle.hpp"
 
-namespace {
-
-std::vector<std::string> split_fields(const std::string& text) {
-  std::vector<std::string> out;
-  std::string field;
-  auto flush = [&] {
-    auto b = field.find_first_not_of(" \t");
-    auto e = field.find_last_not_of(" \t");
-    if (b != std::string::npos)
-      out.push_back(field.substr(b, e - b + 1));
-    else if (!out.empty() || !text.empty())
-      throw sluice::error(sluice::errc::invalid_config,
-                          "throttle.key.fields '" + text +
-                              "' has an empty field; use a comma-separated list "
-                              "of JSON field names, or leave it empty to throttle by the record key");
-    field.clear();
-  };
-  if (text.find_first_not_of(" \t") == std::string::npos) return out;
-  for (char c : text) {
-    if (c == ',')
-      flush();
-    else
-      field.push_back(c);
-  }
-  flush();
-  return out;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace sluice::topologies;
   static constexpr sluice::config_key keys[] = {
@@ -84,7 +54,9 @@ int main(int argc, char** argv) {
     o.window = std::chrono::milliseconds(
         cfg.get_int("throttle.window.ms", min_throttle_window.count(), max_throttle_window.count()));
     o.limit = cfg.get_int("throttle.limit", min_throttle_limit, max_throttle_limit);
-    o.key_fields = split_fields(cfg.get("throttle.key.fields").value_or(""));
+    o.key_fields =
+        cfg.get_list("throttle.key.fields",
+                     "use a comma-separated list of JSON field names, or leave it empty to throttle by the record key");
     o.rules_topic = cfg.get("throttle.rules.topic").value_or("");
     o.max_rule_window = std::chrono::milliseconds(
         cfg.get_int("throttle.rules.max.window.ms", min_throttle_window.count(), max_throttle_window.count()));

@@ -71,6 +71,10 @@ class config {
   /// range is also limited to what the runtime can honour (docs/configuration.md).
   std::int64_t get_int(std::string_view key, std::int64_t min, std::int64_t max) const;
   std::chrono::milliseconds get_ms(std::string_view key) const;
+  /// A comma-separated list ("a, b,c"), each item trimmed of spaces and tabs; absent or blank
+  /// gives an empty list. An empty item ("a,,b", "a,") throws errc::invalid_config naming
+  /// the key and the value, followed by `advice` (what the list should hold).
+  std::vector<std::string> get_list(std::string_view key, std::string_view advice) const;
   /// Reads every numeric sluice key (poll.ms, commit.interval.ms, max.poll.records, ...)
   /// and throws errc::invalid_config for the first one out of its range, naming the key,
   /// the value, the range and why.

@@ -337,3 +337,26 @@ TEST(config, librdkafka_keys_bare_and_prefixed_and_topic_level_are_accepted) {
                                                                                                   "1048576");
   EXPECT_NO_THROW(app_with(c));
 }
+
+TEST(config, a_list_is_split_at_commas_and_trimmed_and_blank_is_empty) {
+  sluice::config c;
+  c.set("fields", " workflow ,\trecipient,tenant ");
+  EXPECT_EQ(c.get_list("fields", "advice"), (std::vector<std::string>{"workflow", "recipient", "tenant"}));
+  c.set("fields", "one");
+  EXPECT_EQ(c.get_list("fields", "advice"), (std::vector<std::string>{"one"}));
+  c.set("fields", " \t ");
+  EXPECT_TRUE(c.get_list("fields", "advice").empty());
+  EXPECT_TRUE(c.get_list("absent.key", "advice").empty());
+}
+
+TEST(config, an_empty_list_item_is_refused_naming_key_value_and_advice) {
+  for (const char* value : {"a,,b", "a,", ",a", "a, ,b"}) {
+    sluice::config c;
+    c.set("throttle.key.fields", value);
+    auto msg = error_of([&] { c.get_list("throttle.key.fields", "use a comma-separated list of field names"); },
+                        sluice::errc::invalid_config);
+    EXPECT_NE(msg.find("'throttle.key.fields'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string("'") + value + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("empty item; use a comma-separated list of field names"), std::string::npos) << msg;
+  }
+}
