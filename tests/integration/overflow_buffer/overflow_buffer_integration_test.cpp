@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "broker_env.hpp"
+#include "job_fixture.hpp"
 #include "job_process.hpp"
 #include "token_bucket_bound.hpp"
 #include "sluice/sluice.hpp"
@@ -58,17 +59,15 @@ struct observed {
   std::int64_t emitted_at = 0;
 };
 
-class overflow_buffer_integration : public ::testing::Test {
+class overflow_buffer_integration : public sluice::test::job_fixture {
  protected:
   void SetUp() override {
-    if (sluice::test::broker_bootstrap().empty()) return;
+    job_fixture::SetUp();  // the work directory and cfg_'s bootstrap.servers
+    if (work_.empty()) return;
     auto seed = std::random_device{}();
     if (const char* s = std::getenv("SLUICE_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
     rng_.seed(seed);
-    work_ = std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-overflow-it");
-    std::filesystem::create_directories(work_);
     std::cout << "seed " << seed << " (SLUICE_TEST_SEED reproduces it), work dir " << work_ << "\n";
-    cfg_.set("bootstrap.servers", sluice::test::broker_bootstrap());
     app_id_ = sluice::test::unique_name("ovf-it");
     input_ = sluice::test::unique_name("ovf-in");
     output_ = sluice::test::unique_name("ovf-out");
@@ -84,19 +83,6 @@ class overflow_buffer_integration : public ::testing::Test {
     writer_ = std::make_unique<sluice::topic_writer>(cfg_);
     write_rates();
     generate(200'000);
-  }
-
-  void TearDown() override {
-    jobs_.clear();
-    if (work_.empty()) return;
-    if (HasFailure() || std::getenv("SLUICE_KEEP_LOGS")) {
-      for (const auto& log : logs_)
-        std::cout << "---- last lines of " << log << " ----\n" << sluice::test::last_lines(log, 25) << "\n";
-      std::cout << "logs and state kept in " << work_ << "\n";
-    } else {
-      std::error_code ec;
-      std::filesystem::remove_all(work_, ec);
-    }
   }
 
   /// A fifth of the customers (all 50 hot ones among them) use the default rate; the
@@ -149,28 +135,18 @@ class overflow_buffer_integration : public ::testing::Test {
   }
 
   job_process& start_job(const std::string& guarantee) {
-    auto log = work_ / ("run" + std::to_string(logs_.size()) + ".log");
-    logs_.push_back(log);
-    std::vector<std::string> args = {SLUICE_OVERFLOW_BUFFER_BIN};
-    auto set = [&](const std::string& k, const std::string& v) {
-      args.push_back("--set");
-      args.push_back(k + "=" + v);
-    };
-    set("bootstrap.servers", sluice::test::broker_bootstrap());
-    set("application.id", app_id_);
-    set("input.topic", input_);
-    set("output.topic", output_);
-    set("expired.topic", expired_);
-    set("rates.topic", rates_);
-    set("overflow.default.rate.per.second", "100");
-    set("overflow.drain.interval.ms", "50");
-    set("state.dir", (work_ / "state").string());
-    set("processing.guarantee", guarantee);
-    set("commit.interval.ms", "100");
-    set("consumer.session.timeout.ms", "6000");
-    set("instance.id", "a");
-    jobs_.push_back(std::make_unique<job_process>(args, log));
-    return *jobs_.back();
+    return job_fixture::start_job(SLUICE_OVERFLOW_BUFFER_BIN, {
+        {"application.id", app_id_},
+        {"input.topic", input_},
+        {"output.topic", output_},
+        {"expired.topic", expired_},
+        {"rates.topic", rates_},
+        {"overflow.default.rate.per.second", "100"},
+        {"overflow.drain.interval.ms", "50"},
+        {"processing.guarantee", guarantee},
+        {"commit.interval.ms", "100"},
+        {"consumer.session.timeout.ms", "6000"},
+        {"instance.id", "a"}});
   }
 
   std::size_t collect(const std::vector<sluice::raw_message>& batch) {
@@ -214,12 +190,6 @@ class overflow_buffer_integration : public ::testing::Test {
       count += collect(reader.poll(200ms));
     }
     return true;
-  }
-
-  void stop_cleanly(job_process& job) {
-    job.signal(SIGTERM);
-    auto st = job.wait_exit(60s);
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << job.log() << ": " << sluice::test::describe_exit(st);
   }
 
   /// Reads everything committed again from the start and checks the contract.
@@ -282,9 +252,7 @@ class overflow_buffer_integration : public ::testing::Test {
     std::cout << emitted << " emitted, " << expired << " expired, " << dead << " dead-lettered\n";
   }
 
-  sluice::config cfg_;
   std::mt19937 rng_;
-  std::filesystem::path work_;
   std::string app_id_, input_, output_, expired_, rates_, dlq_;
   std::unique_ptr<sluice::topic_writer> writer_;
   std::map<int, double> rate_;
@@ -292,8 +260,6 @@ class overflow_buffer_integration : public ::testing::Test {
   std::size_t fed_ = 0;
   std::map<int, observed> seen_;
   std::map<std::string, std::vector<std::pair<std::int64_t, int>>> emissions_;
-  std::vector<std::unique_ptr<job_process>> jobs_;
-  std::vector<std::filesystem::path> logs_;
 };
 
 }  // namespace

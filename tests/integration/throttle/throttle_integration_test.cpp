@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "broker_env.hpp"
+#include "job_fixture.hpp"
 #include "job_process.hpp"
 #include "throttle_model.hpp"
 #include "sluice/sluice.hpp"
@@ -61,17 +62,15 @@ struct observed {
   std::string reason;  // the sluice-throttle-reason header of a throttled copy
 };
 
-class throttle_integration : public ::testing::Test {
+class throttle_integration : public sluice::test::job_fixture {
  protected:
   void SetUp() override {
-    if (sluice::test::broker_bootstrap().empty()) return;
+    job_fixture::SetUp();  // the work directory and cfg_'s bootstrap.servers
+    if (work_.empty()) return;
     auto seed = std::random_device{}();
     if (const char* s = std::getenv("SLUICE_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
     rng_.seed(seed);
-    work_ = std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-throttle-it");
-    std::filesystem::create_directories(work_);
     std::cout << "seed " << seed << " (SLUICE_TEST_SEED reproduces it), work dir " << work_ << "\n";
-    cfg_.set("bootstrap.servers", sluice::test::broker_bootstrap());
     app_id_ = sluice::test::unique_name("thr-it");
     input_ = sluice::test::unique_name("thr-in");
     output_ = sluice::test::unique_name("thr-out");
@@ -85,19 +84,6 @@ class throttle_integration : public ::testing::Test {
     writer_ = std::make_unique<sluice::topic_writer>(cfg_);
     write_rules();
     generate(200'000);
-  }
-
-  void TearDown() override {
-    jobs_.clear();
-    if (work_.empty()) return;
-    if (HasFailure() || std::getenv("SLUICE_KEEP_LOGS")) {
-      for (const auto& log : logs_)
-        std::cout << "---- last lines of " << log << " ----\n" << sluice::test::last_lines(log, 25) << "\n";
-      std::cout << "logs and state kept in " << work_ << "\n";
-    } else {
-      std::error_code ec;
-      std::filesystem::remove_all(work_, ec);
-    }
   }
 
   /// Rules for most workflows (random windows 1 s .. 60 s and limits 1 .. 20), some with a
@@ -168,30 +154,20 @@ class throttle_integration : public ::testing::Test {
   }
 
   job_process& start_job(const std::string& guarantee) {
-    auto log = work_ / ("run" + std::to_string(logs_.size()) + ".log");
-    logs_.push_back(log);
-    std::vector<std::string> args = {SLUICE_THROTTLE_BIN};
-    auto set = [&](const std::string& k, const std::string& v) {
-      args.push_back("--set");
-      args.push_back(k + "=" + v);
-    };
-    set("bootstrap.servers", sluice::test::broker_bootstrap());
-    set("application.id", app_id_);
-    set("input.topic", input_);
-    set("output.topic", output_);
-    set("throttled.topic", throttled_);
-    set("throttle.window.ms", std::to_string(default_window_ms));
-    set("throttle.limit", std::to_string(default_limit));
-    set("throttle.key.fields", "workflow,recipient");
-    set("throttle.rules.topic", rules_topic_);
-    set("throttle.rules.max.window.ms", "60000");
-    set("state.dir", (work_ / "state").string());
-    set("processing.guarantee", guarantee);
-    set("commit.interval.ms", "100");
-    set("consumer.session.timeout.ms", "6000");
-    set("instance.id", "a");
-    jobs_.push_back(std::make_unique<job_process>(args, log));
-    return *jobs_.back();
+    return job_fixture::start_job(SLUICE_THROTTLE_BIN, {
+        {"application.id", app_id_},
+        {"input.topic", input_},
+        {"output.topic", output_},
+        {"throttled.topic", throttled_},
+        {"throttle.window.ms", std::to_string(default_window_ms)},
+        {"throttle.limit", std::to_string(default_limit)},
+        {"throttle.key.fields", "workflow,recipient"},
+        {"throttle.rules.topic", rules_topic_},
+        {"throttle.rules.max.window.ms", "60000"},
+        {"processing.guarantee", guarantee},
+        {"commit.interval.ms", "100"},
+        {"consumer.session.timeout.ms", "6000"},
+        {"instance.id", "a"}});
   }
 
   /// Adds read records to `seen` (by id) and returns how many.
@@ -235,12 +211,6 @@ class throttle_integration : public ::testing::Test {
       count += collect(reader.poll(200ms), throttled_, seen);
     }
     return true;
-  }
-
-  void stop_cleanly(job_process& job) {
-    job.signal(SIGTERM);
-    auto st = job.wait_exit(60s);
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << job.log() << ": " << sluice::test::describe_exit(st);
   }
 
   /// Reads both outputs read_committed to their end and checks every id against the model:
@@ -292,17 +262,13 @@ class throttle_integration : public ::testing::Test {
     std::cout << passed << " passed, " << (records_.size() - passed) << " throttled, as the model says\n";
   }
 
-  sluice::config cfg_;
   std::mt19937 rng_;
-  std::filesystem::path work_;
   std::string app_id_, input_, output_, throttled_, rules_topic_;
   std::unique_ptr<sluice::topic_writer> writer_;
   std::map<int, rule> rules_;
   std::vector<input_record> records_;
   std::vector<bool> expected_passed_;
   std::size_t fed_ = 0;
-  std::vector<std::unique_ptr<job_process>> jobs_;
-  std::vector<std::filesystem::path> logs_;
 };
 
 }  // namespace
