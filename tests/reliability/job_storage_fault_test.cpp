@@ -28,6 +28,7 @@
 #include "broker_env.hpp"
 #include "job_process.hpp"
 #include "loop_volume.hpp"
+#include "test_seed.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -60,10 +61,7 @@ class job_storage_fault : public ::testing::Test {
     admin.create_topic(input_, 4);
     admin.create_topic(output_, 4);
     writer_ = std::make_unique<sluice::topic_writer>(cfg_);
-    auto seed = std::random_device{}();
-    if (const char* s = std::getenv("SLUICE_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
-    rng_.seed(seed);
-    std::cout << "seed " << seed << " (SLUICE_TEST_SEED reproduces it), work dir " << work_ << "\n";
+    sluice::test::seed_test_rng(rng_, work_);
   }
 
   void TearDown() override {

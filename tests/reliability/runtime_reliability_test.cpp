@@ -33,6 +33,7 @@
 #include "broker_env.hpp"
 #include "group_offsets.hpp"
 #include "job_process.hpp"
+#include "test_seed.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -126,10 +127,7 @@ class runtime_reliability : public ::testing::Test {
     admin.create_topic(output_, 4);
     writer_ = std::make_unique<sluice::topic_writer>(cfg_);
     for (int i = 0; i < 200; ++i) vocabulary_.push_back("word" + std::to_string(i));
-    auto seed = std::random_device{}();
-    if (const char* s = std::getenv("SLUICE_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
-    rng_.seed(seed);
-    std::cout << "seed " << seed << " (SLUICE_TEST_SEED reproduces it), work dir " << work_ << "\n";
+    sluice::test::seed_test_rng(rng_, work_);
   }
 
   /// The broker the test runs against: the shared one at SLUICE_BOOTSTRAP unless a fixture

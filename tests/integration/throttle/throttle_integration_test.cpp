@@ -28,6 +28,7 @@
 #include "job_fixture.hpp"
 #include "job_process.hpp"
 #include "throttle_model.hpp"
+#include "test_seed.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -67,10 +68,7 @@ class throttle_integration : public sluice::test::job_fixture {
   void SetUp() override {
     job_fixture::SetUp();  // the work directory and cfg_'s bootstrap.servers
     if (work_.empty()) return;
-    auto seed = std::random_device{}();
-    if (const char* s = std::getenv("SLUICE_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
-    rng_.seed(seed);
-    std::cout << "seed " << seed << " (SLUICE_TEST_SEED reproduces it), work dir " << work_ << "\n";
+    sluice::test::seed_test_rng(rng_, work_);
     app_id_ = sluice::test::unique_name("thr-it");
     input_ = sluice::test::unique_name("thr-in");
     output_ = sluice::test::unique_name("thr-out");
