@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kafka/error.hpp"
@@ -261,6 +262,7 @@ bool consumer::poll_batch(std::vector<message>& out, std::size_t max, std::chron
     spare_.push_back(std::move(out.back()));
     out.pop_back();
   }
+  if (count > 0) next_wake_ = {}, wake_interval_ = {};  // records flow: the next dry poll may wake at once
   rethrow_pending();
   return count > 0;
 }
@@ -366,12 +368,45 @@ void consumer::pause(const std::vector<topic_partition>& parts) {
   auto list = to_list(parts);
   throw_if(rd_kafka_pause_partitions(rk_.get(), list.get()), "pause");
   throw_on_partition_error(list.get(), "pause");
+  for (const auto& p : parts)
+    if (std::find(paused_.begin(), paused_.end(), p) == paused_.end()) paused_.push_back(p);
 }
 
 void consumer::resume(const std::vector<topic_partition>& parts) {
   auto list = to_list(parts);
   throw_if(rd_kafka_resume_partitions(rk_.get(), list.get()), "resume");
   throw_on_partition_error(list.get(), "resume");
+  std::erase_if(paused_,
+                [&](const topic_partition& p) { return std::find(parts.begin(), parts.end(), p) != parts.end(); });
+}
+
+bool consumer::wake_stalled_fetch(std::chrono::milliseconds timeout) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_wake_) return false;
+  rd_kafka_topic_partition_list_t* raw = nullptr;
+  if (rd_kafka_assignment(rk_.get(), &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+  partition_list_ptr assigned(raw);
+  if (rd_kafka_position(rk_.get(), assigned.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+  std::vector<const rd_kafka_topic_partition_t*> behind;
+  for (int i = 0; i < assigned->cnt; ++i) {
+    const auto& e = assigned->elems[i];
+    if (e.offset < 0) continue;  // nothing delivered yet: no fetch has stopped on a full queue
+    std::int64_t low = -1, high = -1;
+    if (rd_kafka_get_watermark_offsets(rk_.get(), e.topic, e.partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        high - e.offset <= 1)
+      continue;
+    if (std::find(paused_.begin(), paused_.end(), topic_partition{e.topic, e.partition}) != paused_.end()) continue;
+    behind.push_back(&e);
+  }
+  if (behind.empty()) return false;
+  const auto& e = *behind[wake_turn_++ % behind.size()];
+  std::int64_t low = -1, high = -1;
+  // The answer is not used: the request is what wakes the leader's broker thread.
+  (void)rd_kafka_query_watermark_offsets(rk_.get(), e.topic, e.partition, &low, &high,
+                                         static_cast<int>(timeout.count()));
+  wake_interval_ = std::clamp(wake_interval_ * 2, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+  next_wake_ = std::chrono::steady_clock::now() + wake_interval_;
+  return true;
 }
 
 void consumer::seek(const topic_partition_offset& to, std::chrono::milliseconds timeout) {

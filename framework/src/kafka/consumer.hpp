@@ -107,6 +107,20 @@ class consumer {
   /// The high watermark the last fetch response reported (no broker call), if known.
   std::optional<std::int64_t> cached_high_watermark(const std::string& topic, std::int32_t partition) const;
 
+  /// Call when a poll found nothing. librdkafka before 2.3.0 stops fetching once its queue
+  /// passes queued.min.messages or queued.max.messages.kbytes, and a broker thread with
+  /// nothing to fetch sleeps until a request, a reply or its one-second timer wakes it: a
+  /// consumer that drains the queue in less than a second waits out the rest of that
+  /// second while records wait on the broker (bench/README.md, "Consumer prefetch"). If an
+  /// assigned partition that this consumer has not paused has records past its position
+  /// (by the high watermark of its last fetch; more than one, since a transaction marker
+  /// last leaves the position one short), this asks that partition's leader for its
+  /// watermarks, which wakes the broker thread that fetches it. One partition a call, in
+  /// turn; not again for 20 ms, doubling up to a second while polls find nothing (a record
+  /// that poll_batch() returns resets it). Waits up to `timeout` for the answer, which it
+  /// does not use; a failure is ignored. Returns true when it asked.
+  bool wake_stalled_fetch(std::chrono::milliseconds timeout);
+
   /// One message, or nullopt if none arrived within `timeout`.
   std::optional<message> poll(std::chrono::milliseconds timeout);
   /// Up to `max` messages into `out`, reusing its elements (and their string capacity);
@@ -166,6 +180,10 @@ class consumer {
   bool has_group_ = false;
   log_throttle throttle_;
   std::string name_;
+  std::vector<topic_partition> paused_;  // by pause(), until resume(): not woken
+  std::chrono::steady_clock::time_point next_wake_{};
+  std::chrono::milliseconds wake_interval_{0};
+  std::size_t wake_turn_ = 0;                  // which lagging partition the next wake asks about
   std::vector<message> spare_;                 // messages poll_batch shrank off, buffers kept for reuse
   std::vector<rd_kafka_message_t*> lent_raw_;  // poll_lent: what librdkafka handed out
   std::vector<lent_message> lent_;             // poll_lent: views of the records among them
