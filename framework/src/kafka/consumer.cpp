@@ -301,6 +301,7 @@ bool consumer::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
     if (m.payload) v.value.emplace(static_cast<const char*>(m.payload), m.len);
   }
   rethrow_pending();
+  if (!lent_.empty()) next_wake_ = {}, wake_interval_ = {};  // as in poll_batch
   for (std::size_t i = 0; i < lent_.size();) {
     std::size_t j = i + 1;
     while (j < lent_.size() && lent_[j].partition == lent_[i].partition &&

@@ -5,6 +5,12 @@
 namespace sluice::kafka {
 
 namespace {
+using namespace std::chrono_literals;
+
+/// A dry poll with records left wakes the fetcher (consumer::wake_stalled_fetch); its request
+/// waits at most this for the broker's answer.
+constexpr auto stalled_fetch_wake_timeout = 100ms;
+
 config_map scan_config(config_map config) {
   config.erase("group.id");
   config.erase("group.instance.id");
@@ -38,12 +44,13 @@ bool topic_scan::poll_batch(std::vector<message>& out, std::size_t max, std::chr
     it->second = -1;  // a record past the reported end: more may follow
     ++not_at_end_;
   }
+  if (!any) consumer_.wake_stalled_fetch(stalled_fetch_wake_timeout);
   return any;
 }
 
 bool topic_scan::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
                            const std::function<void(std::span<const lent_message>)>& apply) {
-  return consumer_.poll_lent(max, timeout, [&](std::span<const lent_message> run) {
+  const bool any = consumer_.poll_lent(max, timeout, [&](std::span<const lent_message> run) {
     // A run is one partition's records in offset order: its last one decides, as in poll_batch.
     run_partition_.first.assign(run.back().topic);
     run_partition_.second = run.back().partition;
@@ -54,6 +61,8 @@ bool topic_scan::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
     }
     apply(run);
   });
+  if (!any) consumer_.wake_stalled_fetch(stalled_fetch_wake_timeout);
+  return any;
 }
 
 std::vector<topic_partition> all_partitions(const std::vector<std::pair<std::string, int>>& counts) {

@@ -38,7 +38,9 @@ class topic_scan {
   topic_scan(config_map config, const std::vector<topic_partition>& partitions);
 
   /// Up to `max` records into `out` (as consumer::poll_batch), updating the end tracking.
-  /// Returns true when at least one record was read.
+  /// Returns true when at least one record was read. A poll that reads nothing while a
+  /// partition has records left wakes its fetcher (consumer::wake_stalled_fetch), as
+  /// poll_lent() does.
   bool poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout);
 
   /// Up to `max` records lent to `apply` without a copy (as consumer::poll_lent: runs of
