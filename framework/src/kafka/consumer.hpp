@@ -117,8 +117,8 @@ class consumer {
   /// last leaves the position one short), this asks that partition's leader for its
   /// watermarks, which wakes the broker thread that fetches it. One partition a call, in
   /// turn; not again for 20 ms, doubling up to a second while polls find nothing (a record
-  /// that poll_batch() or poll_lent() returns resets it). Waits up to `timeout` for the answer, which it
-  /// does not use; a failure is ignored. Returns true when it asked.
+  /// that poll_batch() or poll_lent() returns resets it). Waits up to `timeout` for the
+  /// answer, which it does not use; a failure is ignored. Returns true when it asked.
   bool wake_stalled_fetch(std::chrono::milliseconds timeout);
 
   /// One message, or nullopt if none arrived within `timeout`.
