@@ -463,6 +463,29 @@ std::pair<std::int64_t, std::int64_t> consumer::watermarks(const std::string& to
   return {low, high};
 }
 
+std::vector<std::pair<std::int64_t, std::int64_t>> consumer::watermarks(const std::vector<topic_partition>& parts,
+                                                                        std::chrono::milliseconds timeout) const {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out(parts.size(), {-1, -1});
+  if (parts.empty()) return out;
+  // ListOffsets takes a timestamp per partition, where -2 means the earliest offset and -1
+  // the latest; rd_kafka_offsets_for_times sends one request per leader for the whole list.
+  for (const std::int64_t which : {offset_beginning, offset_end}) {
+    std::vector<topic_partition_offset> query;
+    query.reserve(parts.size());
+    for (const auto& tp : parts) query.push_back({tp.topic, tp.partition, which});
+    auto list = to_list(query);
+    throw_if(rd_kafka_offsets_for_times(rk_.get(), list.get(), static_cast<int>(timeout.count())), "watermarks");
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const auto* e = rd_kafka_topic_partition_list_find(list.get(), parts[i].topic.c_str(), parts[i].partition);
+      const auto where = "watermarks of " + parts[i].topic + "[" + std::to_string(parts[i].partition) + "]";
+      if (!e) throw sluice::error(errc::kafka, where + ": not in the broker's answer");
+      throw_if(e->err, where);
+      (which == offset_beginning ? out[i].first : out[i].second) = e->offset;
+    }
+  }
+  return out;
+}
+
 std::optional<std::int64_t> consumer::cached_high_watermark(const std::string& topic, std::int32_t partition) const {
   std::int64_t low = -1;
   std::int64_t high = -1;

@@ -104,6 +104,13 @@ class consumer {
   std::pair<std::int64_t, std::int64_t> watermarks(const std::string& topic, std::int32_t partition,
                                                    std::chrono::milliseconds timeout) const;
 
+  /// Low and high watermarks of each of `parts`, in their order: two requests to each leader
+  /// (ListOffsets for the earliest and for the latest offset of all its partitions at once)
+  /// where watermarks() asks twice per partition. Throws when the broker does not answer
+  /// within `timeout` (each request has it) or refuses a partition.
+  std::vector<std::pair<std::int64_t, std::int64_t>> watermarks(const std::vector<topic_partition>& parts,
+                                                                std::chrono::milliseconds timeout) const;
+
   /// The high watermark the last fetch response reported (no broker call), if known.
   std::optional<std::int64_t> cached_high_watermark(const std::string& topic, std::int32_t partition) const;
 

@@ -11,6 +11,9 @@ using namespace std::chrono_literals;
 /// waits at most this for the broker's answer.
 constexpr auto stalled_fetch_wake_timeout = 100ms;
 
+/// How long the watermarks asked before the assignment (topic_scan::learn_ends) may take.
+constexpr auto watermarks_timeout = 5s;
+
 config_map scan_config(config_map config) {
   config.erase("group.id");
   config.erase("group.instance.id");
@@ -28,12 +31,34 @@ topic_scan::topic_scan(config_map config, const std::vector<topic_partition>& pa
     assign.push_back({tp.topic, tp.partition, offset_beginning});
   }
   consumer_.on_partition_eof([this](std::string_view topic, std::int32_t partition, std::int64_t offset) {
-    auto it = end_.find(std::pair{std::string(topic), partition});
-    if (it == end_.end()) return;
-    if (it->second < 0) --not_at_end_;
-    it->second = std::max(it->second, offset);
+    note_end(topic, partition, offset);
   });
+  if (!partitions.empty()) learn_ends(partitions);
   consumer_.assign(assign);
+}
+
+void topic_scan::note_end(std::string_view topic, std::int32_t partition, std::int64_t offset) {
+  auto it = end_.find(std::pair{std::string(topic), partition});
+  if (it == end_.end()) return;
+  if (it->second < 0) --not_at_end_;
+  it->second = std::max(it->second, offset);
+}
+
+void topic_scan::learn_ends(const std::vector<topic_partition>& partitions) {
+  // Before the assignment: a partition assigned at offset_beginning whose leader this client
+  // does not know yet waits for librdkafka 2.0.2's 500 ms offset-query timer, and an empty
+  // partition reports its end only when the broker answers a fetch, after fetch.wait.max.ms
+  // (500 ms): an empty global table took 1.6 s to catch up (bench/README.md, "Global table
+  // bootstrap").
+  // The watermarks teach the leaders and mark the empty partitions at their end now; the
+  // others reach it by the end reports. If the broker does not answer, they all do.
+  try {
+    const auto bounds = consumer_.watermarks(partitions, watermarks_timeout);
+    for (std::size_t i = 0; i < partitions.size(); ++i)
+      if (bounds[i].first >= bounds[i].second) note_end(partitions[i].topic, partitions[i].partition, bounds[i].second);
+  } catch (const std::exception&) {
+    // Not fatal: the partitions' end reports decide, as they do for the non-empty ones.
+  }
 }
 
 bool topic_scan::poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout) {

@@ -23,7 +23,8 @@ namespace sluice::kafka {
 /// `topic_reader::read_to_end` (clients and tests) and the global tables' catch-up.
 ///
 /// "At the end" means: the consumer reported the partition's end (enable.partition.eof) at
-/// some offset and no record at or past that offset has been returned since. A record
+/// some offset, or the partition was empty when the scan began (its watermarks, asked by
+/// the constructor), and no record at or past that offset has been returned since. A record
 /// written later makes the partition not at the end again as soon as a poll returns it.
 /// Offsets, not the order of events within a poll, decide, so a batch holding a partition's
 /// last records and its end report in either order is read right.
@@ -34,7 +35,8 @@ class topic_scan {
  public:
   /// `config` is a consumer's configuration: group.id and group.instance.id are dropped
   /// and enable.partition.eof is set. `partitions` are the partitions to read (each topic's
-  /// partitions, 0 to its count - 1).
+  /// partitions, 0 to its count - 1). Asks the partitions' watermarks first (up to 5 s; if
+  /// the broker does not answer, the end reports alone decide).
   topic_scan(config_map config, const std::vector<topic_partition>& partitions);
 
   /// Up to `max` records into `out` (as consumer::poll_batch), updating the end tracking.
@@ -57,6 +59,11 @@ class topic_scan {
   void close() { consumer_.close(); }
 
  private:
+  /// Marks a partition at its end at `offset` (an end report, or an empty partition's watermarks).
+  void note_end(std::string_view topic, std::int32_t partition, std::int64_t offset);
+  /// Asks the partitions' watermarks before they are assigned; marks the empty ones at their end.
+  void learn_ends(const std::vector<topic_partition>& partitions);
+
   /// Per partition: the offset at which its end was reported, -1 while not at the end.
   std::map<std::pair<std::string, std::int32_t>, std::int64_t, std::less<>> end_;
   std::pair<std::string, std::int32_t> run_partition_;  // poll_lent: the run's, its storage reused

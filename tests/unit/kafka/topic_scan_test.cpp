@@ -93,6 +93,31 @@ INSTANTIATE_TEST_SUITE_P(modes, kafka_topic_scan, ::testing::Values(poll_mode::c
                            return info.param == poll_mode::copied ? "copied" : "lent";
                          });
 
+TEST(kafka_topic_scan_empty, partitions_empty_at_the_start_are_at_their_end_before_any_poll) {
+  mock_cluster cluster;
+  cluster.create_topic("scan", 3);
+  write(cluster, 1, 2, 0);
+  {
+    topic_scan scan({{"bootstrap.servers", cluster.bootstrap_servers()}}, all_partitions({{"scan", 3}}));
+    EXPECT_FALSE(scan.at_end()) << "partition 1 holds two records";
+  }
+  cluster.create_topic("empty", 3);
+  topic_scan scan({{"bootstrap.servers", cluster.bootstrap_servers()}}, all_partitions({{"empty", 3}}));
+  EXPECT_TRUE(scan.at_end()) << "every partition was empty when the scan began: no fetch to wait for";
+}
+
+TEST(kafka_consumer_watermarks, of_many_partitions_are_each_ones_earliest_and_latest_offsets) {
+  mock_cluster cluster;
+  cluster.create_topic("scan", 2);
+  write(cluster, 1, 3, 0);
+  consumer c(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+  const auto bounds = c.watermarks(std::vector<topic_partition>{{"scan", 1}, {"scan", 0}}, 10s);
+  ASSERT_EQ(bounds.size(), 2u);
+  EXPECT_EQ(bounds[0], (std::pair<std::int64_t, std::int64_t>{0, 3})) << "in the order asked";
+  EXPECT_EQ(bounds[1], (std::pair<std::int64_t, std::int64_t>{0, 0}));
+  EXPECT_EQ(bounds[0], c.watermarks("scan", 1, 10s)) << "as the one-partition call answers";
+}
+
 TEST(kafka_topic_scan_empty, no_partitions_is_at_the_end) {
   mock_cluster cluster;
   topic_scan scan({{"bootstrap.servers", cluster.bootstrap_servers()}}, {});
