@@ -23,8 +23,9 @@ namespace sluice::kafka {
 /// `topic_reader::read_to_end` (clients and tests) and the global tables' catch-up.
 ///
 /// "At the end" means: the consumer reported the partition's end (enable.partition.eof) at
-/// some offset, or the partition was empty when the scan began (its watermarks, asked by
-/// the constructor), and no record at or past that offset has been returned since. A record
+/// some offset, or a poll returned the record just below the high watermark that a fetch
+/// reported, or the partition was empty when the scan began (its watermarks, asked by the
+/// constructor); and no record at or past that offset has been returned since. A record
 /// written later makes the partition not at the end again as soon as a poll returns it.
 /// Offsets, not the order of events within a poll, decide, so a batch holding a partition's
 /// last records and its end report in either order is read right.
@@ -59,13 +60,19 @@ class topic_scan {
   void close() { consumer_.close(); }
 
  private:
+  using end_map = std::map<std::pair<std::string, std::int32_t>, std::int64_t, std::less<>>;
+
   /// Marks a partition at its end at `offset` (an end report, or an empty partition's watermarks).
   void note_end(std::string_view topic, std::int32_t partition, std::int64_t offset);
-  /// Asks the partitions' watermarks before they are assigned; marks the empty ones at their end.
-  void learn_ends(const std::vector<topic_partition>& partitions);
+  /// Marks a partition at its end when `next` (its last returned record's offset + 1)
+  /// reached the high watermark of the last fetch.
+  void end_if_caught_up(end_map::iterator it, std::int64_t next);
+  /// Asks the partitions' watermarks before they are assigned; marks the empty ones at their
+  /// end; returns the assignment (each partition at its log start).
+  std::vector<topic_partition_offset> learn_ends(const std::vector<topic_partition>& partitions);
 
   /// Per partition: the offset at which its end was reported, -1 while not at the end.
-  std::map<std::pair<std::string, std::int32_t>, std::int64_t, std::less<>> end_;
+  end_map end_;
   std::pair<std::string, std::int32_t> run_partition_;  // poll_lent: the run's, its storage reused
   std::size_t not_at_end_ = 0;
   consumer consumer_;  // last: its end callback uses the members above

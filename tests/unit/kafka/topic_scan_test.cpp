@@ -88,6 +88,24 @@ TEST_P(kafka_topic_scan, records_written_after_the_end_are_read_before_it_is_at_
   EXPECT_EQ(read_to_end(scan, GetParam())[1], (std::vector<std::string>{"11", "12", "13"}));
 }
 
+TEST_P(kafka_topic_scan, the_poll_returning_a_partitions_last_record_leaves_it_at_the_end) {
+  mock_cluster cluster;
+  cluster.create_topic("scan", 1);
+  write(cluster, 0, 5, 0);
+  // The end report would come only with a fetch answered empty, which the broker holds for
+  // fetch.wait.max.ms: long here, so that only the high watermark can end the partition.
+  topic_scan scan({{"bootstrap.servers", cluster.bootstrap_servers()}, {"fetch.wait.max.ms", "30000"}},
+                  all_partitions({{"scan", 1}}));
+  std::vector<std::string> got;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (got.size() < 5 && std::chrono::steady_clock::now() < deadline) {
+    EXPECT_FALSE(scan.at_end()) << "after " << got.size() << " of 5 records";
+    for (auto& [partition, value] : poll(scan, GetParam(), 2)) got.push_back(std::move(value));
+  }
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_TRUE(scan.at_end()) << "the poll that returned offset 4 saw the high watermark 5";
+}
+
 INSTANTIATE_TEST_SUITE_P(modes, kafka_topic_scan, ::testing::Values(poll_mode::copied, poll_mode::lent),
                          [](const ::testing::TestParamInfo<poll_mode>& info) {
                            return info.param == poll_mode::copied ? "copied" : "lent";
