@@ -262,8 +262,8 @@ bool consumer::poll_batch(std::vector<message>& out, std::size_t max, std::chron
     spare_.push_back(std::move(out.back()));
     out.pop_back();
   }
-  if (count > 0) next_wake_ = {}, wake_interval_ = {};  // records flow: the next dry poll may wake at once
   rethrow_pending();
+  after_poll(count > 0);
   return count > 0;
 }
 
@@ -272,8 +272,14 @@ bool consumer::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
   rethrow_pending();
   if (closed_) throw sluice::error(errc::kafka, "consumer " + name_ + " is closed");
   lent_raw_.resize(std::max<std::size_t>(max, 1));
-  const auto got = rd_kafka_consume_batch_queue(wake_queue_.get(), static_cast<int>(timeout.count()), lent_raw_.data(),
-                                                lent_raw_.size());
+  // librdkafka's batch call waits out its whole timeout unless the batch fills: a global
+  // table's catch-up of 1,000 records took one 100 ms poll. So the first record is waited
+  // for alone, and the rest is what is already there.
+  auto got = rd_kafka_consume_batch_queue(wake_queue_.get(), static_cast<int>(timeout.count()), lent_raw_.data(), 1);
+  if (got == 1 && lent_raw_.size() > 1) {
+    const auto more = rd_kafka_consume_batch_queue(wake_queue_.get(), 0, lent_raw_.data() + 1, lent_raw_.size() - 1);
+    if (more > 0) got += more;
+  }
   if (got < 0) throw_if(rd_kafka_last_error(), "consume_batch_queue");
   const auto n = static_cast<std::size_t>(std::max<ssize_t>(got, 0));
   // Every message handed out is destroyed when this returns, whatever throws first.
@@ -301,7 +307,7 @@ bool consumer::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
     if (m.payload) v.value.emplace(static_cast<const char*>(m.payload), m.len);
   }
   rethrow_pending();
-  if (!lent_.empty()) next_wake_ = {}, wake_interval_ = {};  // as in poll_batch
+  after_poll(!lent_.empty());
   for (std::size_t i = 0; i < lent_.size();) {
     std::size_t j = i + 1;
     while (j < lent_.size() && lent_[j].partition == lent_[i].partition &&
@@ -379,6 +385,17 @@ void consumer::resume(const std::vector<topic_partition>& parts) {
   throw_on_partition_error(list.get(), "resume");
   std::erase_if(paused_,
                 [&](const topic_partition& p) { return std::find(parts.begin(), parts.end(), p) != parts.end(); });
+}
+
+void consumer::after_poll(bool got_records) {
+  if (got_records) {
+    next_wake_ = {}, wake_interval_ = {};  // records flow: the next dry poll may wake at once
+    return;
+  }
+  // A broker that answers within this is woken; one that does not costs a dry poll at most
+  // this, and the requests back off to one a second while polls stay dry.
+  constexpr auto wake_timeout = std::chrono::milliseconds(100);
+  wake_stalled_fetch(wake_timeout);
 }
 
 bool consumer::wake_stalled_fetch(std::chrono::milliseconds timeout) {

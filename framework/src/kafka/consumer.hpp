@@ -114,7 +114,8 @@ class consumer {
   /// The high watermark the last fetch response reported (no broker call), if known.
   std::optional<std::int64_t> cached_high_watermark(const std::string& topic, std::int32_t partition) const;
 
-  /// Call when a poll found nothing. librdkafka before 2.3.0 stops fetching once its queue
+  /// poll_batch() and poll_lent() call this when they found nothing (public for tests).
+  /// librdkafka before 2.3.0 stops fetching once its queue
   /// passes queued.min.messages or queued.max.messages.kbytes, and a broker thread with
   /// nothing to fetch sleeps until a request, a reply or its one-second timer wakes it: a
   /// consumer that drains the queue in less than a second waits out the rest of that
@@ -136,11 +137,12 @@ class consumer {
   bool poll_batch(std::vector<message>& out, std::size_t max, std::chrono::milliseconds timeout);
 
   /// Like poll_batch(), without copying: takes up to `max` records from librdkafka at once
-  /// (waiting up to `timeout` for them), lends them to `apply` in runs of consecutive records
-  /// of one partition, in order, and destroys them before it returns (also when `apply`
-  /// throws). For records used at once and never kept: the restore consumer writes them
-  /// into stores. Partition ends and errors among them are handled as poll_batch() handles
-  /// them, before the runs are lent. Returns true when at least one record was lent.
+  /// (waiting up to `timeout` for the first only, as poll_batch() does), lends them to
+  /// `apply` in runs of consecutive records of one partition, in order, and destroys them
+  /// before it returns (also when `apply` throws). For records used at once and never kept:
+  /// the restore consumer writes them into stores. Partition ends and errors among them are
+  /// handled as poll_batch() handles them, before the runs are lent. Returns true when at
+  /// least one record was lent.
   bool poll_lent(std::size_t max, std::chrono::milliseconds timeout,
                  const std::function<void(std::span<const lent_message>)>& apply);
 
@@ -188,6 +190,10 @@ class consumer {
   log_throttle throttle_;
   std::string name_;
   std::vector<topic_partition> paused_;  // by pause(), until resume(): not woken
+  /// After poll_batch() or poll_lent(): resets the wake-up's back-off when records came,
+  /// else wakes a stalled fetcher (wake_stalled_fetch, up to 100 ms for the answer).
+  void after_poll(bool got_records);
+
   std::chrono::steady_clock::time_point next_wake_{};
   std::chrono::milliseconds wake_interval_{0};
   std::size_t wake_turn_ = 0;                  // which lagging partition the next wake asks about

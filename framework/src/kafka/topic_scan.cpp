@@ -7,10 +7,6 @@ namespace sluice::kafka {
 namespace {
 using namespace std::chrono_literals;
 
-/// A dry poll with records left wakes the fetcher (consumer::wake_stalled_fetch); its request
-/// waits at most this for the broker's answer.
-constexpr auto stalled_fetch_wake_timeout = 100ms;
-
 /// How long the watermarks asked before the assignment (topic_scan::learn_ends) may take.
 constexpr auto watermarks_timeout = 5s;
 
@@ -94,13 +90,12 @@ bool topic_scan::poll_batch(std::vector<message>& out, std::size_t max, std::chr
     if (i + 1 == out.size() || out[i + 1].partition != m.partition || out[i + 1].topic != m.topic)
       end_if_caught_up(it, m.offset + 1);
   }
-  if (!any) consumer_.wake_stalled_fetch(stalled_fetch_wake_timeout);
   return any;
 }
 
 bool topic_scan::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
                            const std::function<void(std::span<const lent_message>)>& apply) {
-  const bool any = consumer_.poll_lent(max, timeout, [&](std::span<const lent_message> run) {
+  return consumer_.poll_lent(max, timeout, [&](std::span<const lent_message> run) {
     // A run is one partition's records in offset order: its last one decides, as in poll_batch.
     run_partition_.first.assign(run.back().topic);
     run_partition_.second = run.back().partition;
@@ -112,8 +107,6 @@ bool topic_scan::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
     if (it != end_.end()) end_if_caught_up(it, run.back().offset + 1);
     apply(run);
   });
-  if (!any) consumer_.wake_stalled_fetch(stalled_fetch_wake_timeout);
-  return any;
 }
 
 std::vector<topic_partition> all_partitions(const std::vector<std::pair<std::string, int>>& counts) {

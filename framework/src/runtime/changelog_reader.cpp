@@ -87,7 +87,7 @@ bool changelog_reader::add(stream_task& task) {
 void changelog_reader::restore(std::vector<stream_task*>& restored) {
   // Each run of one partition is written as one restore batch straight from librdkafka's
   // buffers: no copy into framework records first.
-  const bool lent = consumer_->poll_lent(10000, 10ms, [&](std::span<const kafka::lent_message> run) {
+  consumer_->poll_lent(10000, 10ms, [&](std::span<const kafka::lent_message> run) {
     const auto& first = run.front();
     auto r = std::find_if(entries_.begin(), entries_.end(),
                           [&](auto& x) { return !x.done && x.topic == first.topic && x.partition == first.partition; });
@@ -125,8 +125,6 @@ void changelog_reader::restore(std::vector<stream_task*>& restored) {
     metrics_.restored_records->add(run.size());
     if (r->next >= r->end) r->done = true;
   });
-  // A fetcher stopped by a full queue sleeps up to a second (kafka::consumer::wake_stalled_fetch).
-  if (!lent) consumer_->wake_stalled_fetch(100ms);
   for (auto& e : entries_) {
     if (e.done || e.eof < 0) continue;
     // Under read_committed the partition ends at its last stable offset. Below the end taken

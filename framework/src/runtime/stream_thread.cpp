@@ -17,12 +17,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-/// How long a dry poll's fetch wake-up (kafka::consumer::wake_stalled_fetch) may wait for the
-/// broker's answer: a loopback round trip is well under a millisecond; a broker that does not
-/// answer costs the loop at most this per request, and the requests back off to one a second
-/// while polls stay dry.
-constexpr auto fetch_wake_timeout = 100ms;
-
 /// A partition's lag gauge is labelled by the partition alone: whichever thread owns it.
 std::string lag_labels(const kafka::topic_partition& p) {
   return "topic=\"" + p.topic + "\",partition=\"" + std::to_string(p.partition) + "\"";
@@ -210,8 +204,8 @@ void stream_thread::loop_once() {
       queries_.serve(tasks_->tasks());
     auto timeout = tasks_->restoring() ? 0ms : settings_.poll_timeout;
     timeout = until_next_release(services_.wall_clock_ms(), timeout);
-    if (!consumer_->poll_batch(batch_, settings_.max_poll_records, timeout) && !tasks_->restoring())
-      consumer_->wake_stalled_fetch(fetch_wake_timeout);
+    // A dry poll also wakes a fetcher librdkafka left asleep (kafka::consumer::wake_stalled_fetch).
+    consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
     tasks_->pause_restoring_inputs();
     auto batch_time = services_.wall_clock_ms();
     for (auto& m : batch_) {

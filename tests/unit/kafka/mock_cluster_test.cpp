@@ -218,6 +218,26 @@ TEST(kafka_mock_cluster, lent_records_come_in_runs_of_one_partition_each_record_
   EXPECT_EQ(next, (std::map<std::int32_t, std::int64_t>{{0, per_partition}, {1, per_partition}, {2, per_partition}}));
 }
 
+TEST(kafka_mock_cluster, lent_records_already_fetched_come_without_waiting_out_the_timeout) {
+  mock_cluster cluster;
+  cluster.create_topic("lent", 1);
+  {
+    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+    for (int i = 0; i < 5; ++i) p.produce("lent", 0, std::string_view("k"), std::string_view("v"), 0, {});
+    p.flush(10s);
+  }
+  consumer c({{"bootstrap.servers", cluster.bootstrap_servers()}});
+  c.assign({{"lent", 0, offset_beginning}});
+  // Far fewer records than asked for: librdkafka's batch call alone would hold them until
+  // the timeout ends (20 s here); they come as soon as the first has arrived.
+  std::size_t got = 0;
+  const auto started = std::chrono::steady_clock::now();
+  while (got < 5 && std::chrono::steady_clock::now() - started < 20s)
+    c.poll_lent(10000, 20s, [&](std::span<const lent_message> run) { got += run.size(); });
+  EXPECT_EQ(got, 5u);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 15s) << "a poll waited out its timeout with records in hand";
+}
+
 // What the mock does with an aborted transaction, for read_committed readers: documented in
 // framework/src/kafka/README.md. A consequence: an exactly-once job on the mock that aborts a
 // transaction and restores a store afterwards restores the aborted changelog records too, so
