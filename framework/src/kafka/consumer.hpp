@@ -115,11 +115,11 @@ class consumer {
   std::optional<std::int64_t> cached_high_watermark(const std::string& topic, std::int32_t partition) const;
 
   /// poll_batch() and poll_lent() call this when they found nothing (public for tests).
-  /// librdkafka before 2.3.0 stops fetching once its queue
-  /// passes queued.min.messages or queued.max.messages.kbytes, and a broker thread with
-  /// nothing to fetch sleeps until a request, a reply or its one-second timer wakes it: a
-  /// consumer that drains the queue in less than a second waits out the rest of that
-  /// second while records wait on the broker (bench/README.md, "Consumer prefetch"). If an
+  /// librdkafka before 2.3.0 stops fetching once its queue passes queued.min.messages or
+  /// queued.max.messages.kbytes, and a broker thread with nothing to fetch sleeps until a
+  /// request, a reply or its one-second timer wakes it: a consumer that drains the queue in
+  /// less than a second waits out the rest of that second while records wait on the broker
+  /// (bench/README.md, "Consumer prefetch"). If an
   /// assigned partition that this consumer has not paused has records past its position
   /// (by the high watermark of its last fetch; more than one, since a transaction marker
   /// last leaves the position one short), this asks that partition's leader for its
@@ -179,6 +179,9 @@ class consumer {
   void handle_error_message(const rd_kafka_message_t& m);
   rd_kafka_message_t* next(int timeout_ms);
   void require_group(const char* what) const;
+  /// After poll_batch() or poll_lent(): resets the wake-up's back-off when records came,
+  /// else wakes a stalled fetcher (wake_stalled_fetch, up to 100 ms for the answer).
+  void after_poll(bool got_records);
 
   rebalance_listener* listener_ = nullptr;
   partition_eof_callback on_eof_;
@@ -190,10 +193,6 @@ class consumer {
   log_throttle throttle_;
   std::string name_;
   std::vector<topic_partition> paused_;  // by pause(), until resume(): not woken
-  /// After poll_batch() or poll_lent(): resets the wake-up's back-off when records came,
-  /// else wakes a stalled fetcher (wake_stalled_fetch, up to 100 ms for the answer).
-  void after_poll(bool got_records);
-
   std::chrono::steady_clock::time_point next_wake_{};
   std::chrono::milliseconds wake_interval_{0};
   std::size_t wake_turn_ = 0;                  // which lagging partition the next wake asks about
