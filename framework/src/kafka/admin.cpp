@@ -12,6 +12,20 @@
 namespace sluice::kafka {
 namespace {
 
+/// The pause between two checks of a topic just created. A broker applies a creation within
+/// milliseconds, so the first pauses are short (a fixed 50 ms cost each new topic about
+/// 50 ms of a job's start); a slow cluster is asked at most every 50 ms.
+class retry_pause {
+ public:
+  void wait() {
+    std::this_thread::sleep_for(next_);
+    next_ = std::min(next_ * 2, std::chrono::milliseconds(50));
+  }
+
+ private:
+  std::chrono::milliseconds next_{2};
+};
+
 admin_options_ptr options_for(rd_kafka_t* rk, rd_kafka_admin_op_t op, std::chrono::milliseconds timeout) {
   admin_options_ptr opts(rd_kafka_AdminOptions_new(rk, op));
   char reason[256];
@@ -97,14 +111,15 @@ void admin::create_topics(const std::vector<new_topic>& topics, std::chrono::mil
       return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     };
     std::optional<int> count;
+    retry_pause pause;
     while (!(count = partition_count(t.name, std::max(left(), std::chrono::milliseconds(1000))))) {
       if (left().count() <= 0)
         throw sluice::error(errc::timeout, "topic '" + t.name + "' was created but does not show in metadata");
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      pause.wait();
     }
     if (mock_) continue;  // the mock creates partitions synchronously
     for (int p = 0; p < *count; ++p) {
-      for (;;) {
+      for (retry_pause pause;;) {
         std::int64_t low = 0, high = 0;
         const auto err =
             rd_kafka_query_watermark_offsets(rk_.get(), t.name.c_str(), p, &low, &high,
@@ -113,7 +128,7 @@ void admin::create_topics(const std::vector<new_topic>& topics, std::chrono::mil
         if (left().count() <= 0)
           throw make_error(err, "topic '" + t.name + "' partition " + std::to_string(p) +
                                     " was created but its leader does not answer");
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        pause.wait();
       }
     }
   }

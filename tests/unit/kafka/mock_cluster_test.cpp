@@ -93,6 +93,26 @@ TEST(kafka_mock_cluster, wake_from_another_thread_ends_a_blocked_poll) {
   EXPECT_TRUE(returned.load());
 }
 
+// The poll that serves an assignment returns once the listener has run, though it would
+// otherwise wait an hour on partitions with nothing to fetch: the caller acts on what it was
+// given at once (a stream thread begins its restores). CTest's timeout fails the test otherwise.
+TEST(kafka_mock_cluster, the_poll_serving_an_assignment_returns_after_it_without_waiting_out_its_timeout) {
+  config_map config{{"bootstrap.servers", "embedded"}};
+  apply_embedded(config);
+  admin(config).create_topics({new_topic{"assigned-empty", 2, -1, {}}}, 10s);
+  config["group.id"] = "assigned-empty-group";
+  struct listener : rebalance_listener {
+    std::vector<topic_partition> assigned;
+    void on_assigned(const std::vector<topic_partition>& parts) override { assigned = parts; }
+    void on_revoked(const std::vector<topic_partition>&) override {}
+  } rebalances;
+  consumer c(config);
+  c.subscribe({"assigned-empty"}, &rebalances);
+  std::vector<message> batch;
+  while (rebalances.assigned.empty()) EXPECT_FALSE(c.poll_batch(batch, 100, std::chrono::hours(1)));
+  EXPECT_EQ(rebalances.assigned.size(), 2u);
+}
+
 // poll_lent hands out the records of several partitions without copying, each run from one
 // partition and in offset order, with null keys and values as nullopt; every record once.
 TEST(kafka_mock_cluster, learning_the_leaders_of_assigned_topics_answers_and_the_records_follow) {
