@@ -42,6 +42,16 @@ inline std::vector<expected_record> make_records(int n, int keys) {
   return out;
 }
 
+/// Writes `n` records to one partition of `topic` through a producer of its own and flushes:
+/// key "k", values the decimals `first`, `first + 1`, ..., timestamp 0.
+inline void write_numbered(const std::string& bootstrap, const std::string& topic, std::int32_t partition, int n,
+                           int first = 0) {
+  producer p(config_map{{"bootstrap.servers", bootstrap}});
+  for (int i = first; i < first + n; ++i)
+    p.produce(topic, partition, std::string_view("k"), std::string_view(std::to_string(i)), 0, {});
+  p.flush(std::chrono::seconds(10));
+}
+
 /// Produces every record (partitioner chooses) and flushes; asserts all were delivered.
 inline void produce_all(producer& p, const std::string& topic,
                         const std::vector<expected_record>& records,

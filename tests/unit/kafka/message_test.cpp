@@ -7,6 +7,7 @@
 #include "kafka/consumer.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "kafka/producer.hpp"
+#include "kafka_test_util.hpp"
 
 namespace sluice::kafka {
 namespace {
@@ -97,11 +98,7 @@ TEST(kafka_message, poll_batch_reuses_elements_without_stale_fields) {
 TEST(kafka_message, partition_eof_is_reported_with_the_end_offset) {
   mock_cluster cluster;
   cluster.create_topic("eof", 2);
-  {
-    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
-    for (int i = 0; i < 3; ++i) p.produce("eof", 1, std::string_view("k"), std::string_view("v"), 0, {});
-    p.flush(10s);
-  }
+  test::write_numbered(cluster.bootstrap_servers(), "eof", 1, 3);
   consumer c({{"bootstrap.servers", cluster.bootstrap_servers()}, {"enable.partition.eof", "true"}});
   std::map<std::int32_t, std::int64_t> eofs;
   c.on_partition_eof([&](std::string_view topic, std::int32_t partition, std::int64_t offset) {

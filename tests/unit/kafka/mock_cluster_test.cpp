@@ -241,11 +241,7 @@ TEST(kafka_mock_cluster, lent_records_come_in_runs_of_one_partition_each_record_
 TEST(kafka_mock_cluster, lent_records_already_fetched_come_without_waiting_out_the_timeout) {
   mock_cluster cluster;
   cluster.create_topic("lent", 1);
-  {
-    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
-    for (int i = 0; i < 5; ++i) p.produce("lent", 0, std::string_view("k"), std::string_view("v"), 0, {});
-    p.flush(10s);
-  }
+  test::write_numbered(cluster.bootstrap_servers(), "lent", 0, 5);
   consumer c({{"bootstrap.servers", cluster.bootstrap_servers()}});
   c.assign({{"lent", 0, offset_beginning}});
   // Far fewer records than asked for: librdkafka's batch call alone would hold them until

@@ -13,6 +13,7 @@
 #include "kafka/mock_cluster.hpp"
 #include "kafka/producer.hpp"
 #include "kafka/topic_scan.hpp"
+#include "kafka_test_util.hpp"
 
 namespace sluice::kafka {
 namespace {
@@ -20,10 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 
 void write(const mock_cluster& cluster, std::int32_t partition, int n, int first) {
-  producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
-  for (int i = first; i < first + n; ++i)
-    p.produce("scan", partition, std::string_view("k"), std::string_view(std::to_string(i)), 0, {});
-  p.flush(10s);
+  test::write_numbered(cluster.bootstrap_servers(), "scan", partition, n, first);
 }
 
 enum class poll_mode { copied, lent };
