@@ -33,6 +33,10 @@
 #include "sluice/sluice.hpp"
 #include "word_count/topology.hpp"
 
+// tcmalloc's call that hands its free pages back to the kernel (gperftools'
+// malloc_extension_c.h); null when the program runs on glibc's allocator.
+extern "C" void MallocExtension_ReleaseFreeMemory() __attribute__((weak));
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -50,7 +54,9 @@ std::pair<double, double> cpu_seconds_and_peak_mb() {
 /// Resets the kernel's peak RSS of this process (VmHWM) to its current RSS, so that the
 /// restore's peak is measured without the fill's (Linux 4.0+ and glibc).
 void reset_peak_rss() {
-  ::malloc_trim(0);  // what the fill's producer freed goes back to the kernel first
+  // What the fill's producer freed goes back to the kernel first, from either allocator.
+  ::malloc_trim(0);
+  if (MallocExtension_ReleaseFreeMemory != nullptr) MallocExtension_ReleaseFreeMemory();
   std::ofstream("/proc/self/clear_refs") << "5";
 }
 
