@@ -13,8 +13,8 @@ namespace sluice::kafka {
 namespace {
 
 /// The pause between two checks of a topic just created. A broker applies a creation within
-/// milliseconds, so the first pauses are short (a fixed 50 ms cost each new topic about
-/// 50 ms of a job's start); a slow cluster is asked at most every 50 ms.
+/// milliseconds, so the first pauses are short (a fixed 50 ms pause added about 50 ms to a
+/// job's start for each new topic); a slow cluster is asked at most every 50 ms.
 class retry_pause {
  public:
   void wait() {
