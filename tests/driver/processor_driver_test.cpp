@@ -1,6 +1,8 @@
 // The Processor API, punctuation and error handlers through the TopologyTestDriver.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "error_of.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
@@ -150,6 +152,71 @@ TEST(processor_api, processor_overriding_init_without_the_base_call_has_its_cont
   // The store declared in process() is an ordinary logged store.
   EXPECT_EQ((*d.store<std::string, std::int64_t>("counts").get("a")), 2);
   EXPECT_EQ(d.records("test-driver-counts-changelog").size(), 2u);
+}
+
+// A processor that sums in memory and writes its sums back only when the task commits
+// (processor_context::before_commit): the store holds nothing between commits, then every
+// sum, and the changelog gets one record per key per commit.
+namespace {
+class summing_in_memory : public sluice::processor<std::string, event, std::string, std::int64_t> {
+ public:
+  void init(context_type& ctx) override {
+    sums_.emplace(ctx.store<std::string, std::int64_t>("sums"));
+    ctx.before_commit([this] {
+      ++write_backs;
+      for (auto& [k, v] : pending_) sums_->put(k, sums_->get(k).value_or(0) + v);
+      pending_.clear();
+    });
+  }
+  void process(const sluice::record<std::string, event>& r) override { pending_[r.key] += r.value.n; }
+  static inline int write_backs = 0;
+
+ private:
+  std::optional<sluice::key_value_store<std::string, std::int64_t>> sums_;
+  std::map<std::string, std::int64_t> pending_;
+};
+}  // namespace
+
+TEST(processor_api, before_commit_callbacks_write_back_what_a_processor_holds_as_part_of_each_commit) {
+  sluice::streams_builder b;
+  b.add_state_store({.name = "sums"});
+  b.stream<std::string, event>("events").process([] { return std::make_unique<summing_in_memory>(); }, "sums");
+  summing_in_memory::write_backs = 0;
+  topology_test_driver d(b.build(), sluice::config{}, {.commit_every_records = 3});
+  auto in = d.input_topic<std::string, event>("events");
+  auto sums = d.store<std::string, std::int64_t>("sums");
+  const std::string changelog = d.application_id() + "-sums-changelog";
+  in.pipe("a", event{"a", 1});
+  in.pipe("a", event{"a", 2});
+  EXPECT_EQ(summing_in_memory::write_backs, 0);
+  EXPECT_FALSE(sums.get("a"));  // held by the processor until the commit
+  in.pipe("b", event{"b", 5});  // the third record: the commit
+  EXPECT_EQ(summing_in_memory::write_backs, 1);
+  EXPECT_EQ(sums.get("a"), 3);
+  EXPECT_EQ(sums.get("b"), 5);
+  EXPECT_EQ(d.records(changelog).size(), 2u);
+  for (int i = 0; i < 3; ++i) in.pipe("a", event{"a", 1});
+  EXPECT_EQ(summing_in_memory::write_backs, 2);
+  EXPECT_EQ(sums.get("a"), 6);
+  EXPECT_EQ(d.records(changelog).size(), 3u);
+}
+
+TEST(processor_api, the_context_says_whether_the_app_runs_exactly_once) {
+  struct reporting : sluice::processor<std::string, event> {
+    explicit reporting(int* seen) : seen_(seen) {}
+    void process(const sluice::record<std::string, event>&) override { *seen_ = context().exactly_once() ? 1 : 0; }
+    int* seen_;
+  };
+  for (const std::string guarantee : {"at_least_once", "exactly_once"}) {
+    int seen = -1;
+    sluice::streams_builder b;
+    b.stream<std::string, event>("events").process([&seen] { return std::make_unique<reporting>(&seen); });
+    sluice::config c;
+    c.set("processing.guarantee", guarantee);
+    topology_test_driver d(b.build(), c);
+    d.input_topic<std::string, event>("events").pipe("a", event{"a", 1});
+    EXPECT_EQ(seen, guarantee == "exactly_once" ? 1 : 0) << guarantee;
+  }
 }
 
 TEST(processor_api, context_used_before_init_is_a_clear_error_not_a_crash) {

@@ -96,6 +96,9 @@ class processor_context {
   /// job-wide budget between tasks.
   std::int32_t partition_count() const { return task_->partition_count(); }
   std::string_view application_id() const { return task_->application_id(); }
+  /// True when the app runs processing.guarantee=exactly_once: a commit makes the task's
+  /// outputs, store writes and input offsets visible together, or none of them.
+  bool exactly_once() const { return task_->exactly_once(); }
   /// Names of this processor's children, in the order the topology created them; a
   /// processor with several outlets forwards to them by name.
   const std::vector<std::string>& child_names() const noexcept { return node_->child_names(); }
@@ -109,6 +112,15 @@ class processor_context {
   void pause_input_until(std::int64_t wall_clock_ms) { task_->pause_input_until(wall_clock_ms); }
   /// Asks for a commit soon after this record (a request, not a synchronous commit).
   void commit() { task_->request_commit(); }
+  /// Calls `callback` at the start of each commit of this task, before the task's stores
+  /// are made durable: what it writes to the processor's stores commits with the records
+  /// processed so far. For a processor that keeps hot state in memory between records and
+  /// writes it back once per commit instead of once per record (the overflow buffer's
+  /// customer states). A crash loses what it held exactly as it loses uncommitted store
+  /// writes, and the records behind it are processed again. Register it in init(); it stays
+  /// until the task closes (close() comes after the last commit of a clean close). What it
+  /// throws fails the commit as a store failure would.
+  void before_commit(std::function<void()> callback) { task_->before_commit(std::move(callback)); }
 
  private:
   detail::task_context* task_;

@@ -13,6 +13,8 @@
 // kept per topic (outputs, changelogs, dead letters, repartition topics) and records sent
 // to a topic the topology reads (repartition topics) are processed in turn. Stream-time
 // punctuators fire from record timestamps; wall-clock ones only on advance_wall_clock().
+// processing.guarantee applies as in a job (stores hold writes until the commit under
+// exactly_once, processor_context::exactly_once() says it); every commit succeeds.
 //
 // Paused input (processor_context::pause_input_until, e.g. sluice::topologies::pace):
 // records piped to (or produced for) a task whose input is paused are held in a per-task

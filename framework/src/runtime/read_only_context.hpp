@@ -42,12 +42,14 @@ class read_only_context final : public detail::task_context {
   std::int32_t partition() const override { return task_.partition(); }
   std::int32_t partition_count() const override { return task_.partition_count(); }
   std::string_view application_id() const override { return task_.application_id(); }
+  bool exactly_once() const override { return task_.exactly_once(); }
   void pause_input_until(std::int64_t) override { refuse_query_write(store_, "pause the task's input"); }
   detail::store_binding store(std::string_view) override { refuse_query_write(store_, "open another store"); }
   cancellable schedule(std::chrono::milliseconds, punctuation_type, std::function<void(std::int64_t)>) override {
     refuse_query_write(store_, "schedule a punctuator");
   }
   void request_commit() override { refuse_query_write(store_, "request a commit"); }
+  void before_commit(std::function<void()>) override { refuse_query_write(store_, "register a commit hook"); }
   std::int32_t output_partitions(std::string_view topic) const override { return task_.output_partitions(topic); }
   void send(std::string_view, const std::optional<std::string_view>&, const std::optional<std::string_view>&,
             std::int64_t, const sluice::headers&, std::int32_t) override {

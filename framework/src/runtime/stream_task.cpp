@@ -406,7 +406,14 @@ void stream_task::mark_committed() {
   commit_requested_ = false;
 }
 
+void stream_task::prepare_commit() {
+  if (started_)
+    for (auto& hook : commit_hooks_) hook();
+  stores_.send_changelogs();
+}
+
 void stream_task::close(close_mode mode) {
+  commit_hooks_.clear();
   if (started_) {
     for (auto& n : nodes_) {
       try {

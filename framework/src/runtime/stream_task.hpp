@@ -124,6 +124,9 @@ class stream_task final : public detail::task_context {
   /// yet (a record processed later replaces them); negative ones (nothing committed) are ignored.
   void learn_start_offsets(const std::vector<kafka::topic_partition_offset>& committed);
   void mark_committed();
+  /// The start of a commit: runs the processors' before_commit callbacks (a running task's),
+  /// then hands the stores' buffered changelog writes to the sender.
+  void prepare_commit();
   bool commit_requested() const noexcept { return commit_requested_; }
   /// Closes nodes and stores; dirty drops pending writes.
   void close(close_mode mode);
@@ -139,6 +142,7 @@ class stream_task final : public detail::task_context {
   std::string_view task_id() const override { return name_; }
   std::int32_t partition() const override { return id_.partition; }
   std::string_view application_id() const override { return services_.application_id; }
+  bool exactly_once() const override { return services_.guarantee == processing_guarantee::exactly_once; }
   std::int32_t partition_count() const override;
   std::int32_t output_partitions(std::string_view topic) const override;
   void pause_input_until(std::int64_t wall_clock_ms) override {
@@ -148,6 +152,7 @@ class stream_task final : public detail::task_context {
   cancellable schedule(std::chrono::milliseconds interval, punctuation_type type,
                        std::function<void(std::int64_t)> callback) override;
   void request_commit() override { commit_requested_ = true; }
+  void before_commit(std::function<void()> callback) override { commit_hooks_.push_back(std::move(callback)); }
   void send(std::string_view topic, const std::optional<std::string_view>& key,
             const std::optional<std::string_view>& value, std::int64_t timestamp, const sluice::headers& headers,
             std::int32_t partition) override;
@@ -193,6 +198,7 @@ class stream_task final : public detail::task_context {
   std::shared_ptr<std::atomic<std::int64_t>> stream_clock_;
   state_manager stores_;
   std::vector<std::unique_ptr<detail::node>> nodes_;
+  std::vector<std::function<void()>> commit_hooks_;  // processor_context::before_commit
   // Per input (parallel vectors): the topic-partition, its source node and the next offset
   // to commit (-1 until a record of it was processed). A task has a handful of inputs, so a
   // scan by topic beats a map and builds no key per record.

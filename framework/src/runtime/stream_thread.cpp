@@ -299,12 +299,13 @@ void stream_thread::commit_all() {
   last_commit_ = clock_type::now();
   auto offsets = running_offsets(false);
   auto& tasks = tasks_->tasks();
-  // The stores' buffered changelog writes go out first, into the transaction about to commit
+  // Processors write back what they hold for the commit (processor_context::before_commit),
+  // then the stores' buffered changelog writes go out, into the transaction about to commit
   // (exactly-once) or ahead of the flush the offset commit waits for (at-least-once; there
   // the collector delivers the interval's outputs before the first of them, so none counts
   // an emission that a crash could still lose: record_collector::send_changelog).
   for (auto& [id, task] : tasks)
-    if (task->running()) task->stores().send_changelogs();
+    if (task->running()) task->prepare_commit();
   auto next_offset = [this](const std::string& topic, std::int32_t partition) {
     return collector_->next_changelog_offset(topic, partition);
   };

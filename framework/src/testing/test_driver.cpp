@@ -209,7 +209,7 @@ struct topology_test_driver::impl final : runtime::record_sender {
   }
 
   void commit() {
-    for (auto& [id, task] : tasks) task->stores().send_changelogs();
+    for (auto& [id, task] : tasks) task->prepare_commit();
     auto offsets = [this](const std::string& topic, std::int32_t partition) -> std::optional<state::changelog_offset> {
       auto it = next_offset.find({topic, partition});
       if (it == next_offset.end()) return std::nullopt;
@@ -241,7 +241,9 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   auto& s = d.services;
   s.topo = &d.topo;
   s.application_id = d.cfg.application_id();
-  s.guarantee = processing_guarantee::at_least_once;
+  // Stores hold writes until the commit under exactly-once, as in a job (the driver has no
+  // transactions to abort: every commit succeeds).
+  s.guarantee = d.cfg.guarantee();
   s.on_deserialization_error = d.cfg.get_error_policy("deserialization.error.handler");
   s.on_processing_error = d.cfg.get_error_policy("processing.error.handler");
   s.dead_letter_topic = d.cfg.dead_letter_topic();

@@ -124,6 +124,8 @@ class task_context {
   /// How many partitions (= tasks) the task's sub-topology has across the whole job.
   virtual std::int32_t partition_count() const = 0;
   virtual std::string_view application_id() const = 0;
+  /// True under processing.guarantee=exactly_once.
+  virtual bool exactly_once() const = 0;
   /// Stops feeding this task input records until the wall clock reaches `wall_clock_ms`
   /// (a later call may extend the pause, never shorten it). The record being processed, if
   /// any, completes as usual (its offset counts as processed); the records after it stay in
@@ -136,6 +138,10 @@ class task_context {
   virtual cancellable schedule(std::chrono::milliseconds interval, punctuation_type type,
                                std::function<void(std::int64_t)> callback) = 0;
   virtual void request_commit() = 0;
+  /// Runs `callback` on the task's thread at the start of each of the task's commits, before
+  /// its stores' changelog writes go out: what it writes to the task's stores is part of
+  /// that commit. Kept until the task closes.
+  virtual void before_commit(std::function<void()> callback) = 0;
   /// How many partitions output topic `topic` (a sink's, not internal) has; fixed for the
   /// job's lifetime. Throws sluice::error when the topology does not write `topic`.
   virtual std::int32_t output_partitions(std::string_view topic) const = 0;
