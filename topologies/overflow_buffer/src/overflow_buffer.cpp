@@ -321,6 +321,8 @@ void processor::init(context_type& ctx) {
   }
   next_report_ = now;
   ctx.schedule(options_.drain_interval, punctuation_type::wall_clock, [this](std::int64_t t) { drain(t); });
+  live_.clear();
+  ctx.before_commit([this] { write_back(context().wall_clock_ms()); });
 }
 
 void processor::recount(const std::string& customer, waiting& w) {
@@ -336,6 +338,7 @@ void processor::recount(const std::string& customer, waiting& w) {
 }
 
 void processor::close() {
+  live_.clear();  // a clean close's last commit wrote them back; a dirty one drops them
   waiting_.clear();
   wake_queue_.clear();
   last_alarm_.clear();
@@ -357,15 +360,44 @@ double processor::rate_for(std::string_view customer) {
   return *cached->second;
 }
 
-customer_state processor::load_state(std::string_view customer) {
-  auto raw = customers_->get(std::string(customer));
-  if (!raw) return {};
-  return customer_state::deserialize(*raw);
+processor::live_state& processor::live_state_of(std::string_view customer) {
+  if (auto it = live_.find(customer); it != live_.end()) return it->second;
+  if (live_.size() >= live_state_limit) {
+    write_back(context().wall_clock_ms());
+    live_.clear();
+  }
+  live_state fresh;
+  if (auto raw = customers_->get(std::string(customer))) {
+    fresh.st = customer_state::deserialize(*raw);
+    fresh.stored = fresh.st;
+  }
+  return live_.emplace(std::string(customer), fresh).first->second;
 }
 
-void processor::save_state(std::string_view customer, const customer_state& st) {
-  st.serialize(scratch_);
-  customers_->put(std::string(customer), scratch_);
+void processor::save_state(live_state& slot, const customer_state& st) {
+  slot.st = st;
+  slot.st.fresh = false;  // as the store gives it back
+  slot.dirty = true;
+}
+
+bool processor::bucket_full(const customer_state& st, std::int64_t now) {
+  if (st.rate < 0) return false;  // not known (a state written before the rate was kept)
+  const double elapsed_s = static_cast<double>(std::max<std::int64_t>(0, now - st.refilled_at)) / 1000.0;
+  return st.tokens + st.rate * elapsed_s >= std::max(1.0, st.rate);
+}
+
+void processor::write_back(std::int64_t now) {
+  const bool full_needs_no_write = context().exactly_once();
+  for (auto& [customer, slot] : live_) {
+    if (!slot.dirty) continue;
+    slot.dirty = false;
+    if (full_needs_no_write && !slot.stored.fresh && slot.st.rate == slot.stored.rate &&
+        bucket_full(slot.stored, now) && bucket_full(slot.st, now))
+      continue;
+    slot.st.serialize(scratch_);
+    customers_->put(customer, scratch_);
+    slot.stored = slot.st;
+  }
 }
 
 // Token bucket of rate r and burst max(1, r): a new customer starts full.
@@ -466,7 +498,8 @@ void processor::process(const record<bytes, bytes>& r) {
   const std::string customer = r.key.value_or(std::string());
   const std::int64_t offset = context().metadata().offset;
   const std::int64_t now = context().wall_clock_ms();
-  customer_state st = load_state(customer);
+  live_state& slot = live_state_of(customer);
+  customer_state st = slot.st;
   if (!st.fresh && offset >= 0 && offset <= st.handled_offset) {
     replays_skipped_->add();  // at-least-once replay of a record already handled
     return;
@@ -487,7 +520,7 @@ void processor::process(const record<bytes, bytes>& r) {
     b.value = r.value;
     b.headers = r.headers;
     expire(customer, b, now, b.ttl_ms, reference);
-    save_state(customer, st);
+    save_state(slot, st);
     return;
   }
   // "Nothing buffered": no record waiting in the line and no scheduled record due. A
@@ -499,7 +532,7 @@ void processor::process(const record<bytes, bytes>& r) {
     refill(st, rate, now);
     if (rate > 0 && st.tokens >= 1.0 - token_epsilon) {
       st.tokens = std::max(0.0, st.tokens - 1.0);
-      save_state(customer, st);
+      save_state(slot, st);
       emit_direct(r, now);
       return;
     }
@@ -512,7 +545,7 @@ void processor::process(const record<bytes, bytes>& r) {
   const auto result = scheduled ? buffer_->append(scheduled_queue(customer),
                                                   {static_cast<std::uint64_t>(b.deliver_at), seq_offset}, scratch_)
                                 : buffer_->append(line_queue(customer), {partition, seq_offset}, scratch_);
-  save_state(customer, st);
+  save_state(slot, st);
   if (result != state::append_result::appended) {
     replays_skipped_->add();
     return;
@@ -589,7 +622,8 @@ class processor::queue_cursor {
 
 std::optional<std::int64_t> processor::service(const std::string& customer, std::int64_t now) {
   const double rate = rate_for(customer);
-  customer_state st = load_state(customer);
+  live_state& slot = live_state_of(customer);
+  customer_state st = slot.st;
   refill(st, rate, now);
   // The first batch holds what the tokens allow (plus one to see what comes next); expired
   // heads need no token, so a cursor fetches more as it goes.
@@ -637,7 +671,7 @@ std::optional<std::int64_t> processor::service(const std::string& customer, std:
       line.take();
     }
   }
-  if (spent) save_state(customer, st);
+  if (spent) save_state(slot, st);
   const std::uint64_t from_line = line.finish();
   const std::uint64_t from_sched = sched.finish();
   if (from_line + from_sched > 0) {

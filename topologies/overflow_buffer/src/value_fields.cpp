@@ -15,6 +15,7 @@
 // tests/driver/overflow_buffer_driver_test.cpp checks it against nlohmann's SAX parser on randomized values.
 #include <cmath>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -179,9 +180,26 @@ class field_scanner {
 
   /// A string at p_ (the opening quote), validated; p_ ends after the closing quote.
   /// `escaped` tells whether it held any escape.
+  /// True when a byte of `w` ends a run of plain string bytes: '"', '\\', a control
+  /// character (< 0x20) or a byte of a multi-byte UTF-8 sequence (>= 0x80). Exact for the
+  /// word as a whole (the borrow of the subtractions only misreports bytes after a match).
+  static bool special_byte_in(std::uint64_t w) noexcept {
+    constexpr std::uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    auto has_zero = [&](std::uint64_t v) { return (v - ones) & ~v & highs; };
+    const std::uint64_t below_space = (w - ones * 0x20) & ~w & highs;
+    return ((has_zero(w ^ (ones * '"')) | has_zero(w ^ (ones * '\\')) | below_space | (w & highs)) != 0);
+  }
+
   void scan_string(bool& escaped) {
     ++p_;
     for (;;) {
+      // Plain ASCII goes eight bytes at a time; the byte loop below sees only what may matter.
+      while (end_ - p_ >= 8) {
+        std::uint64_t w;
+        std::memcpy(&w, p_, sizeof w);
+        if (special_byte_in(w)) break;
+        p_ += 8;
+      }
       if (p_ >= end_) malformed();
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') {

@@ -186,10 +186,41 @@ class processor final : public sluice::processor<bytes, bytes> {
     std::uint64_t buffered() const noexcept { return line + scheduled; }
   };
 
+  /// A customer's state, decoded: read from customers_ on first use, changed in memory per
+  /// record, written to customers_ by write_back() at each commit and kept (clean) after it,
+  /// up to live_state_limit customers.
+  struct live_state {
+    customer_state st;
+    bool dirty = false;  ///< changed since it was read: write_back() stores it
+    /// What customers_ holds for the customer (nothing when stored.fresh): write_back()
+    /// compares with it.
+    customer_state stored;
+  };
+  struct transparent_string_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  /// Live states held at most, per task: at it they are all written back and dropped before
+  /// another is read (about 160 bytes each with the customer's name, so at most 3 MB).
+  static constexpr std::size_t live_state_limit = 16384;
+
   double rate_for(std::string_view customer);
-  customer_state load_state(std::string_view customer);
-  void save_state(std::string_view customer, const customer_state& st);
+  /// The customer's live state (read from customers_ when it is not held). The reference
+  /// stays valid until the next live_state_of or write_back.
+  live_state& live_state_of(std::string_view customer);
+  /// Makes `st` the customer's state (`slot` is its live_state_of).
+  static void save_state(live_state& slot, const customer_state& st);
+  /// Writes the changed live states to customers_, which then commits them with the records
+  /// that changed them (processor_context::before_commit; also before live_ is emptied at
+  /// its limit). Under exactly-once, a state whose bucket is full again
+  /// at `now` at the rate of the stored one, itself full, is not written: both refill to
+  /// the same burst, and the handled offset that would differ only serves at-least-once
+  /// replays (under exactly-once, input is never replayed below a committed state's). A customer well under its rate so
+  /// costs no state write per commit.
+  void write_back(std::int64_t now);
   static void refill(customer_state& st, double rate, std::int64_t now);
+  /// True when the bucket, refilled to `now` at st.rate, holds its whole burst.
+  static bool bucket_full(const customer_state& st, std::int64_t now);
   void emit(std::string_view customer, const buffered_record& b, std::int64_t now);
   void emit_direct(const record<bytes, bytes>& r, std::int64_t now);
   /// Fills out_ with an emitted record (key, absent when nullopt, value and headers copied
@@ -218,6 +249,7 @@ class processor final : public sluice::processor<bytes, bytes> {
   std::multimap<std::int64_t, std::string> wake_queue_;
   std::unordered_map<std::string, std::int64_t> last_alarm_;
   std::unordered_map<std::string, std::optional<double>> parsed_rates_;
+  std::unordered_map<std::string, live_state, transparent_string_hash, std::equal_to<>> live_;
   std::int64_t next_report_ = 0;
   std::uint64_t buffered_total_ = 0;
   std::string scratch_;
