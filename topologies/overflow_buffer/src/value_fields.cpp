@@ -13,6 +13,7 @@
 // and to whoever reads it next, so it is refused past sluice's JSON nesting limit
 // (max_json_nesting, as json_serde), unlike nlohmann, which takes any depth.
 // tests/driver/overflow_buffer_driver_test.cpp checks it against nlohmann's SAX parser on randomized values.
+#include <bit>
 #include <cmath>
 #include <cerrno>
 #include <cstdint>
@@ -178,27 +179,33 @@ class field_scanner {
   }
   static bool in(unsigned char c, unsigned lo, unsigned hi) noexcept { return c >= lo && c <= hi; }
 
-  /// A string at p_ (the opening quote), validated; p_ ends after the closing quote.
-  /// `escaped` tells whether it held any escape.
-  /// True when a byte of `w` ends a run of plain string bytes: '"', '\\', a control
-  /// character (< 0x20) or a byte of a multi-byte UTF-8 sequence (>= 0x80). Exact for the
-  /// word as a whole (the borrow of the subtractions only misreports bytes after a match).
-  static bool special_byte_in(std::uint64_t w) noexcept {
+  /// The bytes of `w` (eight string bytes, the first in the low byte) that end a run of
+  /// plain string bytes, as their high bits: '"', '\\', a control character (< 0x20) or a
+  /// byte of a multi-byte UTF-8 sequence (>= 0x80). The lowest set bit is exact (a
+  /// subtraction's borrow only marks bytes after a real match), so it locates the first.
+  static std::uint64_t special_bytes(std::uint64_t w) noexcept {
     constexpr std::uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    auto has_zero = [&](std::uint64_t v) { return (v - ones) & ~v & highs; };
+    auto zero_bytes = [&](std::uint64_t v) { return (v - ones) & ~v & highs; };
     const std::uint64_t below_space = (w - ones * 0x20) & ~w & highs;
-    return ((has_zero(w ^ (ones * '"')) | has_zero(w ^ (ones * '\\')) | below_space | (w & highs)) != 0);
+    return zero_bytes(w ^ (ones * '"')) | zero_bytes(w ^ (ones * '\\')) | below_space | (w & highs);
   }
 
+  /// A string at p_ (the opening quote), validated; p_ ends after the closing quote.
+  /// `escaped` tells whether it held any escape.
   void scan_string(bool& escaped) {
     ++p_;
     for (;;) {
-      // Plain ASCII goes eight bytes at a time; the byte loop below sees only what may matter.
-      while (end_ - p_ >= 8) {
-        std::uint64_t w;
-        std::memcpy(&w, p_, sizeof w);
-        if (special_byte_in(w)) break;
-        p_ += 8;
+      // Plain ASCII is skipped eight bytes at a time, up to the first byte that may matter.
+      if constexpr (std::endian::native == std::endian::little) {
+        while (end_ - p_ >= 8) {
+          std::uint64_t w;
+          std::memcpy(&w, p_, sizeof w);
+          if (const std::uint64_t special = special_bytes(w); special != 0) {
+            p_ += std::countr_zero(special) / 8;
+            break;
+          }
+          p_ += 8;
+        }
       }
       if (p_ >= end_) malformed();
       const auto c = static_cast<unsigned char>(*p_);
