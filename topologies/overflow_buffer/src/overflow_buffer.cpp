@@ -322,6 +322,7 @@ void processor::init(context_type& ctx) {
   next_report_ = now;
   ctx.schedule(options_.drain_interval, punctuation_type::wall_clock, [this](std::int64_t t) { drain(t); });
   live_.clear();
+  dirty_.clear();
   ctx.before_commit([this] { write_back(context().wall_clock_ms()); });
 }
 
@@ -339,6 +340,7 @@ void processor::recount(const std::string& customer, waiting& w) {
 
 void processor::close() {
   live_.clear();  // a clean close's last commit wrote them back; a dirty one drops them
+  dirty_.clear();
   waiting_.clear();
   wake_queue_.clear();
   last_alarm_.clear();
@@ -360,8 +362,8 @@ double processor::rate_for(std::string_view customer) {
   return *cached->second;
 }
 
-processor::live_state& processor::live_state_of(std::string_view customer) {
-  if (auto it = live_.find(customer); it != live_.end()) return it->second;
+processor::live_slot& processor::live_state_of(std::string_view customer) {
+  if (auto it = live_.find(customer); it != live_.end()) return *it;
   if (live_.size() >= live_state_limit) {
     write_back(context().wall_clock_ms());
     live_.clear();
@@ -371,13 +373,16 @@ processor::live_state& processor::live_state_of(std::string_view customer) {
     fresh.st = customer_state::deserialize(*raw);
     fresh.stored = fresh.st;
   }
-  return live_.emplace(std::string(customer), fresh).first->second;
+  return *live_.emplace(std::string(customer), fresh).first;
 }
 
-void processor::save_state(live_state& slot, const customer_state& st) {
-  slot.st = st;
-  slot.st.fresh = false;  // as the store gives it back
-  slot.dirty = true;
+void processor::save_state(live_slot& slot, const customer_state& st) {
+  slot.second.st = st;
+  slot.second.st.fresh = false;  // as the store gives it back
+  if (!slot.second.dirty) {
+    slot.second.dirty = true;
+    dirty_.push_back(&slot);
+  }
 }
 
 bool processor::bucket_full(const customer_state& st, std::int64_t now) {
@@ -388,16 +393,17 @@ bool processor::bucket_full(const customer_state& st, std::int64_t now) {
 
 void processor::write_back(std::int64_t now) {
   const bool full_needs_no_write = context().exactly_once();
-  for (auto& [customer, slot] : live_) {
-    if (!slot.dirty) continue;
-    slot.dirty = false;
-    if (full_needs_no_write && !slot.stored.fresh && slot.st.rate == slot.stored.rate &&
-        bucket_full(slot.stored, now) && bucket_full(slot.st, now))
+  for (live_slot* slot : dirty_) {
+    auto& [customer, live] = *slot;
+    live.dirty = false;
+    if (full_needs_no_write && !live.stored.fresh && live.st.rate == live.stored.rate &&
+        bucket_full(live.stored, now) && bucket_full(live.st, now))
       continue;
-    slot.st.serialize(scratch_);
+    live.st.serialize(scratch_);
     customers_->put(customer, scratch_);
-    slot.stored = slot.st;
+    live.stored = live.st;
   }
+  dirty_.clear();
 }
 
 // Token bucket of rate r and burst max(1, r): a new customer starts full.
@@ -498,8 +504,8 @@ void processor::process(const record<bytes, bytes>& r) {
   const std::string customer = r.key.value_or(std::string());
   const std::int64_t offset = context().metadata().offset;
   const std::int64_t now = context().wall_clock_ms();
-  live_state& slot = live_state_of(customer);
-  customer_state st = slot.st;
+  live_slot& slot = live_state_of(customer);
+  customer_state st = slot.second.st;
   if (!st.fresh && offset >= 0 && offset <= st.handled_offset) {
     replays_skipped_->add();  // at-least-once replay of a record already handled
     return;
@@ -622,8 +628,8 @@ class processor::queue_cursor {
 
 std::optional<std::int64_t> processor::service(const std::string& customer, std::int64_t now) {
   const double rate = rate_for(customer);
-  live_state& slot = live_state_of(customer);
-  customer_state st = slot.st;
+  live_slot& slot = live_state_of(customer);
+  customer_state st = slot.second.st;
   refill(st, rate, now);
   // The first batch holds what the tokens allow (plus one to see what comes next); expired
   // heads need no token, so a cursor fetches more as it goes.

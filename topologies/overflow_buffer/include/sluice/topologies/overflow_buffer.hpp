@@ -205,11 +205,12 @@ class processor final : public sluice::processor<bytes, bytes> {
   static constexpr std::size_t live_state_limit = 16384;
 
   double rate_for(std::string_view customer);
+  using live_slot = std::pair<const std::string, live_state>;
   /// The customer's live state (read from customers_ when it is not held). The reference
-  /// stays valid until the next live_state_of or write_back.
-  live_state& live_state_of(std::string_view customer);
+  /// stays valid until live_ is emptied (at its limit, in live_state_of).
+  live_slot& live_state_of(std::string_view customer);
   /// Makes `st` the customer's state (`slot` is its live_state_of).
-  static void save_state(live_state& slot, const customer_state& st);
+  void save_state(live_slot& slot, const customer_state& st);
   /// Writes the changed live states to customers_, which then commits them with the records
   /// that changed them (processor_context::before_commit; also before live_ is emptied at
   /// its limit). Under exactly-once, a state whose bucket is full again
@@ -250,6 +251,7 @@ class processor final : public sluice::processor<bytes, bytes> {
   std::unordered_map<std::string, std::int64_t> last_alarm_;
   std::unordered_map<std::string, std::optional<double>> parsed_rates_;
   std::unordered_map<std::string, live_state, transparent_string_hash, std::equal_to<>> live_;
+  std::vector<live_slot*> dirty_;  ///< the live states changed since the last write_back
   std::int64_t next_report_ = 0;
   std::uint64_t buffered_total_ = 0;
   std::string scratch_;
