@@ -213,11 +213,11 @@ class processor final : public sluice::processor<bytes, bytes> {
   void save_state(live_slot& slot, const customer_state& st);
   /// Writes the changed live states to customers_, which then commits them with the records
   /// that changed them (processor_context::before_commit; also before live_ is emptied at
-  /// its limit). Under exactly-once, a state whose bucket is full again
-  /// at `now` at the rate of the stored one, itself full, is not written: both refill to
+  /// its limit). Under exactly-once, a state whose bucket is full again at `now`, at the
+  /// rate of the stored state and with that one full too, is not written: both refill to
   /// the same burst, and the handled offset that would differ only serves at-least-once
-  /// replays (under exactly-once, input is never replayed below a committed state's). A customer well under its rate so
-  /// costs no state write per commit.
+  /// replays (under exactly-once no input below a committed state's is processed again).
+  /// So a customer well under its rate costs no state write per commit.
   void write_back(std::int64_t now);
   static void refill(customer_state& st, double rate, std::int64_t now);
   /// True when the bucket, refilled to `now` at st.rate, holds its whole burst.
