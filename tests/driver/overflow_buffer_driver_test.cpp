@@ -717,6 +717,36 @@ TEST(overflow_buffer, backlog_answers_503_with_retry_after_when_no_partition_is_
   EXPECT_TRUE(stores.asked.empty());
 }
 
+// The rate the endpoints show is the one that applies now (the rates table's, else the
+// default), also for a customer the processor has not seen yet or not since its rate changed.
+TEST(overflow_buffer, customer_and_backlog_endpoints_show_the_rate_that_applies_now) {
+  const auto o = rate_opts(2);
+  harness h(o);
+  h.rate("unseen", R"({"rate_per_second": 7.5})");
+  h.rate("bad", R"({"rate_per_second": "fast"})");
+  auto& q = h.driver->queries();
+  auto rate_of = [&](const std::string& c) {
+    const auto r = sluice::topologies::overflow_customer_response(q, o, c, start_ms);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return nlohmann::json::parse(r.body).at("rate_per_second").get<double>();
+  };
+  EXPECT_EQ(rate_of("unseen"), 7.5);
+  EXPECT_EQ(rate_of("bad"), 2);     // invalid: the default, as the processor applies it
+  EXPECT_EQ(rate_of("nobody"), 2);  // not in the table
+  h.rate("slow", R"({"rate_per_second": 0.5})");
+  for (int i = 0; i < 4; ++i) h.pipe("slow", msg(i));  // 1 direct, 3 buffered at 0.5/s
+  EXPECT_EQ(rate_of("slow"), 0.5);
+  h.rate("slow", R"({"rate_per_second": 0})");  // not applied by the processor yet
+  const auto customer = nlohmann::json::parse(sluice::topologies::overflow_customer_response(q, o, "slow", start_ms).body);
+  EXPECT_EQ(customer["rate_per_second"], 0);
+  EXPECT_EQ(customer["buffered"], 3);
+  EXPECT_TRUE(customer["drain_eta_ms"].is_null());  // rate 0: never, until it changes
+  const auto backlog = nlohmann::json::parse(sluice::topologies::overflow_backlog_response(q, o, 10, start_ms).body);
+  ASSERT_EQ(backlog["customers"].size(), 1u) << backlog.dump();
+  EXPECT_EQ(backlog["customers"][0]["customer"], "slow");
+  EXPECT_EQ(backlog["customers"][0]["rate_per_second"], 0);
+}
+
 TEST(overflow_buffer, invalid_options_are_rejected_with_the_allowed_range) {
   overflow_buffer_options o;
   o.drain_interval = 0ms;

@@ -22,7 +22,6 @@ namespace sluice::topologies {
 namespace {
 
 using overflow_detail::buffered_record;
-using overflow_detail::customer_state;
 
 constexpr std::size_t max_backlog_limit = 1000;
 
@@ -77,16 +76,26 @@ nlohmann::json row_json(const backlog_row& row, const overflow_buffer_options& o
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
-// Fills each row's rate from the customer store of its partition (one query per partition).
+// Fills each row's rate with the one that applies to the customer now, as the processor
+// reads it: its entry in the rates table, or the default when it has none or an invalid one.
+// The global table is read through a query on the customer store's partition (a global store
+// has no partition of its own; any task of the instance sees the same table).
 interactive_queries::outcome read_rates(interactive_queries& q, const overflow_buffer_options& o,
                                         std::int32_t partition, const std::vector<backlog_row*>& rows,
                                         std::string* failure,
                                         std::chrono::milliseconds timeout = interactive_queries::default_timeout) {
-  return q.run<key_value_store<std::string, std::string>>(
+  return q.run_binding(
       o.customer_store, partition,
-      [&](key_value_store<std::string, std::string>& customers) {
+      [&](const detail::store_binding&, detail::task_context& context) {
+        if (o.rates_topic.empty()) {
+          for (auto* row : rows) row->rate = o.default_rate_per_second;
+          return;
+        }
+        global_store_view<std::string, std::string> rates(context.global_store(o.rates_store));
         for (auto* row : rows) {
-          if (auto raw = customers.get(row->customer)) row->rate = customer_state::deserialize(*raw).rate;
+          const auto raw = rates.get(row->customer);
+          const auto parsed = raw ? overflow_detail::parse_rate(*raw) : std::nullopt;
+          row->rate = parsed.value_or(o.default_rate_per_second);
         }
       },
       timeout, failure);
