@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <random>
 #include <set>
 #include <string>
@@ -1134,6 +1135,41 @@ class value_generator {
 };
 
 }  // namespace
+
+TEST(overflow_live_states, finds_every_customer_it_holds_and_none_it_does_not_across_growth_and_clear) {
+  sluice::topologies::overflow_detail::live_state_table table;
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 2; ++round) {
+    std::unordered_map<std::string, std::uint32_t> model;
+    for (int i = 0; i < 20000; ++i) {
+      // Names of every length from empty up, many sharing prefixes.
+      std::string c = "c" + std::to_string(rng() % 30000) + std::string(rng() % 3, 'x');
+      if (rng() % 500 == 0) c.clear();
+      const auto found = table.find(c);
+      const auto it = model.find(c);
+      ASSERT_EQ(found.has_value(), it != model.end()) << c;
+      if (found) {
+        ASSERT_EQ(*found, it->second);
+        continue;
+      }
+      sluice::topologies::overflow_detail::live_state live;
+      live.st.handled_offset = i;
+      const auto n = table.insert(c, live);
+      model.emplace(c, n);
+    }
+    ASSERT_EQ(table.size(), model.size());
+    for (const auto& [c, n] : model) {
+      const auto found = table.find(c);
+      ASSERT_TRUE(found) << c;
+      EXPECT_EQ(*found, n);
+      EXPECT_EQ(table[n].customer, c);
+    }
+    EXPECT_FALSE(table.find("absent-customer"));
+    table.clear();
+    EXPECT_EQ(table.size(), 0u);
+    EXPECT_FALSE(table.find(model.begin()->first));
+  }
+}
 
 TEST(overflow_buffer_fields, scanner_agrees_with_nlohmanns_parser_on_random_values) {
   value_generator gen(20261123);

@@ -362,8 +362,56 @@ double processor::rate_for(std::string_view customer) {
   return *cached->second;
 }
 
-processor::live_slot& processor::live_state_of(std::string_view customer) {
-  if (auto it = live_.find(customer); it != live_.end()) return *it;
+std::uint64_t live_state_table::hash(std::string_view customer) noexcept {
+  // std::hash's murmur-style hash, spread so the high half (the tag) and the low bits (the
+  // slot) are both well mixed.
+  const std::uint64_t h = std::hash<std::string_view>{}(customer)*0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 29);
+}
+
+std::optional<std::uint32_t> live_state_table::find(std::string_view customer) const {
+  if (index_.empty()) return std::nullopt;
+  const std::uint64_t h = hash(customer);
+  const auto tag = static_cast<std::uint32_t>(h >> 32);
+  const std::size_t mask = index_.size() - 1;
+  for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+    const slot& s = index_[i];
+    if (s.number == 0) return std::nullopt;
+    if (s.tag == tag && entries_[s.number - 1].customer == customer) return s.number - 1;
+  }
+}
+
+std::uint32_t live_state_table::insert(std::string_view customer, const live_state& live) {
+  if ((entries_.size() + 1) * 2 > index_.size()) grow();
+  const auto number = static_cast<std::uint32_t>(entries_.size());
+  entries_.push_back({std::string(customer), live});
+  const std::uint64_t h = hash(customer);
+  const std::size_t mask = index_.size() - 1;
+  std::size_t i = h & mask;
+  while (index_[i].number != 0) i = (i + 1) & mask;
+  index_[i] = {static_cast<std::uint32_t>(h >> 32), number + 1};
+  return number;
+}
+
+void live_state_table::grow() {
+  index_.assign(std::max<std::size_t>(64, index_.size() * 2), slot{});
+  const std::size_t mask = index_.size() - 1;
+  for (std::uint32_t n = 0; n < entries_.size(); ++n) {
+    const std::uint64_t h = hash(entries_[n].customer);
+    std::size_t i = h & mask;
+    while (index_[i].number != 0) i = (i + 1) & mask;
+    index_[i] = {static_cast<std::uint32_t>(h >> 32), n + 1};
+  }
+}
+
+void live_state_table::clear() {
+  // The index keeps its size (zeroed): a task holds about as many customers after a clear.
+  std::fill(index_.begin(), index_.end(), slot{});
+  entries_.clear();
+}
+
+std::uint32_t processor::live_state_of(std::string_view customer) {
+  if (auto found = live_.find(customer)) return *found;
   if (live_.size() >= live_state_limit) {
     write_back(context().wall_clock_ms());
     live_.clear();
@@ -373,15 +421,16 @@ processor::live_slot& processor::live_state_of(std::string_view customer) {
     fresh.st = customer_state::deserialize(*raw);
     fresh.stored = fresh.st;
   }
-  return *live_.emplace(std::string(customer), fresh).first;
+  return live_.insert(customer, fresh);
 }
 
-void processor::save_state(live_slot& slot, const customer_state& st) {
-  slot.second.st = st;
-  slot.second.st.fresh = false;  // as the store gives it back
-  if (!slot.second.dirty) {
-    slot.second.dirty = true;
-    dirty_.push_back(&slot);
+void processor::save_state(std::uint32_t number, const customer_state& st) {
+  live_state& live = live_[number].live;
+  live.st = st;
+  live.st.fresh = false;  // as the store gives it back
+  if (!live.dirty) {
+    live.dirty = true;
+    dirty_.push_back(number);
   }
 }
 
@@ -393,8 +442,8 @@ bool processor::bucket_full(const customer_state& st, std::int64_t now) {
 
 void processor::write_back(std::int64_t now) {
   const bool full_needs_no_write = context().exactly_once();
-  for (live_slot* slot : dirty_) {
-    auto& [customer, live] = *slot;
+  for (const std::uint32_t number : dirty_) {
+    auto& [customer, live] = live_[number];
     live.dirty = false;
     if (full_needs_no_write && !live.stored.fresh && live.st.rate == live.stored.rate &&
         bucket_full(live.stored, now) && bucket_full(live.st, now))
@@ -504,8 +553,8 @@ void processor::process(const record<bytes, bytes>& r) {
   const std::string customer = r.key.value_or(std::string());
   const std::int64_t offset = context().metadata().offset;
   const std::int64_t now = context().wall_clock_ms();
-  live_slot& slot = live_state_of(customer);
-  customer_state st = slot.second.st;
+  const std::uint32_t slot = live_state_of(customer);
+  customer_state st = live_[slot].live.st;
   if (!st.fresh && offset >= 0 && offset <= st.handled_offset) {
     replays_skipped_->add();  // at-least-once replay of a record already handled
     return;
@@ -628,8 +677,8 @@ class processor::queue_cursor {
 
 std::optional<std::int64_t> processor::service(const std::string& customer, std::int64_t now) {
   const double rate = rate_for(customer);
-  live_slot& slot = live_state_of(customer);
-  customer_state st = slot.second.st;
+  const std::uint32_t slot = live_state_of(customer);
+  customer_state st = live_[slot].live.st;
   refill(st, rate, now);
   // The first batch holds what the tokens allow (plus one to see what comes next); expired
   // heads need no token, so a cursor fetches more as it goes.
