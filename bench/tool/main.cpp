@@ -429,9 +429,10 @@ int verify(const std::map<std::string, std::string>& a, sluice::config& cfg) {
   sluice::topic_reader reader(cfg, {a.at("topic")}, sluice::isolation::read_committed);
   long long count = 0, bad_values = 0;
   std::unordered_map<std::string, long long> last;
-  double done_at = 0;
+  double done_at = 0, first_at = 0;  // first_at: when the first record arrived
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto take = [&](std::vector<sluice::raw_message>&& batch) {
+    if (first_at == 0 && !batch.empty()) first_at = epoch_now();
     for (auto& m : batch) {
       ++count;
       const std::string v = m.value.value_or("");
@@ -467,8 +468,9 @@ int verify(const std::map<std::string, std::string>& a, sluice::config& cfg) {
     }
   }
   bool ok = count == expect && bad_values == 0 && wrong_keys == 0;
-  std::printf("{\"count\":%lld,\"expect\":%lld,\"bad_values\":%lld,\"wrong_keys\":%lld,\"done_at\":%.3f,\"ok\":%s}\n",
-              count, expect, bad_values, wrong_keys, done_at, ok ? "true" : "false");
+  std::printf("{\"count\":%lld,\"expect\":%lld,\"bad_values\":%lld,\"wrong_keys\":%lld,\"first_at\":%.3f,"
+              "\"done_at\":%.3f,\"ok\":%s}\n",
+              count, expect, bad_values, wrong_keys, first_at, done_at, ok ? "true" : "false");
   return ok ? 0 : 1;
 }
 
