@@ -38,34 +38,62 @@ changelog_reader::changelog_reader(const kafka::config_map& restore_consumer, st
   });
 }
 
-std::pair<std::int64_t, std::int64_t> changelog_reader::end_offsets(const std::string& topic, std::int32_t partition) {
+std::vector<std::pair<std::int64_t, std::int64_t>> changelog_reader::end_offsets(
+    const std::vector<kafka::topic_partition>& parts) {
   try {
-    return end_offsets_->watermarks(topic, partition, 30s);
+    return end_offsets_->watermarks(parts, 30s);
   } catch (const sluice::error& e) {
     // This client fetches nothing, so nothing refreshes its view of the partition leaders
     // after a leader moves but librdkafka's periodic refresh (topic.metadata.refresh.interval.ms,
     // 5 minutes): the fault suite saw NOT_LEADER_FOR_PARTITION for 5 minutes after a broker
     // kill, until the job gave up. A new client learns the leaders afresh.
-    spdlog::info("end offsets of {}[{}]: {}; asking again with a new client", topic, partition, e.what());
+    spdlog::info("end offsets of {} changelog partition(s): {}; asking again with a new client", parts.size(),
+                 e.what());
     end_offsets_ = std::make_unique<kafka::consumer>(end_offsets_config_);
-    return end_offsets_->watermarks(topic, partition, 30s);
+    return end_offsets_->watermarks(parts, 30s);
   }
 }
 
 bool changelog_reader::add(stream_task& task) {
-  bool any = false;
-  for (auto& s : task.stores().all()) {
-    if (s.changelog_topic.empty()) continue;
-    auto [low, high] = end_offsets(s.changelog_topic, task.partition());
-    auto from = s.store->committed_offset().value_or(state::changelog_offset(low)).value();
-    if (from < low) from = low;  // compaction or retention removed the head: start at what exists
-    if (from >= high) continue;
-    begin_restore_if_idle();
-    entries_.push_back({&task, &s, s.changelog_topic, task.partition(), from, high, from});
-    restore_total_ += high - from;
-    any = true;
+  std::vector<stream_task*> one{&task};
+  return add(one).front();
+}
+
+std::vector<bool> changelog_reader::add(const std::vector<stream_task*>& tasks) {
+  // The offsets of every logged store of every task at once: two requests to each leader,
+  // where one store partition at a time cost two round trips each (8 stores: 16 before the
+  // first record was processed).
+  std::vector<kafka::topic_partition> parts;
+  for (auto* task : tasks)
+    for (auto& s : task->stores().all())
+      if (!s.changelog_topic.empty()) parts.push_back({s.changelog_topic, task->partition()});
+  const auto offsets = end_offsets(parts);
+  std::vector<bool> restoring;
+  std::size_t i = 0;
+  for (auto* task : tasks) {
+    bool any = false;
+    for (auto& s : task->stores().all()) {
+      if (s.changelog_topic.empty()) continue;
+      const auto [low, high] = offsets[i++];
+      any = add_store(*task, s, low, high) || any;
+    }
+    restoring.push_back(any);
+    if (any) start_reading(*task);
   }
-  if (!any) return false;
+  return restoring;
+}
+
+bool changelog_reader::add_store(stream_task& task, task_store& s, std::int64_t low, std::int64_t high) {
+  auto from = s.store->committed_offset().value_or(state::changelog_offset(low)).value();
+  if (from < low) from = low;  // compaction or retention removed the head: start at what exists
+  if (from >= high) return false;
+  begin_restore_if_idle();
+  entries_.push_back({&task, &s, s.changelog_topic, task.partition(), from, high, from});
+  restore_total_ += high - from;
+  return true;
+}
+
+void changelog_reader::start_reading(stream_task& task) {
   publish();  // /ready and /metrics show the total at once
   spdlog::info("task {}: restoring {} store partition(s) before processing", task.name(),
                std::count_if(entries_.begin(), entries_.end(), [&](auto& e) { return e.task == &task; }));
@@ -81,7 +109,6 @@ bool changelog_reader::add(stream_task& task) {
     // Not fatal: librdkafka's own topic scan finds the leaders within a second.
     for (const auto& t : new_topics) topics_led_.erase(t);
   }
-  return true;
 }
 
 void changelog_reader::restore(std::vector<stream_task*>& restored) {

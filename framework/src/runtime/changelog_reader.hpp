@@ -63,8 +63,12 @@ class changelog_reader {
   changelog_reader(const kafka::config_map& restore_consumer, std::chrono::milliseconds log_interval,
                    restore_metrics metrics, std::chrono::milliseconds open_transaction_wait = std::chrono::minutes(5));
 
-  /// Registers `task`'s logged stores that are behind their changelog's end and starts
-  /// reading them. Returns false when every store is current (the task can start now).
+  /// Registers the logged stores of `tasks` that are behind their changelog's end and starts
+  /// reading them. Returns, for each task in order, whether it has any (false: every store
+  /// is current, the task can start now). The end offsets of all their changelog partitions
+  /// are asked at once (two requests to each leader).
+  std::vector<bool> add(const std::vector<stream_task*>& tasks);
+  /// add() for one task.
   bool add(stream_task& task);
   /// Polls the restore consumer once (briefly) and applies what came. Appends to
   /// `restored` the tasks whose stores are now all current; they leave the reader, with
@@ -105,8 +109,12 @@ class changelog_reader {
   /// Ends the restore once no entry is left (the rate drops to 0).
   void end_restore_if_empty();
   void publish();
-  /// The first and end (high watermark) offsets of a changelog partition.
-  std::pair<std::int64_t, std::int64_t> end_offsets(const std::string& topic, std::int32_t partition);
+  /// The first and end (high watermark) offsets of each changelog partition, in order.
+  std::vector<std::pair<std::int64_t, std::int64_t>> end_offsets(const std::vector<kafka::topic_partition>& parts);
+  /// Registers one store partition when it is behind [low, high); true when it is.
+  bool add_store(stream_task& task, task_store& store, std::int64_t low, std::int64_t high);
+  /// Reads the task's registered store partitions (the restore consumer's assignment).
+  void start_reading(stream_task& task);
 
   std::unique_ptr<kafka::consumer> consumer_;
   /// Changelog topics whose leaders consumer_ has asked for (kafka::consumer::learn_leaders).

@@ -68,6 +68,7 @@ void task_manager::assign(const std::vector<kafka::topic_partition>& parts) {
     if (!tasks_.contains(id) && std::find(fresh.begin(), fresh.end(), id) == fresh.end()) fresh.push_back(id);
   }
   auto storage = open_storage(fresh);
+  std::vector<stream_task*> created;
   for (const auto& p : parts) {
     auto sub = topic_to_subtopology_.find(p.topic);
     if (sub == topic_to_subtopology_.end()) continue;
@@ -76,10 +77,7 @@ void task_manager::assign(const std::vector<kafka::topic_partition>& parts) {
     if (it == tasks_.end()) {
       auto task = std::make_unique<stream_task>(id, services_, collector_, label_, std::move(storage.at(id)));
       it = tasks_.emplace(id, std::move(task)).first;
-      if (reader_.add(*it->second))
-        to_pause_.push_back(it->second.get());
-      else
-        it->second->start();
+      created.push_back(it->second.get());
     }
     auto& task = *it->second;
     const auto& inputs = task.inputs();
@@ -88,6 +86,14 @@ void task_manager::assign(const std::vector<kafka::topic_partition>& parts) {
         inputs.begin());
     if (index == inputs.size()) continue;  // not read by the sub-topology at this partition
     by_partition_[{p.topic, p.partition}] = {&task, index};
+  }
+  // Then whether each new task has stores to restore: one ask for all their changelogs' ends.
+  const auto restoring = reader_.add(created);
+  for (std::size_t i = 0; i < created.size(); ++i) {
+    if (restoring[i])
+      to_pause_.push_back(created[i]);
+    else
+      created[i]->start();
   }
 }
 

@@ -135,6 +135,24 @@ TEST(changelog_reader, restores_a_store_to_the_changelog_end_with_the_last_value
   EXPECT_EQ(f.metrics.get_counter("restored").value(), 100u);
 }
 
+// Tasks added together: the ends of all their changelog partitions are asked at once, and
+// each task is told whether it restores (partition 0 has a changelog, partition 1 none).
+TEST(changelog_reader, tasks_added_together_are_told_each_whether_it_restores) {
+  fixture f;
+  f.fill_changelog(0, 30);
+  null_sender sender;
+  stream_task behind(task_id{0, 0}, f.services, sender, "thread=\"0\"");
+  stream_task current(task_id{0, 1}, f.services, sender, "thread=\"0\"");
+  auto reader = f.reader();
+  EXPECT_EQ(reader.add(std::vector<stream_task*>{&current, &behind}), (std::vector<bool>{false, true}));
+  EXPECT_EQ(reader.progress().total, 30);
+  std::vector<stream_task*> restored;
+  step_until([&] { reader.restore(restored); }, [&] { return !restored.empty(); });
+  ASSERT_EQ(restored, (std::vector<stream_task*>{&behind}));
+  EXPECT_EQ(value_in(behind, "k3"), "v23");
+  EXPECT_TRUE(reader.add(std::vector<stream_task*>{}).empty());
+}
+
 /// The fixture with task 0_0's stores on RocksDB, in a state directory of its own.
 struct rocksdb_fixture : fixture {
   std::filesystem::path state_dir =
