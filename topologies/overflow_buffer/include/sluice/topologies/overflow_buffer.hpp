@@ -229,7 +229,7 @@ class processor final : public sluice::processor<bytes, bytes> {
   };
 
   /// Live states held at most, per task: at it they are all written back and dropped before
-  /// another is read (about 150 bytes each with the customer's name, so at most 2.5 MB).
+  /// another is read (120 bytes each plus the index, at most 3 MB).
   static constexpr std::size_t live_state_limit = 16384;
 
   double rate_for(std::string_view customer);
