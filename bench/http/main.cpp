@@ -71,7 +71,7 @@ class client {
     }
   }
 
- /// The body of the last answer.
+  /// The body of the last answer.
   std::string body;
 
  private:
@@ -217,12 +217,18 @@ int main(int argc, char** argv) {
   double seconds = 60;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--bootstrap") bootstrap = argv[i + 1];
-    else if (a == "--records") records = std::atoll(argv[i + 1]);
-    else if (a == "--keys") keys = std::atoi(argv[i + 1]);
-    else if (a == "--clients") clients = std::atoi(argv[i + 1]);
-    else if (a == "--max-queries") max_queries = std::atoll(argv[i + 1]);
-    else if (a == "--seconds") seconds = std::atof(argv[i + 1]);
+    if (a == "--bootstrap")
+      bootstrap = argv[i + 1];
+    else if (a == "--records")
+      records = std::atoll(argv[i + 1]);
+    else if (a == "--keys")
+      keys = std::atoi(argv[i + 1]);
+    else if (a == "--clients")
+      clients = std::atoi(argv[i + 1]);
+    else if (a == "--max-queries")
+      max_queries = std::atoll(argv[i + 1]);
+    else if (a == "--seconds")
+      seconds = std::atof(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -245,7 +251,8 @@ int main(int argc, char** argv) {
   std::printf("job with queries:    %.2f s from start, %.2f s processing = %.0f records/s (ratio %.2f)\n",
               loaded.seconds, loaded.processing, rate(loaded), rate(loaded) / rate(quiet));
   std::printf("local lookups:     %zu in %.2f s = %.0f/s, p50 %.3f ms, p99 %.3f ms\n", l.local_ms.size(), window,
-              static_cast<double>(l.local_ms.size()) / window, percentile(l.local_ms, 0.5), percentile(l.local_ms, 0.99));
+              static_cast<double>(l.local_ms.size()) / window, percentile(l.local_ms, 0.5),
+              percentile(l.local_ms, 0.99));
   std::printf("forwarded lookups: %zu in %.2f s = %.0f/s, p50 %.3f ms, p99 %.3f ms\n", l.forwarded_ms.size(), window,
               static_cast<double>(l.forwarded_ms.size()) / window, percentile(l.forwarded_ms, 0.5),
               percentile(l.forwarded_ms, 0.99));

@@ -37,9 +37,12 @@ int main(int argc, char** argv) {
   std::size_t value_bytes = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--records") records = std::strtoll(argv[i + 1], nullptr, 10);
-    else if (a == "--customers") customers = std::strtoll(argv[i + 1], nullptr, 10);
-    else if (a == "--value-bytes") value_bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    if (a == "--records")
+      records = std::strtoll(argv[i + 1], nullptr, 10);
+    else if (a == "--customers")
+      customers = std::strtoll(argv[i + 1], nullptr, 10);
+    else if (a == "--value-bytes")
+      value_bytes = std::strtoull(argv[i + 1], nullptr, 10);
     else {
       std::fprintf(stderr, "usage: sluice-bench-overflow-drain [--records N] [--customers K] [--value-bytes S]\n");
       return 2;
@@ -53,8 +56,8 @@ int main(int argc, char** argv) {
   auto out = sluice::topologies::apply_overflow_buffer(b, b.stream<bytes, bytes>("notifications"), o);
   out.emitted.to("out");
   if (out.expired) out.expired->to("expired");
-  sluice::testing::topology_test_driver driver(
-      b.build(), sluice::config{}, {.rocksdb_stores = true, .start_wall_clock_ms = start_ms});
+  sluice::testing::topology_test_driver driver(b.build(), sluice::config{},
+                                               {.rocksdb_stores = true, .start_wall_clock_ms = start_ms});
   auto clear_all = [&] {
     for (const auto& t : driver.topics()) driver.records(t).clear();
   };
@@ -71,7 +74,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string fast = R"({"rate_per_second":1000000})";
-  for (std::int64_t c = 0; c < customers; ++c) driver.pipe_raw("customer-rates", "c" + std::to_string(c), fast, start_ms);
+  for (std::int64_t c = 0; c < customers; ++c)
+    driver.pipe_raw("customer-rates", "c" + std::to_string(c), fast, start_ms);
   clear_all();
 
   std::fprintf(stderr, "buffered %lld records; draining\n", static_cast<long long>(records));

@@ -48,10 +48,14 @@ int main(int argc, char** argv) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "sluice-bench-queue-store";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--consumed") consumed = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--reads") reads = std::strtoll(argv[i + 1], nullptr, 10);
-    else if (a == "--dir") dir = argv[i + 1];
-    else if (a == "--settle-s") settle_s = std::strtoll(argv[i + 1], nullptr, 10);
+    if (a == "--consumed")
+      consumed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--reads")
+      reads = std::strtoll(argv[i + 1], nullptr, 10);
+    else if (a == "--dir")
+      dir = argv[i + 1];
+    else if (a == "--settle-s")
+      settle_s = std::strtoll(argv[i + 1], nullptr, 10);
     else {
       std::fprintf(stderr, "usage: sluice-bench-queue-store [--consumed N] [--reads R] [--settle-s S] [--dir PATH]\n");
       return 2;
@@ -119,10 +123,12 @@ int main(int argc, char** argv) {
     sink += it.valid() ? it.value().size() : 0;
   });
   std::printf("consumed entries          %llu\n", static_cast<unsigned long long>(consumed));
-  std::printf("fresh queue store         %10.0f ns per head read (%lld reads)\n", t_fresh, static_cast<long long>(reads));
-  std::printf("used queue store          %10.0f ns per head read (%lld reads)\n", t_used, static_cast<long long>(reads));
-  std::printf("used, after %3llds settle  %10.0f ns per head read (%lld reads)\n",
-              static_cast<long long>(settle_s), t_settled, static_cast<long long>(reads));
+  std::printf("fresh queue store         %10.0f ns per head read (%lld reads)\n", t_fresh,
+              static_cast<long long>(reads));
+  std::printf("used queue store          %10.0f ns per head read (%lld reads)\n", t_used,
+              static_cast<long long>(reads));
+  std::printf("used, after %3llds settle  %10.0f ns per head read (%lld reads)\n", static_cast<long long>(settle_s),
+              t_settled, static_cast<long long>(reads));
   std::printf("per-entry-delete queue    %10.0f ns per head read (%lld reads)\n", t_naive,
               static_cast<long long>(naive_reads));
   std::printf("used at once / fresh      %10.2fx\n", t_used / t_fresh);

@@ -129,15 +129,12 @@ row run_sluice(const std::string& name, std::unique_ptr<sluice::state::kv_store>
 
   std::vector<std::size_t> picks(o.queries);
   for (auto& p : picks) p = rng() % ms.size();
-  std::tie(r.rank_p50, r.rank_p99) = time_each(o.queries, [&](std::size_t i) {
-    sink_value = sink_value + *idx.position(index, ms[picks[i]].user);
-  });
-  std::tie(r.page_p50, r.page_p99) = time_each(o.queries, [&](std::size_t) {
-    sink_value = sink_value + idx.range(index, ms.size() / 2, 10).size();
-  });
-  std::tie(r.around_p50, r.around_p99) = time_each(o.queries, [&](std::size_t i) {
-    sink_value = sink_value + idx.around(index, ms[picks[i]].user, 5).size();
-  });
+  std::tie(r.rank_p50, r.rank_p99) =
+      time_each(o.queries, [&](std::size_t i) { sink_value = sink_value + *idx.position(index, ms[picks[i]].user); });
+  std::tie(r.page_p50, r.page_p99) =
+      time_each(o.queries, [&](std::size_t) { sink_value = sink_value + idx.range(index, ms.size() / 2, 10).size(); });
+  std::tie(r.around_p50, r.around_p99) = time_each(
+      o.queries, [&](std::size_t i) { sink_value = sink_value + idx.around(index, ms[picks[i]].user, 5).size(); });
 
   if (scan_row != nullptr) {
     // Strava's way: read the whole index and count the members with a smaller score.
@@ -174,8 +171,9 @@ int free_port() {
 class redis_process {
  public:
   explicit redis_process(const std::string& binary) : port_(free_port()) {
-    std::vector<std::string> args = {binary, "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
-                                     "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"};
+    std::vector<std::string> args = {
+        binary,         "--port", std::to_string(port_), "--bind", "127.0.0.1",  "--save", "",
+        "--appendonly", "no",     "--daemonize",         "no",     "--loglevel", "warning"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -304,12 +302,18 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--sizes") o.sizes = parse_sizes(next());
-    else if (a == "--queries") o.queries = std::stoull(next());
-    else if (a == "--scans") o.scans = std::stoull(next());
-    else if (a == "--redis-server") o.redis_server = next();
-    else if (a == "--no-redis") o.redis = false;
-    else if (a == "--seed") o.seed = std::stoull(next());
+    if (a == "--sizes")
+      o.sizes = parse_sizes(next());
+    else if (a == "--queries")
+      o.queries = std::stoull(next());
+    else if (a == "--scans")
+      o.scans = std::stoull(next());
+    else if (a == "--redis-server")
+      o.redis_server = next();
+    else if (a == "--no-redis")
+      o.redis = false;
+    else if (a == "--seed")
+      o.seed = std::stoull(next());
     else {
       std::cerr << "usage: sluice-bench-ranked [--sizes 10000,100000,1000000] [--queries Q] [--scans S] "
                    "[--redis-server PATH] [--no-redis] [--seed X]\n";
@@ -333,9 +337,10 @@ int main(int argc, char** argv) {
     std::optional<row> scan;
     print(run_sluice("sluice in-memory", sluice::state::open_memory_store({.name = "m" + std::to_string(store_no++)}),
                      ms, o, rng, nullptr));
-    print(run_sluice("sluice RocksDB",
-                     sluice::state::open_rocksdb_store({.name = "r" + std::to_string(store_no++), .directory = dir}, env),
-                     ms, o, rng, &scan));
+    print(
+        run_sluice("sluice RocksDB",
+                   sluice::state::open_rocksdb_store({.name = "r" + std::to_string(store_no++), .directory = dir}, env),
+                   ms, o, rng, &scan));
     print(*scan);
 #if SLUICE_BENCH_HAVE_HIREDIS
     if (redis) print(run_redis(*redis, ms, o, rng));

@@ -96,13 +96,20 @@ int main(int argc, char** argv) {
   std::string bootstrap = "127.0.0.1:39092", group, input, output, workload = "passthrough", state_dir, changelog;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--bootstrap") bootstrap = argv[i + 1];
-    else if (a == "--group") group = argv[i + 1];
-    else if (a == "--input") input = argv[i + 1];
-    else if (a == "--output") output = argv[i + 1];
-    else if (a == "--workload") workload = argv[i + 1];
-    else if (a == "--state-dir") state_dir = argv[i + 1];
-    else if (a == "--changelog") changelog = argv[i + 1];
+    if (a == "--bootstrap")
+      bootstrap = argv[i + 1];
+    else if (a == "--group")
+      group = argv[i + 1];
+    else if (a == "--input")
+      input = argv[i + 1];
+    else if (a == "--output")
+      output = argv[i + 1];
+    else if (a == "--workload")
+      workload = argv[i + 1];
+    else if (a == "--state-dir")
+      state_dir = argv[i + 1];
+    else if (a == "--changelog")
+      changelog = argv[i + 1];
   }
   const bool count = workload == "count";
   if (group.empty() || input.empty() || output.empty() || (workload != "passthrough" && !count) ||
@@ -122,7 +129,10 @@ int main(int argc, char** argv) {
   set(pc, "bootstrap.servers", bootstrap);
   set(pc, "linger.ms", "5");
   rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, pc, err, sizeof err);
-  if (!producer) { std::fprintf(stderr, "sluice-bench-raw: %s\n", err); return 1; }
+  if (!producer) {
+    std::fprintf(stderr, "sluice-bench-raw: %s\n", err);
+    return 1;
+  }
 
   std::unique_ptr<rocksdb::DB> db;
   rd_kafka_topic_t* log_topic = nullptr;
@@ -146,7 +156,10 @@ int main(int argc, char** argv) {
   set(cc, "queued.min.messages", "1000000");
   set(cc, "queued.max.messages.kbytes", "32768");
   rd_kafka_t* consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cc, err, sizeof err);
-  if (!consumer) { std::fprintf(stderr, "sluice-bench-raw: %s\n", err); return 1; }
+  if (!consumer) {
+    std::fprintf(stderr, "sluice-bench-raw: %s\n", err);
+    return 1;
+  }
   rd_kafka_poll_set_consumer(consumer);
   rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(topics, input.c_str(), RD_KAFKA_PARTITION_UA);

@@ -40,23 +40,31 @@ int main(int argc, char** argv) {
   std::vector<const char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (i + 1 < argc && a == "--workload") workload = argv[++i];
-    else if (i + 1 < argc && a == "--input") input = argv[++i];
-    else if (i + 1 < argc && a == "--output") output = argv[++i];
-    else if (a == "--report-running") report_running = true;
-    else if (i + 1 < argc && a == "--log-level") log_level = argv[++i];
-    else rest.push_back(argv[i]);
+    if (i + 1 < argc && a == "--workload")
+      workload = argv[++i];
+    else if (i + 1 < argc && a == "--input")
+      input = argv[++i];
+    else if (i + 1 < argc && a == "--output")
+      output = argv[++i];
+    else if (a == "--report-running")
+      report_running = true;
+    else if (i + 1 < argc && a == "--log-level")
+      log_level = argv[++i];
+    else
+      rest.push_back(argv[i]);
   }
   if (input.empty() || output.empty() || (workload != "passthrough" && workload != "count")) {
-    std::fprintf(stderr, "usage: %s --workload passthrough|count --input T --output T [--report-running] [--log-level L] [--set k=v]...\n",
+    std::fprintf(stderr,
+                 "usage: %s --workload passthrough|count --input T --output T [--report-running] [--log-level L] "
+                 "[--set k=v]...\n",
                  argv[0]);
     return 2;
   }
   // spdlog reads an unknown name as "off": refuse it instead of silencing the job.
   const auto level = spdlog::level::from_str(log_level);
   if (level == spdlog::level::off && log_level != "off") {
-    std::fprintf(stderr, "%s: unknown --log-level '%s'; use trace, debug, info, warn, error, critical or off\n", argv[0],
-                 log_level.c_str());
+    std::fprintf(stderr, "%s: unknown --log-level '%s'; use trace, debug, info, warn, error, critical or off\n",
+                 argv[0], log_level.c_str());
     return 2;
   }
   spdlog::set_level(level);

@@ -91,7 +91,8 @@ std::vector<input> make_workload(const options& o) {
   std::uniform_int_distribution<std::size_t> key(0, o.keys - 1);
   std::uniform_int_distribution<int> coin(0, 9), late(0, 5000);
   auto now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const std::int64_t span = o.span_s * 1000, base = now_ms - span;
   std::vector<input> out;
   out.reserve(o.records);
@@ -119,7 +120,8 @@ result run_sluice(const options& o, const std::vector<input>& in, bool rocksdb) 
   sluice::testing::topology_test_driver driver(b.build(), sluice::config{}, d);
   auto topic = driver.input_topic<std::string, std::string>("in");
 
-  result r{rocksdb ? "sluice throttle, TopologyTestDriver, RocksDB store" : "sluice throttle, TopologyTestDriver, in-memory store",
+  result r{rocksdb ? "sluice throttle, TopologyTestDriver, RocksDB store"
+                   : "sluice throttle, TopologyTestDriver, in-memory store",
            std::vector<char>(in.size(), 0)};
   std::size_t n_passed = 0;
   auto drain = [&] {
@@ -189,9 +191,9 @@ int free_port() {
 class redis_server {
  public:
   explicit redis_server(const std::string& binary) : port_(free_port()) {
-    std::vector<std::string> args = {binary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                     "--logfile", "", "--loglevel", "warning"};
+    std::vector<std::string> args = {
+        binary,        "--port", std::to_string(port_), "--bind", "127.0.0.1",  "--save", "", "--appendonly", "no",
+        "--daemonize", "no",     "--logfile",           "",       "--loglevel", "warning"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -286,8 +288,8 @@ result run_redis(const options& o, const std::vector<input>& in, const redis_ser
       log_key = "log:" + in[j].key;
       last_key = "last:" + in[j].key;
       ts = std::to_string(in[j].ts);
-      const char* argv[] = {"EVALSHA", sha.c_str(), "2", log_key.c_str(), last_key.c_str(), ts.c_str(),
-                            window.c_str(), limit.c_str(), in[j].value.c_str(), ttl.c_str()};
+      const char* argv[] = {"EVALSHA",  sha.c_str(),    "2",           log_key.c_str(),     last_key.c_str(),
+                            ts.c_str(), window.c_str(), limit.c_str(), in[j].value.c_str(), ttl.c_str()};
       std::size_t lens[10];
       for (int k = 0; k < 10; ++k) lens[k] = std::strlen(argv[k]);
       redisAppendCommandArgv(c, 10, argv, lens);
@@ -348,14 +350,22 @@ options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--records") o.records = std::stoull(next());
-    else if (a == "--keys") o.keys = std::stoull(next());
-    else if (a == "--window-ms") o.window_ms = std::stoll(next());
-    else if (a == "--limit") o.limit = std::stoll(next());
-    else if (a == "--span-s") o.span_s = std::stoll(next());
-    else if (a == "--pipeline") o.pipeline = std::stoull(next());
-    else if (a == "--redis-server") o.redis_server = next();
-    else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(next()));
+    if (a == "--records")
+      o.records = std::stoull(next());
+    else if (a == "--keys")
+      o.keys = std::stoull(next());
+    else if (a == "--window-ms")
+      o.window_ms = std::stoll(next());
+    else if (a == "--limit")
+      o.limit = std::stoll(next());
+    else if (a == "--span-s")
+      o.span_s = std::stoll(next());
+    else if (a == "--pipeline")
+      o.pipeline = std::stoull(next());
+    else if (a == "--redis-server")
+      o.redis_server = next();
+    else if (a == "--seed")
+      o.seed = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--help" || a == "-h") {
       std::cout << "sluice-bench-throttle [--records N] [--keys K] [--window-ms W] [--limit L] [--span-s S] "
                    "[--pipeline D] [--redis-server PATH] [--seed X]\n";
@@ -398,11 +408,10 @@ int main(int argc, char** argv) try {
     std::snprintf(line, sizeof line, "| %s | %zu | %.0f | %.2f (%s) | %s |\n", r.name.c_str(), in.size(),
                   static_cast<double>(in.size()) / r.wall_s, r.cpu_s * 1e6 / static_cast<double>(in.size()),
                   r.cpu_note.c_str(),
-                  diff_first == 0 && diff_ref == 0
-                      ? "identical"
-                      : (std::to_string(diff_first) + " differ from the first row, " + std::to_string(diff_ref) +
-                         " from the definition")
-                            .c_str());
+                  diff_first == 0 && diff_ref == 0 ? "identical"
+                                                   : (std::to_string(diff_first) + " differ from the first row, " +
+                                                      std::to_string(diff_ref) + " from the definition")
+                                                         .c_str());
     std::cout << line;
   }
   std::cout << (all_agree ? "\nall limiters made the same decision for every record (and match the definition)\n"

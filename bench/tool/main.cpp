@@ -85,8 +85,9 @@ int load(const std::map<std::string, std::string>& a, sluice::config& cfg) {
     const long long k = i % keys;
     key = "k" + std::to_string(k);
     if (json) {
-      value = "{\"id\":" + std::to_string(i) + ",\"workflow\":\"wf" + std::to_string(k % 100) + "\",\"recipient\":\"user" +
-              std::to_string(k) + "\",\"tenant\":\"t" + std::to_string(k % 8) + "\",\"channel\":\"email\",\"body\":\"";
+      value = "{\"id\":" + std::to_string(i) + ",\"workflow\":\"wf" + std::to_string(k % 100) +
+              "\",\"recipient\":\"user" + std::to_string(k) + "\",\"tenant\":\"t" + std::to_string(k % 8) +
+              "\",\"channel\":\"email\",\"body\":\"";
       value.append(static_cast<std::size_t>(std::max(0LL, size - static_cast<long long>(value.size()) - 2)),
                    static_cast<char>('a' + i % 26));
       value += "\"}";
@@ -169,13 +170,13 @@ int verify_throttle(const std::map<std::string, std::string>& a, sluice::config&
   }
   const long long missing = static_cast<long long>(std::count(seen.begin(), seen.end(), 0));
   const bool ok = count == expect && bad_values == 0 && duplicates == 0 && missing == 0 && wrong_decisions == 0;
-  std::printf("{\"count\":%lld,\"expect\":%lld,\"passed\":%lld,\"throttled\":%lld,\"bad_values\":%lld,"
-              "\"duplicates\":%lld,\"missing\":%lld,\"wrong_decisions\":%lld,\"done_at\":%.3f,\"ok\":%s}\n",
-              count, expect, passed, count - passed, bad_values, duplicates, missing, wrong_decisions, done_at,
-              ok ? "true" : "false");
+  std::printf(
+      "{\"count\":%lld,\"expect\":%lld,\"passed\":%lld,\"throttled\":%lld,\"bad_values\":%lld,"
+      "\"duplicates\":%lld,\"missing\":%lld,\"wrong_decisions\":%lld,\"done_at\":%.3f,\"ok\":%s}\n",
+      count, expect, passed, count - passed, bad_values, duplicates, missing, wrong_decisions, done_at,
+      ok ? "true" : "false");
   return ok ? 0 : 1;
 }
-
 
 // ---- the leaderboard workload: generator and model ------------------------------------------
 
@@ -223,7 +224,8 @@ void generate_efforts(const effort_workload& w, Sink&& sink) {
       known e{static_cast<std::uint32_t>(rng() % static_cast<std::uint64_t>(w.segments)),
               static_cast<std::uint32_t>(rng() % static_cast<std::uint64_t>(w.users)), 1};
       efforts.push_back(e);
-      sink(effort_event{static_cast<std::uint32_t>(efforts.size() - 1), e.segment, e.user, elapsed(), started(), 1, false});
+      sink(effort_event{static_cast<std::uint32_t>(efforts.size() - 1), e.segment, e.user, elapsed(), started(), 1,
+                        false});
       continue;
     }
     const auto id = static_cast<std::uint32_t>(rng() % efforts.size());
@@ -233,7 +235,8 @@ void generate_efforts(const effort_workload& w, Sink&& sink) {
     } else if (k < w.updates + w.deletes) {
       sink(effort_event{id, e.segment, e.user, elapsed(), started(), ++e.latest, true});
     } else {  // out of order: a version at or below one already written (a duplicate when 1)
-      const std::int64_t v = e.latest > 1 ? 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(e.latest - 1)) : 1;
+      const std::int64_t v =
+          e.latest > 1 ? 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(e.latest - 1)) : 1;
       sink(effort_event{id, e.segment, e.user, elapsed(), started(), v, false});
     }
   }
@@ -375,7 +378,8 @@ int verify_leaderboard(const std::map<std::string, std::string>& a, sluice::conf
     }
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(num(a, "timeout-s", 600));
-  while (count < expect && std::chrono::steady_clock::now() < deadline) take(reader.poll(std::chrono::milliseconds(100)));
+  while (count < expect && std::chrono::steady_clock::now() < deadline)
+    take(reader.poll(std::chrono::milliseconds(100)));
   const double done_at = epoch_now();
   if (count >= expect) {
     const auto linger_end = std::chrono::steady_clock::now() + std::chrono::seconds(num(a, "linger-s", 2));
@@ -411,10 +415,11 @@ int verify_leaderboard(const std::map<std::string, std::string>& a, sluice::conf
   const long long unknown = static_cast<long long>(last.size()) - entries;  // updates for entries the model never had
   const bool ok = count == expect && expect == model.updates() && bad_values == 0 && wrong_entries == 0 &&
                   missing == 0 && unknown == 0;
-  std::printf("{\"count\":%lld,\"expect\":%lld,\"model_updates\":%lld,\"bad_values\":%lld,\"entries\":%lld,"
-              "\"wrong_entries\":%lld,\"missing\":%lld,\"unknown\":%lld,\"done_at\":%.3f,\"ok\":%s}\n",
-              count, expect, model.updates(), bad_values, entries, wrong_entries, missing, unknown, done_at,
-              ok ? "true" : "false");
+  std::printf(
+      "{\"count\":%lld,\"expect\":%lld,\"model_updates\":%lld,\"bad_values\":%lld,\"entries\":%lld,"
+      "\"wrong_entries\":%lld,\"missing\":%lld,\"unknown\":%lld,\"done_at\":%.3f,\"ok\":%s}\n",
+      count, expect, model.updates(), bad_values, entries, wrong_entries, missing, unknown, done_at,
+      ok ? "true" : "false");
   return ok ? 0 : 1;
 }
 
@@ -448,7 +453,10 @@ int verify(const std::map<std::string, std::string>& a, sluice::config& cfg) {
         last[m.key.value_or("")] = n;
       } else if (check_values) {
         for (char c : v)
-          if (c >= 'a' && c <= 'z') { ++bad_values; break; }
+          if (c >= 'a' && c <= 'z') {
+            ++bad_values;
+            break;
+          }
       }
     }
   };
@@ -468,9 +476,10 @@ int verify(const std::map<std::string, std::string>& a, sluice::config& cfg) {
     }
   }
   bool ok = count == expect && bad_values == 0 && wrong_keys == 0;
-  std::printf("{\"count\":%lld,\"expect\":%lld,\"bad_values\":%lld,\"wrong_keys\":%lld,\"first_at\":%.3f,"
-              "\"done_at\":%.3f,\"ok\":%s}\n",
-              count, expect, bad_values, wrong_keys, first_at, done_at, ok ? "true" : "false");
+  std::printf(
+      "{\"count\":%lld,\"expect\":%lld,\"bad_values\":%lld,\"wrong_keys\":%lld,\"first_at\":%.3f,"
+      "\"done_at\":%.3f,\"ok\":%s}\n",
+      count, expect, bad_values, wrong_keys, first_at, done_at, ok ? "true" : "false");
   return ok ? 0 : 1;
 }
 

@@ -53,8 +53,9 @@ std::map<std::string, std::int64_t> produce(const sluice::config& cfg, long coun
 }
 
 /// Reads page-view-counts, printing each record, until `done(latest)` or `timeout`.
-std::map<std::string, std::int64_t> read_counts(const sluice::config& cfg, std::chrono::milliseconds timeout,
-                                                const std::function<bool(const std::map<std::string, std::int64_t>&)>& done) {
+std::map<std::string, std::int64_t> read_counts(
+    const sluice::config& cfg, std::chrono::milliseconds timeout,
+    const std::function<bool(const std::map<std::string, std::int64_t>&)>& done) {
   std::map<std::string, std::int64_t> latest;
   sluice::topic_reader reader(cfg, {"page-view-counts"});
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -104,8 +105,9 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
     }
     sluice::config::declare_keys(job_keys);
-    auto command = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
-                                             "Page views: bots dropped, views counted per page, reported per interval.");
+    auto command =
+        sluice::config::from_args(static_cast<int>(args.size()), args.data(),
+                                  "Page views: bots dropped, views counted per page, reported per interval.");
     if (command.action == sluice::command_line::request::print_help) {
       std::cout << command.help;
       return 0;

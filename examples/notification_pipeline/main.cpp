@@ -155,8 +155,8 @@ int run_demo(sluice::config cfg, long count) {
   std::cout << "demo: push-out " << out << " (expected " << expected_out << "), expired " << expired << " (expected "
             << expected_expired << "), throttled " << throttled << " (expected " << expected_throttled
             << "), per-customer order violations (per throttle key) " << out_of_order << "\n";
-  const bool ok = out == expected_out && expired == expected_expired && throttled == expected_throttled &&
-                  out_of_order == 0;
+  const bool ok =
+      out == expected_out && expired == expected_expired && throttled == expected_throttled && out_of_order == 0;
   std::cout << (ok ? "demo: every notification accounted for as expected\n" : "demo: outcome does NOT match\n");
   return ok ? 0 : 1;
 }
@@ -179,8 +179,8 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
     }
     auto line = sluice::config::from_args(static_cast<int>(args.size()), args.data(),
-                                         "Notification pipeline: throttle per workflow and recipient, then a "
-                                         "per-customer rate with an overflow buffer.");
+                                          "Notification pipeline: throttle per workflow and recipient, then a "
+                                          "per-customer rate with an overflow buffer.");
     if (line.action == sluice::command_line::request::print_help) {
       std::cout << line.help;
       return 0;

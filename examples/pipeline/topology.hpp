@@ -31,7 +31,9 @@ inline sluice::topology pipeline_topology(const pipeline_topics& topics = {}) {
   sluice::streams_builder b;
   auto orders = b.stream<std::string, order>(topics.orders);
   orders.filter([](const std::string&, const order& o) { return o.amount_cents >= 10000; })
-      .map_values([](const order& o) { return large_order{o.id, o.customer, o.amount_cents / 100.0}; })
+      .map_values([](const order& o) {
+        return large_order{o.id, o.customer, o.amount_cents / 100.0};
+      })
       .to(topics.large_orders);
   orders.group_by([](const std::string&, const order& o) { return o.customer; })
       .count("orders-per-customer")

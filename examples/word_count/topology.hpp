@@ -25,7 +25,8 @@ inline std::vector<std::string> words_of(const std::string& line) {
 }
 
 /// lines -> flat_map_values(words) -> group_by(word) -> count("word-counts") -> word-counts
-inline sluice::topology word_count_topology(const std::string& input = "lines", const std::string& output = "word-counts") {
+inline sluice::topology word_count_topology(const std::string& input = "lines",
+                                            const std::string& output = "word-counts") {
   sluice::streams_builder b;
   b.stream<std::optional<std::string>, std::string>(input)
       .flat_map_values([](const std::string& line) { return words_of(line); })

@@ -72,13 +72,16 @@ inline sluice::topology shop_topology(const topics& t = {}) {
 
   auto by_customer = orders.group_by([](const std::string&, const order& o) { return o.customer; });
   by_customer  // 2
-      .aggregate([] { return customer_totals{0, 0}; },
-                 [](const std::string&, const order& o, customer_totals totals) {
-                   totals.orders += 1;
-                   totals.amount_cents += o.amount_cents;
-                   return totals;
-                 },
-                 sluice::materialized{.name = "customer-totals"})
+      .aggregate(
+          [] {
+            return customer_totals{0, 0};
+          },
+          [](const std::string&, const order& o, customer_totals totals) {
+            totals.orders += 1;
+            totals.amount_cents += o.amount_cents;
+            return totals;
+          },
+          sluice::materialized{.name = "customer-totals"})
       .to_stream()
       .to(t.totals);
 

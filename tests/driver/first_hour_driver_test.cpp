@@ -22,8 +22,8 @@ TEST(first_hour, the_driver_refuses_a_misspelt_key_as_production_does_with_did_y
   for (const char* typo : {"procesing.guarantee", "processing.guarentee"}) {
     sluice::config c;
     c.set(typo, "exactly_once");
-    auto in_driver = error_of([&] { sluice::testing::topology_test_driver d(orders_to_totals(), c); },
-                              sluice::errc::invalid_config);
+    auto in_driver =
+        error_of([&] { sluice::testing::topology_test_driver d(orders_to_totals(), c); }, sluice::errc::invalid_config);
     EXPECT_NE(in_driver.find("did you mean 'processing.guarantee'?"), std::string::npos) << in_driver;
     EXPECT_EQ(in_driver.find("librdkafka rejected"), std::string::npos) << in_driver;
 
@@ -36,8 +36,8 @@ TEST(first_hour, the_driver_refuses_a_misspelt_key_as_production_does_with_did_y
 TEST(first_hour, the_driver_refuses_what_production_refuses_beyond_typos) {
   sluice::config c;
   c.set("poll.ms", "60000");
-  auto msg = error_of([&] { sluice::testing::topology_test_driver d(orders_to_totals(), c); },
-                      sluice::errc::invalid_config);
+  auto msg =
+      error_of([&] { sluice::testing::topology_test_driver d(orders_to_totals(), c); }, sluice::errc::invalid_config);
   EXPECT_NE(msg.find("poll.ms"), std::string::npos) << msg;
   c = {};
   c.set("consumer.group.id", "someone-else");
@@ -57,7 +57,8 @@ TEST(first_hour, reading_an_output_with_the_wrong_type_names_the_topic_and_the_r
 
 TEST(first_hour, reading_a_topic_the_topology_never_writes_says_so_and_lists_those_it_writes) {
   sluice::testing::topology_test_driver d(orders_to_totals());
-  auto msg = error_of([&] { (void)d.output_topic<std::string, std::int64_t>("dubled"); }, sluice::errc::invalid_topology);
+  auto msg =
+      error_of([&] { (void)d.output_topic<std::string, std::int64_t>("dubled"); }, sluice::errc::invalid_topology);
   EXPECT_NE(msg.find("never writes topic 'dubled'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'doubled'"), std::string::npos) << msg;
   EXPECT_NO_THROW(((void)d.output_topic<std::string, std::int64_t>("doubled")));

@@ -37,7 +37,7 @@ struct effort {
 };
 
 std::string to_json(const effort& e) {
-  json j = {{"effort_id", e.id},       {"segment_id", e.segment},     {"user_id", e.user},
+  json j = {{"effort_id", e.id},       {"segment_id", e.segment},    {"user_id", e.user},
             {"elapsed_ms", e.elapsed}, {"started_at_ms", e.started}, {"version", e.version}};
   if (e.deleted) j["deleted"] = true;
   if (!e.attributes.empty()) j["attributes"] = e.attributes;
@@ -87,7 +87,7 @@ struct harness {
   }
 
   std::vector<std::tuple<std::string, std::string, std::int64_t, std::uint64_t>> board(const std::string& segment,
-                                                                                      const std::string& b) {
+                                                                                       const std::string& b) {
     std::vector<std::tuple<std::string, std::string, std::int64_t, std::uint64_t>> out;
     for (const auto& e : view(partition_of(segment)).top(segment, b, 0, 1'000'000).entries)
       out.emplace_back(e.user_id, e.effort_id, e.elapsed_ms, e.rank);
@@ -135,7 +135,8 @@ TEST(leaderboard, worked_example_ties_share_a_rank_and_the_next_rank_skips) {
   auto updates = h.updates();
   ASSERT_EQ(updates.size(), 4u);  // one per new entry; others whose rank shifted get none
   EXPECT_EQ(updates[0].dump(), json::parse(R"({"segment_id":"s1","board":"overall","user_id":"alice",
-      "previous":null,"current":{"effort_id":"e1","elapsed_ms":612000,"started_at_ms":1000,"rank":1}})").dump());
+      "previous":null,"current":{"effort_id":"e1","elapsed_ms":612000,"started_at_ms":1000,"rank":1}})")
+                                   .dump());
   EXPECT_EQ(updates[2]["current"], entry("e3", 612000, 500, 2));
   EXPECT_EQ(updates[3]["current"]["rank"], 4);
 }
@@ -149,8 +150,10 @@ TEST(leaderboard, the_readme_worked_example_gives_the_documented_boards_and_upda
   h.pipe({"e3", "s1", "carol", 612000, 500, 1, false, {{"gender", "F"}}});
   h.pipe({"e4", "s1", "dave", 640000, 3000, 1});
   using rows = decltype(h.board("", ""));
-  EXPECT_EQ(h.board("s1", "overall"), (rows{{"bob", "e2", 598000, 1}, {"carol", "e3", 612000, 2},
-                                            {"alice", "e1", 612000, 2}, {"dave", "e4", 640000, 4}}));
+  EXPECT_EQ(h.board("s1", "overall"), (rows{{"bob", "e2", 598000, 1},
+                                            {"carol", "e3", 612000, 2},
+                                            {"alice", "e1", 612000, 2},
+                                            {"dave", "e4", 640000, 4}}));
   EXPECT_EQ(h.board("s1", "gender=F"), (rows{{"carol", "e3", 612000, 1}, {"alice", "e1", 612000, 1}}));
   (void)h.updates();
   h.pipe({"e5", "s1", "alice", 650000, 4000, 1, false, {{"gender", "F"}}});
@@ -174,9 +177,8 @@ TEST(leaderboard, update_records_keep_the_documented_field_order) {
   auto& q = h.driver->records("leaderboard-updates");
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(*q.front().key, "s1");
-  EXPECT_EQ(*q.front().value,
-            R"({"segment_id":"s1","board":"overall","user_id":"u1","previous":null,)"
-            R"("current":{"effort_id":"e1","elapsed_ms":100,"started_at_ms":1,"rank":1}})");
+  EXPECT_EQ(*q.front().value, R"({"segment_id":"s1","board":"overall","user_id":"u1","previous":null,)"
+                              R"("current":{"effort_id":"e1","elapsed_ms":100,"started_at_ms":1,"rank":1}})");
 }
 
 TEST(leaderboard, out_of_order_versions_keep_the_latest_and_count_the_stale) {
@@ -304,7 +306,8 @@ class reference_model {
   using row = std::tuple<std::string, std::string, std::int64_t, std::uint64_t>;
   std::map<std::pair<std::string, std::string>, std::vector<row>> boards() const {
     // best per (segment, board, user): min by (elapsed, started, effort id)
-    std::map<std::tuple<std::string, std::string, std::string>, std::tuple<std::int64_t, std::int64_t, std::string>> best;
+    std::map<std::tuple<std::string, std::string, std::string>, std::tuple<std::int64_t, std::int64_t, std::string>>
+        best;
     for (const auto& [id, e] : latest_) {
       if (e.deleted) continue;
       std::vector<std::string> on{"overall"};
@@ -317,13 +320,17 @@ class reference_model {
         if (cur == best.end() || candidate < cur->second) best[key] = candidate;
       }
     }
-    std::map<std::pair<std::string, std::string>, std::vector<std::tuple<std::int64_t, std::int64_t, std::string, std::string>>> sorted;
+    std::map<std::pair<std::string, std::string>,
+             std::vector<std::tuple<std::int64_t, std::int64_t, std::string, std::string>>>
+        sorted;
     for (const auto& [k, v] : best)
-      sorted[{std::get<0>(k), std::get<1>(k)}].emplace_back(std::get<0>(v), std::get<1>(v), std::get<2>(v), std::get<2>(k));
+      sorted[{std::get<0>(k), std::get<1>(k)}].emplace_back(std::get<0>(v), std::get<1>(v), std::get<2>(v),
+                                                            std::get<2>(k));
     std::map<std::pair<std::string, std::string>, std::vector<row>> out;
     for (auto& [board, list] : sorted) {
       std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
-        return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) < std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+        return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
+               std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
       });
       for (const auto& [elapsed, started, id, user] : list) {
         std::uint64_t faster = 0;
@@ -345,8 +352,12 @@ TEST(leaderboard, twenty_shuffles_of_the_same_events_give_identical_boards_equal
   std::mt19937 rng(14);
   std::vector<effort> events;
   for (int i = 0; i < 150; ++i) {
-    effort base{"e" + std::to_string(i), "s" + std::to_string(rng() % 3), "u" + std::to_string(rng() % 25),
-                static_cast<std::int64_t>(1000 + rng() % 40 * 10), static_cast<std::int64_t>(rng() % 5), 1};
+    effort base{"e" + std::to_string(i),
+                "s" + std::to_string(rng() % 3),
+                "u" + std::to_string(rng() % 25),
+                static_cast<std::int64_t>(1000 + rng() % 40 * 10),
+                static_cast<std::int64_t>(rng() % 5),
+                1};
     const int versions = 1 + static_cast<int>(rng() % 3);
     for (int v = 1; v <= versions; ++v) {
       effort e = base;
@@ -454,9 +465,9 @@ TEST(leaderboard, queries_answer_each_segment_from_the_task_owning_it_with_ranks
     auto page = boards.top(segment, "overall", 1, 3);
     EXPECT_EQ(page.total, 5u);
     const std::string id = "e" + std::to_string(s) + "-";
-    EXPECT_EQ(page.entries, (std::vector<board_entry>{{"u3", id + "3", 600000, 3, 1},
-                                                      {"u1", id + "1", 601000, 1, 3},
-                                                      {"u4", id + "4", 601000, 4, 3}}))
+    EXPECT_EQ(page.entries,
+              (std::vector<board_entry>{
+                  {"u3", id + "3", 600000, 3, 1}, {"u1", id + "1", 601000, 1, 3}, {"u4", id + "4", 601000, 4, 3}}))
         << segment;
     EXPECT_EQ(boards.entry(segment, "overall", "u4"), (board_entry{"u4", id + "4", 601000, 4, 3}));
     EXPECT_EQ(boards.entry(segment, "gender=F", "u2"), (board_entry{"u2", id + "2", 602000, 2, 3}));
@@ -483,7 +494,8 @@ TEST(leaderboard, queries_answer_each_segment_from_the_task_owning_it_with_ranks
 
   auto too_many = sluice::test::error_of([&] { boards.top("s0", "overall", 0, 1001); }, sluice::errc::invalid_config);
   EXPECT_NE(too_many.find("limit 1001 is above the maximum 1000"), std::string::npos) << too_many;
-  auto too_wide = sluice::test::error_of([&] { boards.around("s0", "overall", "u0", 1001); }, sluice::errc::invalid_config);
+  auto too_wide =
+      sluice::test::error_of([&] { boards.around("s0", "overall", "u0", 1001); }, sluice::errc::invalid_config);
   EXPECT_NE(too_wide.find("n 1001 is above the maximum 1000"), std::string::npos) << too_wide;
 }
 
@@ -493,7 +505,8 @@ TEST(leaderboard, queries_answer_each_segment_from_the_task_owning_it_with_ranks
 /// other instance.
 class one_instance_of_two final : public sluice::http::store_access {
  public:
-  one_instance_of_two(sluice::interactive_queries& all, std::set<std::int32_t> local, std::set<std::int32_t> moving = {})
+  one_instance_of_two(sluice::interactive_queries& all, std::set<std::int32_t> local,
+                      std::set<std::int32_t> moving = {})
       : all_(all), local_(std::move(local)), moving_(std::move(moving)) {}
 
   std::optional<std::int32_t> partition_of(std::string_view store, std::string_view key) const override {
@@ -520,11 +533,12 @@ class one_instance_of_two final : public sluice::http::store_access {
 };
 
 /// Calls the endpoint `pattern` of `topo` as the server would after matching `target`.
-sluice::http::response call(const sluice::topology& topo, const std::string& pattern, sluice::http::store_access& stores,
-                            const std::string& target, sluice::http::request::params path_params,
-                            sluice::http::request::params query = {}) {
+sluice::http::response call(const sluice::topology& topo, const std::string& pattern,
+                            sluice::http::store_access& stores, const std::string& target,
+                            sluice::http::request::params path_params, sluice::http::request::params query = {}) {
   for (const auto& r : topo.endpoints())
-    if (r.pattern == pattern) return r.fn(sluice::http::request(target, std::move(path_params), std::move(query), &stores, target));
+    if (r.pattern == pattern)
+      return r.fn(sluice::http::request(target, std::move(path_params), std::move(query), &stores, target));
   ADD_FAILURE() << "no endpoint " << pattern;
   return {};
 }
@@ -541,33 +555,41 @@ TEST(leaderboard, http_endpoints_answer_pages_entries_and_neighbours_in_the_docu
   one_instance_of_two stores(h.driver->queries(), {0});
   const std::string page = "/leaderboards/{segment}/{board}", user = page + "/users/{user}", around = user + "/around";
 
-  auto r = call(topo, page, stores, "/leaderboards/s1/overall?offset=1&limit=2", {{"segment", "s1"}, {"board", "overall"}},
-                {{"offset", "1"}, {"limit", "2"}});
+  auto r = call(topo, page, stores, "/leaderboards/s1/overall?offset=1&limit=2",
+                {{"segment", "s1"}, {"board", "overall"}}, {{"offset", "1"}, {"limit", "2"}});
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.content_type, "application/json");
   EXPECT_EQ(r.body, R"({"segment_id":"s1","board":"overall","total":4,"entries":[)"
                     R"({"rank":2,"user_id":"carol","effort_id":"e3","elapsed_ms":612000,"started_at_ms":500},)"
                     R"({"rank":2,"user_id":"alice","effort_id":"e1","elapsed_ms":612000,"started_at_ms":1000}]})");
-  auto first = json::parse(call(topo, page, stores, "/leaderboards/s1/gender%3DF", {{"segment", "s1"}, {"board", "gender=F"}}).body);
+  auto first = json::parse(
+      call(topo, page, stores, "/leaderboards/s1/gender%3DF", {{"segment", "s1"}, {"board", "gender=F"}}).body);
   EXPECT_EQ(first["total"], 2);
   ASSERT_EQ(first["entries"].size(), 2u);  // limit 10 by default
   EXPECT_EQ(first["entries"][1]["user_id"], "alice");
   EXPECT_EQ(first["entries"][1]["rank"], 1);  // ties carol
-  auto unknown = json::parse(call(topo, page, stores, "/leaderboards/s9/overall", {{"segment", "s9"}, {"board", "overall"}}).body);
+  auto unknown =
+      json::parse(call(topo, page, stores, "/leaderboards/s9/overall", {{"segment", "s9"}, {"board", "overall"}}).body);
   EXPECT_EQ(unknown["total"], 0);
   EXPECT_TRUE(unknown["entries"].empty());
 
-  r = call(topo, user, stores, "/leaderboards/s1/overall/users/dave", {{"segment", "s1"}, {"board", "overall"}, {"user", "dave"}});
+  r = call(topo, user, stores, "/leaderboards/s1/overall/users/dave",
+           {{"segment", "s1"}, {"board", "overall"}, {"user", "dave"}});
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, R"({"segment_id":"s1","board":"overall","total":4,"entry":)"
                     R"({"rank":4,"user_id":"dave","effort_id":"e4","elapsed_ms":640000,"started_at_ms":3000}})");
-  r = call(topo, user, stores, "/leaderboards/s1/overall/users/nobody", {{"segment", "s1"}, {"board", "overall"}, {"user", "nobody"}});
+  r = call(topo, user, stores, "/leaderboards/s1/overall/users/nobody",
+           {{"segment", "s1"}, {"board", "overall"}, {"user", "nobody"}});
   EXPECT_EQ(r.status, 404);
   EXPECT_EQ(json::parse(r.body)["error"], "user 'nobody' is not on board 'overall' of segment 's1'");
-  r = call(topo, user, stores, "/leaderboards/s9/overall/users/bob", {{"segment", "s9"}, {"board", "overall"}, {"user", "bob"}});
+  r = call(topo, user, stores, "/leaderboards/s9/overall/users/bob",
+           {{"segment", "s9"}, {"board", "overall"}, {"user", "bob"}});
   EXPECT_EQ(r.status, 404);
-  EXPECT_NE(json::parse(r.body)["error"].get<std::string>().find("segment 's9' has no board 'overall'"), std::string::npos) << r.body;
-  r = call(topo, user, stores, "/leaderboards/s1/gender=M/users/carol", {{"segment", "s1"}, {"board", "gender=M"}, {"user", "carol"}});
+  EXPECT_NE(json::parse(r.body)["error"].get<std::string>().find("segment 's9' has no board 'overall'"),
+            std::string::npos)
+      << r.body;
+  r = call(topo, user, stores, "/leaderboards/s1/gender=M/users/carol",
+           {{"segment", "s1"}, {"board", "gender=M"}, {"user", "carol"}});
   EXPECT_EQ(r.status, 404);
 
   r = call(topo, around, stores, "/leaderboards/s1/overall/users/carol/around?n=1",
@@ -581,7 +603,8 @@ TEST(leaderboard, http_endpoints_answer_pages_entries_and_neighbours_in_the_docu
   EXPECT_EQ(a["entries"][2]["user_id"], "alice");
   EXPECT_EQ(a["entries"][2]["rank"], 2);
   a = json::parse(call(topo, around, stores, "/leaderboards/s1/overall/users/dave/around",
-                       {{"segment", "s1"}, {"board", "overall"}, {"user", "dave"}}).body);
+                       {{"segment", "s1"}, {"board", "overall"}, {"user", "dave"}})
+                      .body);
   EXPECT_EQ(a["entries"].size(), 4u);  // n = 5 by default, clipped at the board's ends
   r = call(topo, around, stores, "/leaderboards/s1/overall/users/nobody/around",
            {{"segment", "s1"}, {"board", "overall"}, {"user", "nobody"}});
@@ -592,13 +615,16 @@ TEST(leaderboard, http_endpoints_answer_pages_entries_and_neighbours_in_the_docu
     sluice::http::request::params query;
     std::string says;
   };
-  for (const auto& b : std::vector<bad>{{page, {{"limit", "1001"}}, "limit 1001 is above the maximum 1000; ask for several pages with offset instead"},
-                                        {page, {{"limit", "-1"}}, "limit '-1' is not a non-negative integer"},
-                                        {page, {{"offset", "x"}}, "offset 'x' is not a non-negative integer"},
-                                        {around, {{"n", "1001"}}, "n 1001 is above the maximum 1000"},
-                                        {around, {{"n", ""}}, "n '' is not a non-negative integer"}}) {
-    r = call(topo, b.pattern, stores, "/leaderboards/s1/overall", {{"segment", "s1"}, {"board", "overall"}, {"user", "bob"}},
-             b.query);
+  for (const auto& b :
+       std::vector<bad>{{page,
+                         {{"limit", "1001"}},
+                         "limit 1001 is above the maximum 1000; ask for several pages with offset instead"},
+                        {page, {{"limit", "-1"}}, "limit '-1' is not a non-negative integer"},
+                        {page, {{"offset", "x"}}, "offset 'x' is not a non-negative integer"},
+                        {around, {{"n", "1001"}}, "n 1001 is above the maximum 1000"},
+                        {around, {{"n", ""}}, "n '' is not a non-negative integer"}}) {
+    r = call(topo, b.pattern, stores, "/leaderboards/s1/overall",
+             {{"segment", "s1"}, {"board", "overall"}, {"user", "bob"}}, b.query);
     EXPECT_EQ(r.status, 400) << b.says;
     EXPECT_EQ(json::parse(r.body)["error"], b.says);
   }
@@ -632,7 +658,8 @@ TEST(leaderboard, http_endpoints_forward_segments_owned_elsewhere_and_answer_503
 
   for (const auto& pattern : {std::string("/leaderboards/{segment}/{board}"), user, user + "/around"}) {
     target = "/leaderboards/" + remote_segment + "/overall/users/u1?n=2";
-    r = call(topo, pattern, stores, target, {{"segment", remote_segment}, {"board", "overall"}, {"user", "u1"}}, {{"n", "2"}});
+    r = call(topo, pattern, stores, target, {{"segment", remote_segment}, {"board", "overall"}, {"user", "u1"}},
+             {{"n", "2"}});
     EXPECT_EQ(r.status, 200);
     EXPECT_EQ(r.body, R"({"from": "the other instance"})");
     ASSERT_FALSE(stores.forwarded.empty());
@@ -683,7 +710,8 @@ TEST(leaderboard, malformed_records_go_to_the_dead_letter_topic_with_the_reason_
   std::vector<bad> cases = {
       {"s1", "not json", "not JSON"},
       {"s1", "[1,2]", "not a JSON object"},
-      {"s1", R"({"segment_id":"s1","user_id":"u","elapsed_ms":1,"started_at_ms":1,"version":1})", "'effort_id' is missing"},
+      {"s1", R"({"segment_id":"s1","user_id":"u","elapsed_ms":1,"started_at_ms":1,"version":1})",
+       "'effort_id' is missing"},
       {"s1", R"({"effort_id":"e","segment_id":"s1","user_id":"u","elapsed_ms":"1","started_at_ms":1,"version":1})",
        "'elapsed_ms' must be an integer"},
       {"s1", R"({"effort_id":"e","segment_id":"s1","user_id":"u","elapsed_ms":-5,"started_at_ms":1,"version":1})",

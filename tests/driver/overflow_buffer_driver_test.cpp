@@ -362,8 +362,8 @@ TEST(overflow_buffer, customer_states_reach_the_store_at_each_commit) {
 // Under exactly-once a customer whose bucket is full again at the commit, at the rate of a
 // stored state that was full too, costs no state write: its changelog gets the state once,
 // then nothing while it stays under its rate. A customer not back to full (rate 1/s, a
-// record every second, commits every 500 ms) is written at each commit after a record. Under at-least-once every changed state
-// is written (its handled offset serves replays). Every record still goes out, none early.
+// record every second, commits every 500 ms) is written at each commit after a record. Under at-least-once every
+// changed state is written (its handled offset serves replays). Every record still goes out, none early.
 TEST(overflow_buffer, under_exactly_once_a_full_bucket_needs_no_state_write_per_commit) {
   for (const std::string guarantee : {"exactly_once", "at_least_once"}) {
     sluice::config c;
@@ -738,7 +738,8 @@ TEST(overflow_buffer, customer_and_backlog_endpoints_show_the_rate_that_applies_
   for (int i = 0; i < 4; ++i) h.pipe("slow", msg(i));  // 1 direct, 3 buffered at 0.5/s
   EXPECT_EQ(rate_of("slow"), 0.5);
   h.rate("slow", R"({"rate_per_second": 0})");  // not applied by the processor yet
-  const auto customer = nlohmann::json::parse(sluice::topologies::overflow_customer_response(q, o, "slow", start_ms).body);
+  const auto customer =
+      nlohmann::json::parse(sluice::topologies::overflow_customer_response(q, o, "slow", start_ms).body);
   EXPECT_EQ(customer["rate_per_second"], 0);
   EXPECT_EQ(customer["buffered"], 3);
   EXPECT_TRUE(customer["drain_eta_ms"].is_null());  // rate 0: never, until it changes

@@ -65,8 +65,7 @@ std::size_t max_in_window(std::vector<std::int64_t> times, std::int64_t width) {
 TEST(pace, delays_never_drops_and_emits_a_backlog_at_the_rate) {
   int consumed = 0;
   // 100/s, burst 20 ms -> bucket of 2 records.
-  sluice::testing::topology_test_driver d(paced({.records_per_second = 100, .burst = 20ms}, &consumed), {},
-                                          at_start());
+  sluice::testing::topology_test_driver d(paced({.records_per_second = 100, .burst = 20ms}, &consumed), {}, at_start());
   auto in = d.input_topic<std::string, std::string>("in");
   auto out = d.output_topic<std::string, std::string>("out");
   for (int i = 0; i < 1000; ++i) in.pipe("k", std::to_string(i), i);
@@ -79,7 +78,7 @@ TEST(pace, delays_never_drops_and_emits_a_backlog_at_the_rate) {
     EXPECT_EQ(got[i].value, std::to_string(i)) << "order or content changed";
     emitted.push_back(got[i].timestamp);
   }
-  EXPECT_LE(max_in_window(emitted, 1000), 100u + 2u);   // rate * 1 s + bucket
+  EXPECT_LE(max_in_window(emitted, 1000), 100u + 2u);  // rate * 1 s + bucket
   EXPECT_LE(max_in_window(emitted, 100), 10u + 2u);
   // Not slower than the rate either: records 0 and 1 (a full bucket) leave at once, then one
   // every 10 ms as the bucket is half full again: record i >= 1 at start + (i - 1) * 10 ms.
@@ -128,8 +127,7 @@ TEST(pace, input_is_held_in_kafka_while_the_task_is_over_its_share) {
 TEST(pace, the_rate_is_split_over_partitions_and_an_idle_share_is_not_lent) {
   int consumed = 0;
   // 400/s over 4 partitions: 100/s per task, one record per 10 ms.
-  sluice::testing::topology_test_driver d(paced({.records_per_second = 400, .burst = 0ms}, &consumed), {},
-                                          at_start(4));
+  sluice::testing::topology_test_driver d(paced({.records_per_second = 400, .burst = 0ms}, &consumed), {}, at_start(4));
   auto in = d.input_topic<std::string, std::string>("in");
   auto out = d.output_topic<std::string, std::string>("out");
   for (int i = 0; i < 200; ++i)

@@ -350,7 +350,8 @@ TEST(error_handlers, an_output_record_over_message_max_bytes_under_fail_stops_na
   EXPECT_TRUE((d.output_topic<std::string, std::string>("out").empty())) << "nothing was produced";
 }
 
-TEST(error_handlers, a_producer_message_max_bytes_outside_librdkafkas_range_or_not_a_number_is_refused_naming_key_and_value) {
+TEST(error_handlers,
+     a_producer_message_max_bytes_outside_librdkafkas_range_or_not_a_number_is_refused_naming_key_and_value) {
   for (const std::string bad : {"999", "20k", "2000000000"}) {
     sluice::config c;
     c.set("producer.message.max.bytes", bad);

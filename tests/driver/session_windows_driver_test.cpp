@@ -127,7 +127,8 @@ TEST(session_windows, reduce_and_the_session_key_layout_on_the_output_topic) {
   auto& out = d.records("amount-sessions-out");
   ASSERT_EQ(out.size(), 3u);
   // SessionWindowedSerializer: the key's bytes, then end and start as 8 bytes big-endian.
-  EXPECT_EQ(*out[2].key, std::string("k") + std::string("\0\0\0\0\0\0\0\x09", 8) + std::string("\0\0\0\0\0\0\0\x07", 8));
+  EXPECT_EQ(*out[2].key,
+            std::string("k") + std::string("\0\0\0\0\0\0\0\x09", 8) + std::string("\0\0\0\0\0\0\0\x07", 8));
   EXPECT_EQ(sluice::default_serde<std::int64_t>::deserialize(*out[2].value), 3);
   EXPECT_FALSE(out[1].value);  // [7,7] merged away: a tombstone
   out.clear();

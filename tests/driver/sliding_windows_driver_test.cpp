@@ -104,12 +104,9 @@ TEST(sliding_windows, aggregate_seeds_the_left_window_with_the_previous_windows_
   in.pipe("c", 1, 10);
   in.pipe("c", 2, 15);
   in.pipe("c", 4, 18);
-  EXPECT_EQ(read_updates(d, "sums-out", 10), (updates{{0, 10, 1, 10},
-                                                      {11, 21, 2, 15},
-                                                      {5, 15, 3, 15},
-                                                      {11, 21, 6, 18},
-                                                      {16, 26, 4, 18},
-                                                      {8, 18, 7, 18}}));
+  EXPECT_EQ(
+      read_updates(d, "sums-out", 10),
+      (updates{{0, 10, 1, 10}, {11, 21, 2, 15}, {5, 15, 3, 15}, {11, 21, 6, 18}, {16, 26, 4, 18}, {8, 18, 7, 18}}));
 }
 
 TEST(sliding_windows, reduce_and_a_final_result_per_window_with_suppress) {
@@ -129,10 +126,7 @@ TEST(sliding_windows, reduce_and_a_final_result_per_window_with_suppress) {
   in.pipe("c", 2, 15);  // [11,21], then [5,15], due at once
   in.pipe("c", 4, 18);  // [11,21], [16,26], then [8,18], due at once
   in.pipe("c", 8, 40);  // [30,40]; due by window end: [11,21], [16,26], [30,40]
-  EXPECT_EQ(read_updates(d, "final-sums", 10), (updates{{0, 10, 1, 10},
-                                                        {5, 15, 3, 15},
-                                                        {8, 18, 7, 18},
-                                                        {11, 21, 6, 18},
-                                                        {16, 26, 4, 18},
-                                                        {30, 40, 8, 40}}));
+  EXPECT_EQ(
+      read_updates(d, "final-sums", 10),
+      (updates{{0, 10, 1, 10}, {5, 15, 3, 15}, {8, 18, 7, 18}, {11, 21, 6, 18}, {16, 26, 4, 18}, {30, 40, 8, 40}}));
 }

@@ -33,7 +33,9 @@ class tally_store final : public sluice::state::state_store {
   bool logged() const noexcept { return changelog_ != nullptr; }
 
   const std::string& name() const noexcept override { return storage_->name(); }
-  std::optional<sluice::state::changelog_offset> committed_offset() const noexcept override { return storage_->committed_offset(); }
+  std::optional<sluice::state::changelog_offset> committed_offset() const noexcept override {
+    return storage_->committed_offset();
+  }
   void commit(sluice::state::changelog_offset next) override {
     ++commits;
     storage_->commit(next);
@@ -128,8 +130,8 @@ TEST(store_kind, an_unlogged_kind_gets_no_changelog) {
 
 TEST(store_kind, asking_for_a_store_as_another_kind_names_the_store) {
   topology_test_driver d(tally_topology());
-  auto wrong = sluice::test::error_of([&] { d.store<std::string, std::int64_t>("tallies"); },
-                                      sluice::errc::invalid_topology);
+  auto wrong =
+      sluice::test::error_of([&] { d.store<std::string, std::int64_t>("tallies"); }, sluice::errc::invalid_topology);
   EXPECT_NE(wrong.find("store 'tallies' is not a key-value store"), std::string::npos) << wrong;
 }
 
@@ -210,13 +212,15 @@ TEST(store_queries, a_store_asked_for_as_another_kind_answers_wrong_kind_naming_
   auto& q = d.queries();
   std::string failure;
   bool ran = false;
-  auto as_queue = q.run<sluice::queue_store_handle>("tallies", 0, [&](sluice::queue_store_handle&) { ran = true; },
-                                                    sluice::interactive_queries::default_timeout, &failure);
+  auto as_queue = q.run<sluice::queue_store_handle>(
+      "tallies", 0, [&](sluice::queue_store_handle&) { ran = true; }, sluice::interactive_queries::default_timeout,
+      &failure);
   EXPECT_EQ(as_queue, sluice::query_outcome::wrong_kind);
   EXPECT_FALSE(ran);
   EXPECT_NE(failure.find("store 'tallies' is not a queue store"), std::string::npos) << failure;
-  auto as_kv = q.run("tallies", 0, [&](sluice::state::kv_store&) { ran = true; },
-                     sluice::interactive_queries::default_timeout, &failure);
+  auto as_kv = q.run(
+      "tallies", 0, [&](sluice::state::kv_store&) { ran = true; }, sluice::interactive_queries::default_timeout,
+      &failure);
   EXPECT_EQ(as_kv, sluice::query_outcome::wrong_kind);
   EXPECT_FALSE(ran);
   EXPECT_NE(failure.find("store 'tallies' is not a key-value store"), std::string::npos) << failure;
@@ -235,8 +239,8 @@ TEST(store_queries, a_write_through_a_handle_in_a_query_is_refused_before_the_st
   d.input_topic<std::string, std::string>("words").pipe("a", "x", 1, {}, 0);
   auto& q = d.queries();
   std::string failure;
-  auto o = q.run<tally_handle>("tallies", 0, [](tally_handle& h) { h.add("a", 100); },
-                               sluice::interactive_queries::default_timeout, &failure);
+  auto o = q.run<tally_handle>(
+      "tallies", 0, [](tally_handle& h) { h.add("a", 100); }, sluice::interactive_queries::default_timeout, &failure);
   EXPECT_EQ(o, sluice::query_outcome::failed);
   EXPECT_NE(failure.find("a store query may only read"), std::string::npos) << failure;
   EXPECT_EQ(d.state_store<tally_handle>("tallies").get("a"), 1);

@@ -25,7 +25,8 @@ using results = std::vector<std::tuple<std::string, std::string, std::int64_t>>;
 
 results read_results(topology_test_driver& d, const std::string& topic) {
   results out;
-  for (auto& r : d.output_topic<std::string, std::string>(topic).read_all()) out.emplace_back(r.key, r.value, r.timestamp);
+  for (auto& r : d.output_topic<std::string, std::string>(topic).read_all())
+    out.emplace_back(r.key, r.value, r.timestamp);
   return out;
 }
 
@@ -37,8 +38,9 @@ sluice::topology left_join_within_10ms_grace_5ms() {
   sluice::streams_builder b;
   auto l = b.stream<std::string, std::string>("left");
   auto r = b.stream<std::string, std::string>("right");
-  l.left_join(r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
-              sluice::join_windows::of_time_difference_and_grace(10ms, 5ms))
+  l.left_join(
+       r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
+       sluice::join_windows::of_time_difference_and_grace(10ms, 5ms))
       .to("out");
   return b.build();
 }
@@ -49,23 +51,24 @@ TEST(stream_join, inner_join_pairs_records_within_the_time_difference_in_time_th
   sluice::streams_builder b;
   auto l = b.stream<std::string, std::string>("left");
   auto r = b.stream<std::string, std::string>("right");
-  l.join(r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; },
-         sluice::join_windows::of_time_difference_and_grace(10ms, 20ms))
+  l.join(
+       r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; },
+       sluice::join_windows::of_time_difference_and_grace(10ms, 20ms))
       .to("out");
   topology_test_driver d(b.build());
   auto left = d.input_topic<std::string, std::string>("left");
   auto right = d.input_topic<std::string, std::string>("right");
   left.pipe("k", "a", 0);
-  right.pipe("k", "b", 5);    // a@0 within 10: a+b at 5
-  left.pipe("k", "c", 12);    // b@5: c+b at 12 (a@0 is not a left record's partner)
-  right.pipe("k", "d", 30);   // left [20, 40]: none
-  left.pipe("k", "e", 25);    // out of order: right [15, 35] has d@30: e+d at 30
-  right.pipe("k", "f", 12);   // out of order: left [2, 22] has c@12: c+f at 12
-  right.pipe("k", "h", 12);   // the same time again: c+h at 12, both kept
-  left.pipe("k", "i", 13);    // right [3, 23]: b@5, then f and h @12 in arrival order
+  right.pipe("k", "b", 5);       // a@0 within 10: a+b at 5
+  left.pipe("k", "c", 12);       // b@5: c+b at 12 (a@0 is not a left record's partner)
+  right.pipe("k", "d", 30);      // left [20, 40]: none
+  left.pipe("k", "e", 25);       // out of order: right [15, 35] has d@30: e+d at 30
+  right.pipe("k", "f", 12);      // out of order: left [2, 22] has c@12: c+f at 12
+  right.pipe("k", "h", 12);      // the same time again: c+h at 12, both kept
+  left.pipe("k", "i", 13);       // right [3, 23]: b@5, then f and h @12 in arrival order
   right.pipe("other", "x", 13);  // another key: nothing
   const results expected = {
-      {"k", "a+b", 5}, {"k", "c+b", 12}, {"k", "e+d", 30}, {"k", "c+f", 12},
+      {"k", "a+b", 5},  {"k", "c+b", 12}, {"k", "e+d", 30}, {"k", "c+f", 12},
       {"k", "c+h", 12}, {"k", "i+b", 13}, {"k", "i+f", 13}, {"k", "i+h", 13},
   };
   EXPECT_EQ(read_results(d, "out"), expected);
@@ -75,14 +78,14 @@ TEST(stream_join, left_join_emits_an_unmatched_left_record_once_its_window_close
   topology_test_driver d(left_join_within_10ms_grace_5ms());
   auto left = d.input_topic<std::string, std::string>("left");
   auto right = d.input_topic<std::string, std::string>("right");
-  left.pipe("k", "a", 0);    // no match yet: waits (closes after stream time 15)
-  right.pipe("k", "b", 3);   // matches a: a+b at 3, a no longer waits
-  left.pipe("k", "c", 4);    // c+b at 4
-  left.pipe("k2", "x", 6);   // waits until stream time passes 6 + 10 + 5 = 21
-  right.pipe("k3", "y", 20); // stream time 20: x's window is still open; a right record alone is no result
-  left.pipe("k3", "z", 22);  // stream time 22 releases x+null (at 6) first, then z+y at 22
-  left.pipe("k4", "w", 5);   // its window closed long ago (5 + 10 < 22): w+null at once
-  left.pipe("k5", "v", 23);  // waits: its window is open at the end
+  left.pipe("k", "a", 0);     // no match yet: waits (closes after stream time 15)
+  right.pipe("k", "b", 3);    // matches a: a+b at 3, a no longer waits
+  left.pipe("k", "c", 4);     // c+b at 4
+  left.pipe("k2", "x", 6);    // waits until stream time passes 6 + 10 + 5 = 21
+  right.pipe("k3", "y", 20);  // stream time 20: x's window is still open; a right record alone is no result
+  left.pipe("k3", "z", 22);   // stream time 22 releases x+null (at 6) first, then z+y at 22
+  left.pipe("k4", "w", 5);    // its window closed long ago (5 + 10 < 22): w+null at once
+  left.pipe("k5", "v", 23);   // waits: its window is open at the end
   const results expected = {
       {"k", "a+b", 3}, {"k", "c+b", 4}, {"k2", "x+null", 6}, {"k3", "z+y", 22}, {"k4", "w+null", 5},
   };
@@ -93,11 +96,12 @@ TEST(stream_join, outer_join_emits_unmatched_records_of_either_side_when_their_w
   sluice::streams_builder b;
   auto l = b.stream<std::string, std::string>("left");
   auto r = b.stream<std::string, std::string>("right");
-  l.outer_join(r,
-               [](const std::optional<std::string>& lv, const std::optional<std::string>& rv) {
-                 return show(lv) + "+" + show(rv);
-               },
-               sluice::join_windows::of_time_difference_and_grace(10ms, 5ms), "clicks")
+  l.outer_join(
+       r,
+       [](const std::optional<std::string>& lv, const std::optional<std::string>& rv) {
+         return show(lv) + "+" + show(rv);
+       },
+       sluice::join_windows::of_time_difference_and_grace(10ms, 5ms), "clicks")
       .to("out");
   topology_test_driver d(b.build());
   auto left = d.input_topic<std::string, std::string>("left");
@@ -109,12 +113,16 @@ TEST(stream_join, outer_join_emits_unmatched_records_of_either_side_when_their_w
   right.pipe("k4", "e", 36);  // stream time 36 > 20 + 15: d+null (at 20); e waits
   left.pipe("k4", "f", 37);   // matches e: f+e at 37, e no longer waits
   const results expected = {
-      {"k", "a+c", 5}, {"k2", "null+b", 2}, {"k3", "d+null", 20}, {"k4", "f+e", 37},
+      {"k", "a+c", 5},
+      {"k2", "null+b", 2},
+      {"k3", "d+null", 20},
+      {"k4", "f+e", 37},
   };
   EXPECT_EQ(read_results(d, "out"), expected);
   // The name names the stores as Kafka Streams' StreamJoined.withStoreName does.
   const auto described = b.build().describe();
-  for (const char* store : {"clicks-outer-this-join-store", "clicks-outer-other-join-store", "clicks-outer-shared-join-store"})
+  for (const char* store :
+       {"clicks-outer-this-join-store", "clicks-outer-other-join-store", "clicks-outer-shared-join-store"})
     EXPECT_NE(described.find(store), std::string::npos) << store << " in\n" << described;
 }
 
@@ -122,14 +130,16 @@ TEST(stream_join, describe_names_the_windowed_join_and_merge_nodes_and_their_sto
   sluice::streams_builder b;
   auto l = b.stream<std::string, std::string>("left");
   auto r = b.stream<std::string, std::string>("right");
-  l.left_join(r, [](const std::string& lv, const std::optional<std::string>&) { return lv; },
-              sluice::join_windows::of_time_difference_without_grace(1s))
+  l.left_join(
+       r, [](const std::string& lv, const std::optional<std::string>&) { return lv; },
+       sluice::join_windows::of_time_difference_without_grace(1s))
       .to("out");
   const auto t = b.build();
   const auto described = t.describe();
-  for (const char* part : {"KSTREAM-WINDOWED-0000000002", "KSTREAM-JOINTHIS-0000000004", "KSTREAM-OUTEROTHER-0000000005",
-                           "KSTREAM-MERGE-0000000006", "KSTREAM-JOINTHIS-0000000004-store",
-                           "KSTREAM-OUTEROTHER-0000000005-store", "KSTREAM-OUTERSHARED-0000000004-store"})
+  for (const char* part :
+       {"KSTREAM-WINDOWED-0000000002", "KSTREAM-JOINTHIS-0000000004", "KSTREAM-OUTEROTHER-0000000005",
+        "KSTREAM-MERGE-0000000006", "KSTREAM-JOINTHIS-0000000004-store", "KSTREAM-OUTEROTHER-0000000005-store",
+        "KSTREAM-OUTERSHARED-0000000004-store"})
     EXPECT_NE(described.find(part), std::string::npos) << part << " in\n" << described;
   EXPECT_EQ(t.subtopologies().size(), 1u);
 }
@@ -163,7 +173,9 @@ TEST(stream_join, asymmetric_inner_join_matches_records_exactly_on_both_bounds_o
   EXPECT_EQ(windows.after(), 10ms);
   EXPECT_EQ(windows.grace(), 3ms);
   EXPECT_EQ(windows.size(), 15ms);
-  l.join(r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, windows).to("out");
+  l.join(
+       r, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; }, windows)
+      .to("out");
   topology_test_driver d(b.build());
   auto left = d.input_topic<std::string, std::string>("left");
   auto right = d.input_topic<std::string, std::string>("right");
@@ -180,7 +192,8 @@ TEST(stream_join, asymmetric_inner_join_matches_records_exactly_on_both_bounds_o
   EXPECT_EQ(read_results(d, "out"), expected);
 }
 
-TEST(stream_join, asymmetric_left_join_with_a_window_after_the_record_releases_unmatched_records_at_time_plus_after_plus_grace) {
+TEST(stream_join,
+     asymmetric_left_join_with_a_window_after_the_record_releases_unmatched_records_at_time_plus_after_plus_grace) {
   sluice::streams_builder b;
   auto l = b.stream<std::string, std::string>("left");
   auto r = b.stream<std::string, std::string>("right");
@@ -189,23 +202,24 @@ TEST(stream_join, asymmetric_left_join_with_a_window_after_the_record_releases_u
   // Each store keeps 7 + 2 = 9 ms. (Times from 100: the bounds are clamped at 0.)
   const auto windows = sluice::join_windows::of_time_difference_and_grace(0ms, 2ms).after(10ms).before(-3ms);
   EXPECT_EQ(windows.size(), 7ms);
-  l.left_join(r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); }, windows)
+  l.left_join(
+       r, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); }, windows)
       .to("out");
   topology_test_driver d(b.build());
   auto left = d.input_topic<std::string, std::string>("left");
   auto right = d.input_topic<std::string, std::string>("right");
-  left.pipe("k", "a", 100);     // right [103, 110]: none yet; waits
-  right.pipe("k", "r102", 102); // left [92, 99]: none (a is 2 ms before, not 3)
-  right.pipe("k", "r103", 103); // left [93, 100]: a on its bound: a+r103 at 103; a no longer waits
-  right.pipe("k", "r110", 110); // left [100, 107]: a+r110 at 110
-  right.pipe("k", "r111", 111); // left [101, 108]: none
-  left.pipe("k", "b", 100);     // out of order; right [103, 110] (r102 also left the right store's 9 ms): b+r103, b+r110
-  left.pipe("k2", "c", 105);    // right [108, 115]: none; waits until stream time passes 117
-  right.pipe("k5", "x", 117);   // stream time 117: c's window is still open
-  left.pipe("k3", "d", 118);    // stream time 118 releases c+null (at 105); d waits
-  left.pipe("k6", "f", 100);    // its window closed (110 < 118) without a match: f+null at once
+  left.pipe("k", "a", 100);      // right [103, 110]: none yet; waits
+  right.pipe("k", "r102", 102);  // left [92, 99]: none (a is 2 ms before, not 3)
+  right.pipe("k", "r103", 103);  // left [93, 100]: a on its bound: a+r103 at 103; a no longer waits
+  right.pipe("k", "r110", 110);  // left [100, 107]: a+r110 at 110
+  right.pipe("k", "r111", 111);  // left [101, 108]: none
+  left.pipe("k", "b", 100);    // out of order; right [103, 110] (r102 also left the right store's 9 ms): b+r103, b+r110
+  left.pipe("k2", "c", 105);   // right [108, 115]: none; waits until stream time passes 117
+  right.pipe("k5", "x", 117);  // stream time 117: c's window is still open
+  left.pipe("k3", "d", 118);   // stream time 118 releases c+null (at 105); d waits
+  left.pipe("k6", "f", 100);   // its window closed (110 < 118) without a match: f+null at once
   const results expected = {
-      {"k", "a+r103", 103}, {"k", "a+r110", 110}, {"k", "b+r103", 103},
+      {"k", "a+r103", 103}, {"k", "a+r110", 110},  {"k", "b+r103", 103},
       {"k", "b+r110", 110}, {"k2", "c+null", 105}, {"k6", "f+null", 100},
   };
   EXPECT_EQ(read_results(d, "out"), expected);
@@ -219,11 +233,12 @@ TEST(stream_join, asymmetric_outer_join_closes_each_sides_unmatched_records_with
   // [t' - 2, t' + 8]. An unmatched left record closes once stream time passes t + 2 + 1, a
   // right one once it passes t' + 8 + 1.
   const auto windows = sluice::join_windows::of_time_difference_and_grace(2ms, 1ms).before(8ms);
-  l.outer_join(r,
-               [](const std::optional<std::string>& lv, const std::optional<std::string>& rv) {
-                 return show(lv) + "+" + show(rv);
-               },
-               windows)
+  l.outer_join(
+       r,
+       [](const std::optional<std::string>& lv, const std::optional<std::string>& rv) {
+         return show(lv) + "+" + show(rv);
+       },
+       windows)
       .to("out");
   topology_test_driver d(b.build());
   auto left = d.input_topic<std::string, std::string>("left");
@@ -240,7 +255,7 @@ TEST(stream_join, asymmetric_outer_join_closes_each_sides_unmatched_records_with
                                  // side's after (8) + grace says nothing is due: no scan (as Kafka Streams)
   left.pipe("k6", "f", 114);     // stream time 114 releases null+r103 (at 103), c+null (at 109)
   const results expected = {
-      {"k", "a+r92", 100}, {"k", "a+r102", 102}, {"k", "null+r91", 91},
+      {"k", "a+r92", 100},   {"k", "a+r102", 102},    {"k", "null+r91", 91},
       {"k2", "b+null", 105}, {"k", "null+r103", 103}, {"k3", "c+null", 109},
   };
   EXPECT_EQ(read_results(d, "out"), expected);
@@ -261,7 +276,8 @@ TEST(stream_join, join_windows_before_and_after_refuse_a_negative_size_and_a_joi
   auto l = b.stream<std::string, std::string>("left");
   auto r = b.stream<std::string, std::string>("right");
   try {
-    (void)l.join(r, [](const std::string& lv, const std::string&) { return lv; }, w.before(-5ms));
+    (void)l.join(
+        r, [](const std::string& lv, const std::string&) { return lv; }, w.before(-5ms));
     FAIL() << "a join window of size 0 without grace was accepted";
   } catch (const sluice::error& e) {
     const std::string message = e.what();
@@ -276,8 +292,9 @@ TEST(stream_join, join_windows_before_and_after_refuse_a_negative_size_and_a_joi
 TEST(stream_join, self_join_pairs_each_record_with_itself_and_with_the_others_in_the_window_both_ways) {
   sluice::streams_builder b;
   auto s = b.stream<std::string, std::string>("events");
-  s.join(s, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; },
-         sluice::join_windows::of_time_difference_without_grace(10ms))
+  s.join(
+       s, [](const std::string& lv, const std::string& rv) { return lv + "+" + rv; },
+       sluice::join_windows::of_time_difference_without_grace(10ms))
       .to("out");
   const auto t = b.build();
   EXPECT_EQ(t.subtopologies().size(), 1u);
@@ -296,14 +313,15 @@ TEST(stream_join, self_join_pairs_each_record_with_itself_and_with_the_others_in
 TEST(stream_join, self_left_join_never_leaves_a_record_unmatched_since_it_meets_itself) {
   sluice::streams_builder b;
   auto s = b.stream<std::string, std::string>("events");
-  s.left_join(s, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
-              sluice::join_windows::of_time_difference_and_grace(10ms, 0ms))
+  s.left_join(
+       s, [](const std::string& lv, const std::optional<std::string>& rv) { return lv + "+" + show(rv); },
+       sluice::join_windows::of_time_difference_and_grace(10ms, 0ms))
       .to("out");
   topology_test_driver d(b.build());
   auto events = d.input_topic<std::string, std::string>("events");
-  events.pipe("k", "a", 0);   // this side (the left): no match yet, waits; other side: a+a removes it
-  events.pipe("k", "b", 50);  // stream time 50: nothing waits; this side: none in [40, 60], waits; other: b+b
-  events.pipe("k", "c", 100); // again: c+c, and no b+null ever
+  events.pipe("k", "a", 0);    // this side (the left): no match yet, waits; other side: a+a removes it
+  events.pipe("k", "b", 50);   // stream time 50: nothing waits; this side: none in [40, 60], waits; other: b+b
+  events.pipe("k", "c", 100);  // again: c+c, and no b+null ever
   const results expected = {{"k", "a+a", 0}, {"k", "b+b", 50}, {"k", "c+c", 100}};
   EXPECT_EQ(read_results(d, "out"), expected);
 }

@@ -100,7 +100,8 @@ TEST(throttle_partitioning, one_throttle_key_under_unrelated_record_keys_passes_
   EXPECT_EQ(d.records("out").size(), 3u);
   EXPECT_EQ(d.records("throttled").size(), 17u);
   // The passed ones are the first three, unchanged (their own record keys).
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(d.records("out")[static_cast<std::size_t>(i)].key, "record-" + std::to_string(i));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(d.records("out")[static_cast<std::size_t>(i)].key, "record-" + std::to_string(i));
   // They went through the repartition topic, on the partition of their throttle key.
   auto& through = d.records("test-driver-throttle-log-repartition");
   ASSERT_EQ(through.size(), 20u);

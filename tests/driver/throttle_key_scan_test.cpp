@@ -88,34 +88,34 @@ const std::vector<std::string> ordinary = {
     R"({"id":1,"workflow":"wf1","recipient":"user1","tenant":"t1","channel":"email","body":"aaaa"})",
     R"( { "workflow" : "wf1" , "recipient" : "" , "n" : -0.5 , "a" : [1, [2, {}], true, false, null] } )",
     "{\"workflow\":\"caf\xc3\xa9\",\"recipient\":\"\xe2\x82\xac\xf0\x9f\x98\x80\",\"x\":{\"y\":[]}}",
-    R"({"workflow":"wf1","recipient":"a","recipient":"b"})",     // repeated: the last counts
-    R"({"workflow":"wf1","recipient":null,"recipient":"b"})",    // null, then a string
+    R"({"workflow":"wf1","recipient":"a","recipient":"b"})",   // repeated: the last counts
+    R"({"workflow":"wf1","recipient":null,"recipient":"b"})",  // null, then a string
     "{\"workflow\":\"wf\",\t\"recipient\":\"r\"\r\n}",
     R"({"big":123456789012345678,"workflow":"w","recipient":"r"})",
     R"({"workflow":"w","recipient":"r","n":-0,"m":0.25,"o":-12.0})",  // numbers that are not key fields
 };
 
 const std::vector<std::string> decided_by_the_document = {
-    R"({"workflow":7,"recipient":true})",                      // non-string fields: their JSON text
-    R"({"workflow":{"b":1,"a":[1.50,2]},"recipient":"r"})",     // an object, dumped with sorted members
-    R"({"workflow":"w\"q","recipient":"r\u00e9"})",             // escapes
-    R"({"workflow":"w","recipient":"a","recipient":null})",    // null last: missing
-    R"({"workflow":"w","recipient":"a","recipient":5})",       // a number last
-    R"({"workflow":"w"})",                                      // missing
-    R"({"workflow":"w","recipient":"r","n":1e999})",            // overflow: an error
+    R"({"workflow":7,"recipient":true})",                    // non-string fields: their JSON text
+    R"({"workflow":{"b":1,"a":[1.50,2]},"recipient":"r"})",  // an object, dumped with sorted members
+    R"({"workflow":"w\"q","recipient":"r\u00e9"})",          // escapes
+    R"({"workflow":"w","recipient":"a","recipient":null})",  // null last: missing
+    R"({"workflow":"w","recipient":"a","recipient":5})",     // a number last
+    R"({"workflow":"w"})",                                   // missing
+    R"({"workflow":"w","recipient":"r","n":1e999})",         // overflow: an error
     R"({"workflow":"w","recipient":"r","n":12345678901234567890123})",
-    R"({"workflow":"w","recipient":"r",})",                     // trailing comma
-    R"({"workflow":"w","recipient":"r"} x)",                    // trailing bytes
+    R"({"workflow":"w","recipient":"r",})",   // trailing comma
+    R"({"workflow":"w","recipient":"r"} x)",  // trailing bytes
     R"({"workflow":"w","recipient":"r"}{})",
     R"({"workflow":"w","recipient":"r","n":01})",
     R"({"workflow":"w","recipient":"r","n":1.})",
     R"({"workflow":"w","recipient":"r","n":tru})",
     R"(["workflow","recipient"])",
     R"("workflow")",
-    "\xef\xbb\xbf{\"workflow\":\"w\",\"recipient\":\"r\"}",     // a byte order mark
-    "{\"workflow\":\"w\xc3\",\"recipient\":\"r\"}",             // truncated UTF-8
-    "{\"workflow\":\"w\xed\xa0\x80\",\"recipient\":\"r\"}",     // an encoded surrogate
-    "{\"workflow\":\"w\x01\",\"recipient\":\"r\"}",             // a control byte
+    "\xef\xbb\xbf{\"workflow\":\"w\",\"recipient\":\"r\"}",  // a byte order mark
+    "{\"workflow\":\"w\xc3\",\"recipient\":\"r\"}",          // truncated UTF-8
+    "{\"workflow\":\"w\xed\xa0\x80\",\"recipient\":\"r\"}",  // an encoded surrogate
+    "{\"workflow\":\"w\x01\",\"recipient\":\"r\"}",          // a control byte
     "",
     "{",
 };
@@ -170,18 +170,18 @@ TEST(throttle_key_scan, a_byte_that_ends_a_plain_run_is_found_at_every_position_
   // a run (quote, backslash, control bytes, DEL's neighbours, UTF-8 lead and stray bytes), at
   // every position of strings up to 48 bytes, in a key field and in another member, and in a
   // string the value ends inside of, must give the document's key or error.
-  const std::vector<std::string> stops = {"\"", "\\", "\\n", "\x01", "\x1f", " ", "\x7f",
-                                          "\x80", "\xc3", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff"};
+  const std::vector<std::string> stops = {"\"",   "\\",   "\\n",  "\x01",     "\x1f",         " ",
+                                          "\x7f", "\x80", "\xc3", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                                          "\xff"};
   std::size_t cases = 0;
   for (std::size_t length = 1; length <= 48; ++length)
     for (std::size_t at = 0; at < length; ++at)
       for (const auto& stop : stops) {
         std::string body(length, 'a');
         body.replace(at, 1, stop);
-        for (const std::string& text :
-             {"{\"workflow\":\"" + body + "\",\"recipient\":\"r\"}",
-              "{\"workflow\":\"w\",\"body\":\"" + body + "\",\"recipient\":\"" + body + "\"}",
-              "{\"workflow\":\"w\",\"recipient\":\"r\",\"body\":\"" + body}) {
+        for (const std::string& text : {"{\"workflow\":\"" + body + "\",\"recipient\":\"r\"}",
+                                        "{\"workflow\":\"w\",\"body\":\"" + body + "\",\"recipient\":\"" + body + "\"}",
+                                        "{\"workflow\":\"w\",\"recipient\":\"r\",\"body\":\"" + body}) {
           expect_same_key(text);
           ++cases;
           if (HasFailure()) return;
@@ -198,8 +198,9 @@ TEST(throttle_key_scan, reason_header_is_the_json_nlohmann_writes) {
   o.limit = 7;
   o.key_fields = fields;
   throttle_detail::engine engine(o);
-  for (const std::string text : {R"({"workflow":"wf 1","recipient":"a/b{}"})", R"({"workflow":"w","recipient":"q\"x"})",
-                                 R"({"workflow":"w","recipient":"tab\tx"})", "{\"workflow\":\"\xc3\xa9\",\"recipient\":\"r\"}"}) {
+  for (const std::string text :
+       {R"({"workflow":"wf 1","recipient":"a/b{}"})", R"({"workflow":"w","recipient":"q\"x"})",
+        R"({"workflow":"w","recipient":"tab\tx"})", "{\"workflow\":\"\xc3\xa9\",\"recipient\":\"r\"}"}) {
     engine.extract_key({}, std::string_view(text));
     auto key = by_document(text);
     ASSERT_TRUE(key.has_value()) << text;

@@ -66,7 +66,8 @@ TEST(timestamp_extractor, stream_time_is_the_highest_extracted_timestamp_not_the
   std::vector<std::pair<std::string, std::int64_t>> seen;
   for (auto& r : out.read_all()) seen.emplace_back(r.key, r.value);
   // The tick at 100: the first record processed fires the punctuator due at 0.
-  EXPECT_EQ(seen, (std::vector<std::pair<std::string, std::int64_t>>{{"a", 100}, {"tick", 100}, {"a", 100}, {"a", 200}}));
+  EXPECT_EQ(seen,
+            (std::vector<std::pair<std::string, std::int64_t>>{{"a", 100}, {"tick", 100}, {"a", 100}, {"a", 200}}));
 }
 
 TEST(timestamp_extractor, stream_time_punctuation_runs_on_the_epoch_grid_after_the_crossing_record) {
@@ -80,15 +81,15 @@ TEST(timestamp_extractor, stream_time_punctuation_runs_on_the_epoch_grid_after_t
   // 2100 crosses it (processed first, then the tick with the stream time 2100); 3000 crosses
   // the next; 6500 jumps over 4000, 5000 and 6000 and fires once.
   EXPECT_EQ(seen, (std::vector<std::pair<std::string, std::int64_t>>{{"k", 1500},
-                                                                        {"tick", 1500},
-                                                                        {"k", 1700},
-                                                                        {"k", 2100},
-                                                                        {"tick", 2100},
-                                                                        {"k", 2999},
-                                                                        {"k", 3000},
-                                                                        {"tick", 3000},
-                                                                        {"k", 6500},
-                                                                        {"tick", 6500}}));
+                                                                     {"tick", 1500},
+                                                                     {"k", 1700},
+                                                                     {"k", 2100},
+                                                                     {"tick", 2100},
+                                                                     {"k", 2999},
+                                                                     {"k", 3000},
+                                                                     {"tick", 3000},
+                                                                     {"k", 6500},
+                                                                     {"tick", 6500}}));
 }
 
 TEST(timestamp_extractor, a_negative_extraction_is_dead_lettered_and_moves_no_stream_time) {
@@ -116,12 +117,10 @@ TEST(timestamp_extractor, a_throwing_extractor_is_skipped_and_counted_under_log_
   sluice::config c;
   c.set("deserialization.error.handler", "log_and_continue");
   sluice::streams_builder b;
-  b.stream<std::string, reading>("readings",
-                                 [](const std::string&, const reading& r, std::int64_t) -> std::int64_t {
-                                   if (r.at_ms == 0) throw std::invalid_argument("reading without a time");
-                                   return r.at_ms;
-                                 })
-      .to("out");
+  b.stream<std::string, reading>("readings", [](const std::string&, const reading& r, std::int64_t) -> std::int64_t {
+     if (r.at_ms == 0) throw std::invalid_argument("reading without a time");
+     return r.at_ms;
+   }).to("out");
   topology_test_driver d(b.build(), c);
   auto in = d.input_topic<std::string, reading>("readings");
   in.pipe("a", reading{"a", 0, 1});

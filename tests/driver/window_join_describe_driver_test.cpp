@@ -34,16 +34,18 @@ sluice::topology every_window_and_join_node() {
       .to("final-sessions");
   auto views = b.stream<std::string, std::string>("views");
   clicks
-      .outer_join(views,
-                  [](const std::optional<std::string>& c, const std::optional<std::string>& v) {
-                    return c.value_or("") + v.value_or("");
-                  },
-                  sluice::join_windows::of_time_difference_and_grace(1s, 1s).before(2s))
+      .outer_join(
+          views,
+          [](const std::optional<std::string>& c, const std::optional<std::string>& v) {
+            return c.value_or("") + v.value_or("");
+          },
+          sluice::join_windows::of_time_difference_and_grace(1s, 1s).before(2s))
       .to("joined");
   auto prices = b.table<std::string, std::int64_t>("prices", "prices-store");
   auto quantities = b.table<std::string, std::int64_t>("quantities", "quantities-store");
-  prices.left_join(quantities, [](std::int64_t p, const std::optional<std::int64_t>& q) { return p * q.value_or(0); },
-                   "totals")
+  prices
+      .left_join(
+          quantities, [](std::int64_t p, const std::optional<std::int64_t>& q) { return p * q.value_or(0); }, "totals")
       .to_stream()
       .to("totals-out");
   return b.build();
@@ -56,10 +58,10 @@ TEST(window_and_join_description, describe_and_dot_name_every_window_suppress_an
   const std::string described = t.describe();
   const std::string dot = t.to_dot();
   // Every node kind these operators add, as Kafka Streams names them, and every store.
-  for (const char* part :
-       {"KSTREAM-AGGREGATE-", "KTABLE-SUPPRESS-", "final", "KSTREAM-WINDOWED-", "KSTREAM-OUTERTHIS-", "KSTREAM-OUTEROTHER-",
-        "KSTREAM-MERGE-", "KTABLE-LEFTJOINTHIS-", "KTABLE-LEFTJOINOTHER-", "KTABLE-MERGE-", "per-window", "sliding",
-        "sessions", "final-store", "KTABLE-SUPPRESS-STATE-STORE-", "-store", "KSTREAM-OUTERSHARED-", "totals"})
+  for (const char* part : {"KSTREAM-AGGREGATE-", "KTABLE-SUPPRESS-", "final", "KSTREAM-WINDOWED-", "KSTREAM-OUTERTHIS-",
+                           "KSTREAM-OUTEROTHER-", "KSTREAM-MERGE-", "KTABLE-LEFTJOINTHIS-", "KTABLE-LEFTJOINOTHER-",
+                           "KTABLE-MERGE-", "per-window", "sliding", "sessions", "final-store",
+                           "KTABLE-SUPPRESS-STATE-STORE-", "-store", "KSTREAM-OUTERSHARED-", "totals"})
     EXPECT_NE(described.find(part), std::string::npos) << part << " in\n" << described;
   // Each node and store describe() names is in the DOT graph too, stores as cylinders.
   const std::regex node_line(R"((Source|Processor|Sink): (\S+) \((?:stores|topics|topic): \[?([^\])]*)\]?\))");
@@ -76,7 +78,9 @@ TEST(window_and_join_description, describe_and_dot_name_every_window_suppress_an
   for (const auto& n : nodes) EXPECT_NE(dot.find("label=\"" + n + "\""), std::string::npos) << n << " in\n" << dot;
   for (const char* s : {"per-window", "sliding", "sessions", "final-store", "totals", "KSTREAM-OUTERSHARED-"})
     EXPECT_TRUE(std::any_of(stores.begin(), stores.end(), [&](const std::string& x) { return x.find(s) == 0; }))
-        << s << " among the stores of\n" << described;
+        << s << " among the stores of\n"
+        << described;
   for (const auto& s : stores)
-    EXPECT_NE(dot.find("\"store:" + s + "\" [label=\"" + s + "\", shape=cylinder]"), std::string::npos) << s << " in\n" << dot;
+    EXPECT_NE(dot.find("\"store:" + s + "\" [label=\"" + s + "\", shape=cylinder]"), std::string::npos) << s << " in\n"
+                                                                                                        << dot;
 }

@@ -42,12 +42,12 @@ TEST(windowed_aggregation, tumbling_count_with_grace_emits_every_update_and_drop
   in.pipe("a", "", 25);  // stream time 25: [10,20) closes (20 + 5 <= 25, the boundary counts as late)
   in.pipe("a", "", 19);  // late for [10,20): dropped
   EXPECT_EQ(windowed_records<std::int64_t>(d, "counts"), (counts{{"a", 0, 1, 1},
-                                                        {"a", 0, 2, 7},
-                                                        {"a", 10, 1, 12},
-                                                        {"a", 0, 3, 7},
-                                                        {"a", 10, 2, 16},
-                                                        {"b", 10, 1, 15},
-                                                        {"a", 20, 1, 25}}));
+                                                                 {"a", 0, 2, 7},
+                                                                 {"a", 10, 1, 12},
+                                                                 {"a", 0, 3, 7},
+                                                                 {"a", 10, 2, 16},
+                                                                 {"b", 10, 1, 15},
+                                                                 {"a", 20, 1, 25}}));
   EXPECT_EQ(d.metrics().total("sluice_window_late_records_dropped_total"), 2);
   // The window store is inspectable: value and the timestamp of its latest update.
   auto store = d.state_store<sluice::windowed_aggregate_store<std::string, std::int64_t>>("clicks-per-window");
@@ -60,8 +60,8 @@ TEST(windowed_aggregation, hopping_aggregate_updates_every_window_a_record_falls
   b.stream<std::string, std::int64_t>("amounts")
       .group_by_key()
       .windowed_by(sluice::time_windows::of_size_with_no_grace(10ms).advance_by(5ms))
-      .aggregate([] { return std::int64_t{0}; }, [](const std::string&, std::int64_t v, std::int64_t sum) { return sum + v; },
-                 "sums")
+      .aggregate([] { return std::int64_t{0}; },
+                 [](const std::string&, std::int64_t v, std::int64_t sum) { return sum + v; }, "sums")
       .to_stream()
       .to("sums-out");
   topology_test_driver d(b.build());
@@ -72,13 +72,13 @@ TEST(windowed_aggregation, hopping_aggregate_updates_every_window_a_record_falls
   in.pipe("a", 1000, 14);  // [5,15) (15 > 14, open) and [10,20)
   in.pipe("a", 5, 15);     // [10,20) and [15,25); [5,15) is not one of its windows
   EXPECT_EQ(windowed_records<std::int64_t>(d, "sums-out"), (counts{{"a", 0, 1, 7},
-                                                          {"a", 5, 1, 7},
-                                                          {"a", 5, 11, 12},
-                                                          {"a", 10, 10, 12},
-                                                          {"a", 5, 1011, 14},
-                                                          {"a", 10, 1010, 14},
-                                                          {"a", 10, 1015, 15},
-                                                          {"a", 15, 5, 15}}));
+                                                                   {"a", 5, 1, 7},
+                                                                   {"a", 5, 11, 12},
+                                                                   {"a", 10, 10, 12},
+                                                                   {"a", 5, 1011, 14},
+                                                                   {"a", 10, 1010, 14},
+                                                                   {"a", 10, 1015, 15},
+                                                                   {"a", 15, 5, 15}}));
   EXPECT_EQ(d.metrics().total("sluice_window_late_records_dropped_total"), 1);
 }
 
@@ -102,7 +102,7 @@ TEST(windowed_aggregation, windows_start_at_multiples_of_the_advance_counted_fro
 
 TEST(windowed_aggregation, windowed_reduce_after_group_by_repartitions_and_keys_out_in_the_time_windowed_layout) {
   sluice::streams_builder b;
-  b.stream<std::string, std::int64_t>("scores")  // key: user, value: score
+  b.stream<std::string, std::int64_t>("scores")                                           // key: user, value: score
       .group_by([](const std::string& user, std::int64_t) { return user.substr(0, 1); })  // team
       .windowed_by(sluice::time_windows::of_size_with_no_grace(100ms))
       .reduce([](std::int64_t best, std::int64_t v) { return std::max(best, v); }, "best-per-team")

@@ -5,11 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define SLUICE_FUZZ_CHECK(condition)                                                    \
-  do {                                                                                  \
-    if (!(condition)) {                                                                 \
-      std::fprintf(stderr, "fuzz property violated: %s (%s:%d)\n", #condition, __FILE__, \
-                   __LINE__);                                                           \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define SLUICE_FUZZ_CHECK(condition)                                                                \
+  do {                                                                                              \
+    if (!(condition)) {                                                                             \
+      std::fprintf(stderr, "fuzz property violated: %s (%s:%d)\n", #condition, __FILE__, __LINE__); \
+      std::abort();                                                                                 \
+    }                                                                                               \
   } while (0)

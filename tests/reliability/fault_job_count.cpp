@@ -86,13 +86,16 @@ class count_job final : public fault_job {
           if (++reported <= 10) ADD_FAILURE() << "word " << word << ": count " << c << " emitted twice";
         } else {
           v.losses += c - expect;
-          if (++reported <= 10) ADD_FAILURE() << "word " << word << ": counts " << expect << ".." << c - 1 << " missing";
+          if (++reported <= 10)
+            ADD_FAILURE() << "word " << word << ": counts " << expect << ".." << c - 1 << " missing";
           expect = c + 1;
         }
       }
       if (expect - 1 != n) {
-        if (expect - 1 < n) v.losses += n - (expect - 1);
-        else ++v.wrong;
+        if (expect - 1 < n)
+          v.losses += n - (expect - 1);
+        else
+          ++v.wrong;
         if (++reported <= 10) ADD_FAILURE() << "word " << word << ": final count " << expect - 1 << ", reference " << n;
       }
     }

@@ -29,8 +29,8 @@ using json = nlohmann::json;
 namespace sluice::test::faults {
 namespace {
 
-using entry_key = std::tuple<std::string, std::string, std::string>;          // segment, board, user
-using entry_value = std::tuple<std::string, std::int64_t, std::int64_t>;      // effort, elapsed, started
+using entry_key = std::tuple<std::string, std::string, std::string>;      // segment, board, user
+using entry_value = std::tuple<std::string, std::int64_t, std::int64_t>;  // effort, elapsed, started
 
 /// One update record as read, or nullopt when it is not one.
 struct update {
@@ -85,7 +85,7 @@ class leaderboard_job final : public fault_job {
     const auto end = std::min(events_.size(), fed_ + static_cast<std::size_t>(n));
     for (; fed_ < end; ++fed_) {
       const auto& e = events_[fed_];
-      json j = {{"effort_id", e.effort}, {"segment_id", e.segment}, {"user_id", e.user},
+      json j = {{"effort_id", e.effort},   {"segment_id", e.segment},    {"user_id", e.user},
                 {"elapsed_ms", e.elapsed}, {"started_at_ms", e.started}, {"version", e.version}};
       if (e.deleted) j["deleted"] = true;
       if (!e.gender.empty()) j["attributes"] = {{"gender", e.gender}};
@@ -97,8 +97,10 @@ class leaderboard_job final : public fault_job {
   bool observe(const std::vector<sluice::raw_message>& batch) override {
     for (const auto& m : batch)
       if (auto u = parse_update(m)) {
-        if (u->current) boards_[u->key] = *u->current;
-        else boards_.erase(u->key);
+        if (u->current)
+          boards_[u->key] = *u->current;
+        else
+          boards_.erase(u->key);
       }
     return boards_ == expected();
   }
@@ -121,10 +123,12 @@ class leaderboard_job final : public fault_job {
       auto& before = last[u->key];
       if (u->previous != before) {
         auto it = last_update.find(u->key);
-        const bool repeated = it != last_update.end() && it->second.previous == u->previous &&
-                              it->second.current == u->current;
-        if (repeated) ++v.duplicates;
-        else ++v.losses;
+        const bool repeated =
+            it != last_update.end() && it->second.previous == u->previous && it->second.current == u->current;
+        if (repeated)
+          ++v.duplicates;
+        else
+          ++v.losses;
         if (++reported <= 10)
           ADD_FAILURE() << describe(u->key) << ": an update from " << describe(u->previous) << " to "
                         << describe(u->current) << " after one to " << describe(before)

@@ -119,14 +119,16 @@ class overflow_buffer_job final : public fault_job {
       const auto id = id_of(m);
       if (id < 0 || static_cast<std::size_t>(id) >= fed_) {
         ++v.wrong;
-        if (++reported <= 10) ADD_FAILURE() << "a record in " << m.topic << " that was never fed: " << m.value.value_or("<null>");
+        if (++reported <= 10)
+          ADD_FAILURE() << "a record in " << m.topic << " that was never fed: " << m.value.value_or("<null>");
         continue;
       }
       auto& c = seen[static_cast<std::size_t>(id)];
       if (m.topic == output_) {
         ++c.emitted;
         c.emitted_at = m.timestamp;
-        emissions[records_[static_cast<std::size_t>(id)].customer].push_back({m.timestamp, static_cast<std::size_t>(id)});
+        emissions[records_[static_cast<std::size_t>(id)].customer].push_back(
+            {m.timestamp, static_cast<std::size_t>(id)});
       } else if (m.topic == expired_) {
         ++c.expired;
       } else {
@@ -160,7 +162,9 @@ class overflow_buffer_job final : public fault_job {
         ++v.wrong;
         if (++reported <= 10)
           ADD_FAILURE() << "record " << id << " (" << describe(r.type) << ") went to the "
-                        << (c.emitted ? "output" : c.expired ? "expired topic" : "dead-letter topic");
+                        << (c.emitted   ? "output"
+                            : c.expired ? "expired topic"
+                                        : "dead-letter topic");
       }
       if (c.emitted == 1 && r.type == kind::scheduled && c.emitted_at < r.deliver_at) {
         ++v.wrong;
@@ -196,11 +200,11 @@ class overflow_buffer_job final : public fault_job {
     v.wrong += out_of_order + over_rate;
     v.text = std::to_string(fed_) + " input records over " + std::to_string(customers) + " customers, " +
              std::to_string(read) + " records read read_committed (" + std::to_string(emitted) + " emitted, " +
-             std::to_string(expired) + " expired, " + std::to_string(dead) +
-             " dead-lettered), duplicates " + std::to_string(v.duplicates) + ", losses " + std::to_string(v.losses) +
-             ", records in the wrong place or before their time " +
-             std::to_string(v.wrong - out_of_order - over_rate) + ", customers out of input order " +
-             std::to_string(out_of_order) + ", customers over their token bucket " + std::to_string(over_rate);
+             std::to_string(expired) + " expired, " + std::to_string(dead) + " dead-lettered), duplicates " +
+             std::to_string(v.duplicates) + ", losses " + std::to_string(v.losses) +
+             ", records in the wrong place or before their time " + std::to_string(v.wrong - out_of_order - over_rate) +
+             ", customers out of input order " + std::to_string(out_of_order) + ", customers over their token bucket " +
+             std::to_string(over_rate);
     return v;
   }
 

@@ -102,7 +102,8 @@ class throttle_job final : public fault_job {
       ++read;
       auto id = id_of(m);
       if (id < 0 || static_cast<std::size_t>(id) >= fed_) {
-        if (++v.wrong <= 5) ADD_FAILURE() << "a record in " << m.topic << " that was never fed: " << m.value.value_or("<null>");
+        if (++v.wrong <= 5)
+          ADD_FAILURE() << "a record in " << m.topic << " that was never fed: " << m.value.value_or("<null>");
         continue;
       }
       auto& c = seen[static_cast<std::size_t>(id)];
@@ -150,13 +151,15 @@ class throttle_job final : public fault_job {
         }
       }
     }
-    const auto model_passes = std::count(expected_pass_.begin(), expected_pass_.begin() + static_cast<long>(fed_), true);
+    const auto model_passes =
+        std::count(expected_pass_.begin(), expected_pass_.begin() + static_cast<long>(fed_), true);
     v.text = std::to_string(fed_) + " input records over " + std::to_string(workflows * recipients) +
              " throttle keys, " + std::to_string(read) + " decisions read read_committed (" + std::to_string(passed) +
-             " passed, " + std::to_string(read - static_cast<std::size_t>(passed)) + " throttled; the model: " +
-             std::to_string(model_passes) + " pass), duplicates " + std::to_string(v.duplicates) + ", losses " +
-             std::to_string(v.losses) + ", decisions " + (v.wrong == 0 ? "equal to" : "NOT equal to") +
-             " the reference model's (" + std::to_string(v.wrong) + " differ)";
+             " passed, " + std::to_string(read - static_cast<std::size_t>(passed)) +
+             " throttled; the model: " + std::to_string(model_passes) + " pass), duplicates " +
+             std::to_string(v.duplicates) + ", losses " + std::to_string(v.losses) + ", decisions " +
+             (v.wrong == 0 ? "equal to" : "NOT equal to") + " the reference model's (" + std::to_string(v.wrong) +
+             " differ)";
     return v;
   }
 
@@ -196,7 +199,8 @@ class throttle_job final : public fault_job {
   /// model's decision for each.
   void generate(std::mt19937& rng, long n) {
     const auto now_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     const std::int64_t span_ms = std::max<std::int64_t>(1000, n / 2), base = now_ms - span_ms;
     std::uniform_int_distribution<int> any_key(0, workflows * recipients - 1), hot_key(0, 49), coin(0, 9),
         late(0, 8000);

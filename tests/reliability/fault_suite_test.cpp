@@ -102,7 +102,9 @@ class cluster {
   }
   void kill(int node) { run("kill " + std::to_string(node)); }
   bool restart(int node) { return run("restart " + std::to_string(node)).find("127.0.0.1:") != std::string::npos; }
-  int leader(const std::string& topic, int partition) { return number(run("leader " + topic + " " + std::to_string(partition))); }
+  int leader(const std::string& topic, int partition) {
+    return number(run("leader " + topic + " " + std::to_string(partition)));
+  }
   int controller() { return number(run("controller")); }
   int low_port() const { return port_; }
   int high_port() const { return port_ + 5; }
@@ -133,8 +135,8 @@ class cluster {
 
 /// What was injected, for the report.
 struct injected {
-  int instance_kills = 0, state_dirs_deleted = 0, broker_kills = 0, leader_kills = 0, controller_kills = 0,
-      zombies = 0, cuts = 0, joins = 0, leaves = 0;
+  int instance_kills = 0, state_dirs_deleted = 0, broker_kills = 0, leader_kills = 0, controller_kills = 0, zombies = 0,
+      cuts = 0, joins = 0, leaves = 0;
   std::string text() const {
     std::ostringstream o;
     o << instance_kills << " instance SIGKILLs (" << state_dirs_deleted << " with the state directory deleted), "
@@ -145,7 +147,16 @@ struct injected {
   }
 };
 
-enum class fault { instance_kill, instance_kill_wiped, broker_leader, broker_controller, broker_any, zombie, cut, churn };
+enum class fault {
+  instance_kill,
+  instance_kill_wiped,
+  broker_leader,
+  broker_controller,
+  broker_any,
+  zombie,
+  cut,
+  churn
+};
 
 /// The short profile's fixed schedule for `job`, before shuffling.
 std::vector<fault> short_schedule(const std::string& job) {
@@ -157,8 +168,14 @@ std::vector<fault> short_schedule(const std::string& job) {
                        fault::broker_controller});
     s.insert(s.end(), {fault::zombie, fault::cut, fault::churn, fault::churn});
   } else {
-    s = {fault::instance_kill, fault::instance_kill, fault::instance_kill_wiped, fault::broker_leader,
-         fault::broker_controller, fault::zombie, fault::cut, fault::churn};
+    s = {fault::instance_kill,
+         fault::instance_kill,
+         fault::instance_kill_wiped,
+         fault::broker_leader,
+         fault::broker_controller,
+         fault::zombie,
+         fault::cut,
+         fault::churn};
   }
   return s;
 }
@@ -197,8 +214,8 @@ std::unique_ptr<fault_job> make_job(const std::string& name) {
 /// SIGKILLs instances still running. Threading: the test's thread only.
 class job_under_faults {
  public:
-  job_under_faults(std::unique_ptr<fault_job> job, cluster& kafka, std::string bootstrap,
-                   std::filesystem::path work, unsigned seed)
+  job_under_faults(std::unique_ptr<fault_job> job, cluster& kafka, std::string bootstrap, std::filesystem::path work,
+                   unsigned seed)
       : job_(std::move(job)), cluster_(kafka), bootstrap_(std::move(bootstrap)), work_(std::move(work)), seed_(seed) {
     std::filesystem::create_directories(work_);
     cfg_.set("bootstrap.servers", bootstrap_);

@@ -165,7 +165,9 @@ class job_storage_fault : public ::testing::Test {
   }
 
   sluice::topic_reader& progress() {
-    if (!progress_) progress_ = std::make_unique<sluice::topic_reader>(cfg_, std::vector<std::string>{output_}, sluice::isolation::read_committed);
+    if (!progress_)
+      progress_ = std::make_unique<sluice::topic_reader>(cfg_, std::vector<std::string>{output_},
+                                                         sluice::isolation::read_committed);
     return *progress_;
   }
 
@@ -253,7 +255,8 @@ void overwrite(const fs::path& file, std::uintmax_t at, const std::string& bytes
 
 }  // namespace
 
-TEST_F(job_storage_fault, full_state_volume_stops_the_job_with_a_clear_error_and_a_restart_after_freeing_space_counts_exactly) {
+TEST_F(job_storage_fault,
+       full_state_volume_stops_the_job_with_a_clear_error_and_a_restart_after_freeing_space_counts_exactly) {
   SLUICE_REQUIRE_BROKER();
   if (auto why = sluice::test::loop_volume::unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   volume_ = std::make_unique<sluice::test::loop_volume>(work_ / "volume", 32);
@@ -293,7 +296,8 @@ TEST_F(job_storage_fault, full_state_volume_stops_the_job_with_a_clear_error_and
   EXPECT_NE(full_log.find("is full: free space on it"), std::string::npos) << sluice::test::last_lines(full.log(), 10);
   EXPECT_EQ(full_log.find("wiping it"), std::string::npos) << sluice::test::last_lines(full.log(), 10);
   // A compaction may have merged tables meanwhile; a wipe leaves none.
-  for (const auto& dir : stores) EXPECT_FALSE(files_ending(dir, ".sst").empty()) << dir << ": the store's tables are gone";
+  for (const auto& dir : stores)
+    EXPECT_FALSE(files_ending(dir, ".sst").empty()) << dir << ": the store's tables are gone";
 
   // Space is freed; the restarted job replays its changelogs and finishes the input.
   volume_->free_ballast();
@@ -303,7 +307,6 @@ TEST_F(job_storage_fault, full_state_volume_stops_the_job_with_a_clear_error_and
   stop_cleanly(again);
   expect_exact_counts();
 }
-
 
 TEST_F(job_storage_fault, damaged_store_files_are_detected_wiped_and_restored_from_the_changelog_exactly) {
   SLUICE_REQUIRE_BROKER();
@@ -323,8 +326,9 @@ TEST_F(job_storage_fault, damaged_store_files_are_detected_wiped_and_restored_fr
   // names a MANIFEST that does not exist. Task 3: bytes inside its data tables garbled.
   {
     auto ssts = files_ending(stores[0], ".sst");
-    auto largest = *std::max_element(ssts.begin(), ssts.end(),
-                                     [](const fs::path& a, const fs::path& b) { return fs::file_size(a) < fs::file_size(b); });
+    auto largest = *std::max_element(ssts.begin(), ssts.end(), [](const fs::path& a, const fs::path& b) {
+      return fs::file_size(a) < fs::file_size(b);
+    });
     fs::resize_file(largest, fs::file_size(largest) / 2);
   }
   {
@@ -375,8 +379,10 @@ TEST_F(job_storage_fault, damaged_store_files_are_detected_wiped_and_restored_fr
     if (counted) break;
     auto st = job.wait_exit(0ms);
     ASSERT_TRUE(run == 0 && st && WIFEXITED(*st) && WEXITSTATUS(*st) == 1)
-        << "run " << run << " " << describe_exit(st) << ":\n" << sluice::test::last_lines(job.log(), 10);
-    EXPECT_NE(log.find("Corruption: block checksum mismatch"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
+        << "run " << run << " " << describe_exit(st) << ":\n"
+        << sluice::test::last_lines(job.log(), 10);
+    EXPECT_NE(log.find("Corruption: block checksum mismatch"), std::string::npos)
+        << sluice::test::last_lines(job.log(), 10);
     EXPECT_NE(log.find("The store is marked corrupt: the next start wipes it"), std::string::npos)
         << sluice::test::last_lines(job.log(), 10);
     std::cout << "run 0 stopped on the garbled block, as expected; restarting\n";

@@ -138,8 +138,7 @@ class runtime_reliability : public ::testing::Test {
     jobs_.clear();  // kills what is left
     if (work_.empty()) return;
     if (HasFailure() || std::getenv("SLUICE_KEEP_LOGS")) {
-      for (const auto& log : logs_)
-        std::cout << "---- last lines of " << log << " ----\n" << tail_of(log, 25) << "\n";
+      for (const auto& log : logs_) std::cout << "---- last lines of " << log << " ----\n" << tail_of(log, 25) << "\n";
       std::cout << "logs and state kept in " << work_ << "\n";
     } else {
       std::error_code ec;
@@ -236,8 +235,7 @@ class runtime_reliability : public ::testing::Test {
       auto at = static_cast<std::size_t>(diff.first - got.begin());
       ADD_FAILURE() << "word '" << word << "': " << got.size() << " counts emitted, reference " << n
                     << "; first difference at position " << at << ": got "
-                    << (diff.first == got.end() ? std::string("nothing") : std::to_string(*diff.first))
-                    << ", expected "
+                    << (diff.first == got.end() ? std::string("nothing") : std::to_string(*diff.first)) << ", expected "
                     << (diff.second == expected.end() ? std::string("nothing") : std::to_string(*diff.second));
     }
     EXPECT_EQ(reported, 0) << "words whose counts are not exactly 1..N";
@@ -342,8 +340,8 @@ void runtime_reliability::two_instances_take_over(int stop_signal, const std::st
     bool disjoint = std::none_of(pa.begin(), pa.end(), [&](int p) { return pb.contains(p); });
     if (!pa.empty() && !pb.empty() && disjoint && both == all) break;
     ASSERT_TRUE(a.running() && b.running()) << "a job stopped while joining";
-    ASSERT_LT(clock_type::now(), deadline) << "the instances did not split the partitions; a has " << pa.size()
-                                           << ", b has " << pb.size();
+    ASSERT_LT(clock_type::now(), deadline)
+        << "the instances did not split the partitions; a has " << pa.size() << ", b has " << pb.size();
     std::this_thread::sleep_for(100ms);
   }
   // Both process: the input of every partition is counted while each owns its share.
@@ -475,8 +473,10 @@ TEST_F(runtime_reliability, an_instance_fenced_by_its_twin_stops_with_advice_and
   job_process* survivor = nullptr;
   auto deadline = clock_type::now() + 180s;
   while (!stopped && clock_type::now() < deadline) {
-    if (!a.running()) stopped = &a, survivor = &b;
-    else if (!b.running()) stopped = &b, survivor = &a;
+    if (!a.running())
+      stopped = &a, survivor = &b;
+    else if (!b.running())
+      stopped = &b, survivor = &a;
     else {
       if (lines_fed_ < 40000) feed(500);
       seen.add(progress.poll(100ms));
@@ -525,7 +525,8 @@ class broker_outage : public runtime_reliability {
 
   /// Runs scripts/kafka with `args` on this fixture's broker; returns its stdout.
   std::string kafka(const std::string& args) {
-    std::string command = env_ + SLUICE_SOURCE_DIR "/scripts/kafka " + args + " 2>>'" + (work_ / "kafka.log").string() + "'";
+    std::string command =
+        env_ + SLUICE_SOURCE_DIR "/scripts/kafka " + args + " 2>>'" + (work_ / "kafka.log").string() + "'";
     std::string out;
     if (FILE* p = ::popen(command.c_str(), "r")) {
       char buf[256];
@@ -563,8 +564,7 @@ TEST_F(broker_outage, exactly_once_word_count_rides_out_five_broker_kills) {
   sluice::topic_reader progress(cfg_, {output_}, sluice::isolation::read_uncommitted);
   for (int round = 0; round < rounds; ++round) {
     // Read up what the earlier rounds wrote, so that what comes next is this round's.
-    for (auto drain = clock_type::now() + 120s; clock_type::now() < drain && !progress.poll(300ms).empty();) {
-    }
+    for (auto drain = clock_type::now() + 120s; clock_type::now() < drain && !progress.poll(300ms).empty();) {}
     feed(lines_per_round);
     // Kill while the job is processing: wait for its first new counts of this round.
     auto deadline = clock_type::now() + 180s;
@@ -578,8 +578,8 @@ TEST_F(broker_outage, exactly_once_word_count_rides_out_five_broker_kills) {
     auto back = kafka("start");
     ASSERT_NE(back.find("127.0.0.1:"), std::string::npos) << "round " << round << ": the broker did not restart";
     ++outages;
-    std::cout << "round " << round << ": broker killed, down " << down.count() << " ms before restart; "
-              << lines_fed_ << " lines fed; job " << describe_status(job.wait_exit(0ms)) << "\n";
+    std::cout << "round " << round << ": broker killed, down " << down.count() << " ms before restart; " << lines_fed_
+              << " lines fed; job " << describe_status(job.wait_exit(0ms)) << "\n";
   }
   EXPECT_EQ(outages, rounds);
   sluice::topic_reader all(cfg_, {output_}, sluice::isolation::read_committed);

@@ -78,7 +78,8 @@ class store_storage_fault : public ::testing::Test {
   rocksdb_environment env_{{.memory_budget_bytes = std::size_t{32} << 20}};
 };
 
-TEST_F(store_storage_fault, full_disk_is_a_state_error_naming_the_directory_and_the_store_resumes_after_space_is_freed) {
+TEST_F(store_storage_fault,
+       full_disk_is_a_state_error_naming_the_directory_and_the_store_resumes_after_space_is_freed) {
   volume_->fill_leaving(std::uint64_t{6} << 20);
   auto store = open();
 

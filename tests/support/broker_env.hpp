@@ -19,12 +19,12 @@ inline std::string broker_bootstrap() {
   return {};
 }
 
-#define SLUICE_REQUIRE_BROKER()                                                              \
-  do {                                                                                       \
-    if (::sluice::test::broker_bootstrap().empty()) {                                        \
+#define SLUICE_REQUIRE_BROKER()                                                               \
+  do {                                                                                        \
+    if (::sluice::test::broker_bootstrap().empty()) {                                         \
       if (std::getenv("CI")) FAIL() << "SLUICE_BOOTSTRAP is not set in CI; run scripts/test"; \
-      GTEST_SKIP() << "no broker: set SLUICE_BOOTSTRAP or run scripts/test";                 \
-    }                                                                                        \
+      GTEST_SKIP() << "no broker: set SLUICE_BOOTSTRAP or run scripts/test";                  \
+    }                                                                                         \
   } while (0)
 
 /// A name no other test run on this broker has used: prefix + pid + time + counter.

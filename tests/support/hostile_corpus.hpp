@@ -25,7 +25,7 @@ struct hostile_record {
   std::optional<std::string> key;
   std::optional<std::string> value;
   /// True when the value is a JSON object of ordinary depth (at most 1,000 levels, numbers
-/// within a double's range) that has every field, none null:
+  /// within a double's range) that has every field, none null:
   /// a job reading those fields must take it (output); otherwise it must fail the record
   /// (dead letter, skip and count, or stop under `fail`).
   bool readable = false;

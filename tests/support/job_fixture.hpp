@@ -42,7 +42,8 @@ class job_fixture : public ::testing::Test {
     jobs_.clear();
     if (work_.empty()) return;
     if (HasFailure() || std::getenv("SLUICE_KEEP_LOGS")) {
-      for (const auto& log : logs_) std::cout << "---- last lines of " << log << " ----\n" << last_lines(log, 25) << "\n";
+      for (const auto& log : logs_)
+        std::cout << "---- last lines of " << log << " ----\n" << last_lines(log, 25) << "\n";
       std::cout << "logs and state kept in " << work_ << "\n";
     } else {
       std::error_code ec;
@@ -76,13 +77,15 @@ class job_fixture : public ::testing::Test {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (const auto& [topic, partitions] : topics) {
       for (;;) {
-        ASSERT_TRUE(job.running()) << job.log() << ": the job " << describe_exit(job.wait_exit(std::chrono::milliseconds(0)));
+        ASSERT_TRUE(job.running()) << job.log() << ": the job "
+                                   << describe_exit(job.wait_exit(std::chrono::milliseconds(0)));
         auto progress = group_progress(broker_bootstrap(), group, topic, partitions);
         if (group_at_end(progress)) break;
         if (std::chrono::steady_clock::now() > deadline) {
           std::string state;
           for (const auto& p : progress)
-            state += " [" + std::to_string(p.partition) + "] " + std::to_string(p.committed) + "/" + std::to_string(p.end);
+            state +=
+                " [" + std::to_string(p.partition) + "] " + std::to_string(p.committed) + "/" + std::to_string(p.end);
           FAIL() << "the job's group never committed the end offsets of " << topic << ":" << state;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(250));

@@ -32,8 +32,8 @@ struct leaderboard_event {
 };
 
 /// (segment, board, user) -> (effort, elapsed, started): every entry of every board.
-using leaderboard_entries = std::map<std::tuple<std::string, std::string, std::string>,
-                                     std::tuple<std::string, std::int64_t, std::int64_t>>;
+using leaderboard_entries =
+    std::map<std::tuple<std::string, std::string, std::string>, std::tuple<std::string, std::int64_t, std::int64_t>>;
 
 /// The definition: latest version per effort, live efforts only, best per user and board.
 inline leaderboard_entries leaderboard_reference(const std::vector<leaderboard_event>& events) {
@@ -72,7 +72,8 @@ using leaderboard_ranked_boards = std::map<std::pair<std::string, std::string>, 
 inline leaderboard_ranked_boards leaderboard_ranked(const leaderboard_entries& entries) {
   leaderboard_ranked_boards out;
   for (const auto& [key, v] : entries)
-    out[{std::get<0>(key), std::get<1>(key)}].push_back({std::get<2>(key), std::get<0>(v), std::get<1>(v), std::get<2>(v)});
+    out[{std::get<0>(key), std::get<1>(key)}].push_back(
+        {std::get<2>(key), std::get<0>(v), std::get<1>(v), std::get<2>(v)});
   for (auto& [board, list] : out) {
     std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
       return std::tie(a.elapsed, a.started, a.effort) < std::tie(b.elapsed, b.started, b.effort);

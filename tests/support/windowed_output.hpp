@@ -31,7 +31,8 @@ window_updates<V> windowed_records(sluice::testing::topology_test_driver& d, con
 /// (key, session start, session end, value or nullopt for a tombstone, timestamp), in output
 /// order.
 template <class V>
-using session_updates = std::vector<std::tuple<std::string, std::int64_t, std::int64_t, std::optional<V>, std::int64_t>>;
+using session_updates =
+    std::vector<std::tuple<std::string, std::int64_t, std::int64_t, std::optional<V>, std::int64_t>>;
 
 /// Every record on `topic`, a topic of session_windowed<std::string> keys and std::optional<V>
 /// values (a session aggregation's to_stream()).

@@ -80,7 +80,8 @@ double metric_value(const std::string& text, const std::string& family) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line))
-    if (line.starts_with(family + " ") || line.starts_with(family + "{")) sum += std::stod(line.substr(line.rfind(' ') + 1));
+    if (line.starts_with(family + " ") || line.starts_with(family + "{"))
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
   return sum;
 }
 
@@ -310,7 +311,8 @@ TEST(http_app, ready_is_503_with_restore_progress_while_the_store_restores_and_2
   ASSERT_FALSE(while_restoring.empty());
   const auto& r = while_restoring.front();
   EXPECT_EQ(r.status, 503);
-  EXPECT_NE(r.body.find("{\"state\": \"restoring\", \"restore\": {\"done\": 0, \"total\": "), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("{\"state\": \"restoring\", \"restore\": {\"done\": 0, \"total\": "), std::string::npos)
+      << r.body;
   auto total = std::stoll(r.body.substr(r.body.find("\"total\": ") + 9));
   // The changelog holds one record per count update (100,000 words), fewer once compacted,
   // never fewer than one per distinct word.

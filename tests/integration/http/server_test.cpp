@@ -45,7 +45,9 @@ struct served {
 };
 
 struct raw_connection {
-  explicit raw_connection(std::uint16_t port) : socket(ioc) { socket.connect({asio::ip::make_address("127.0.0.1"), port}); }
+  explicit raw_connection(std::uint16_t port) : socket(ioc) {
+    socket.connect({asio::ip::make_address("127.0.0.1"), port});
+  }
   /// Sends `bytes`; the server may close the connection before all of them are written.
   void send(const std::string& bytes) {
     boost::system::error_code ignored;
@@ -68,7 +70,8 @@ struct raw_connection {
 
 /// Waits (up to 10 s) for the server's I/O thread to count what the client already saw.
 double await_metric(const served& s, const std::string& name, double expected) {
-  for (int i = 0; i < 1000 && s.metric(name) != expected; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 1000 && s.metric(name) != expected; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return s.metric(name);
 }
 
@@ -124,7 +127,7 @@ TEST(http_server, a_request_that_never_completes_is_closed_after_the_request_tim
   s.start();
   raw_connection slow(s.port());
   slow.send("GET /echo/x HTTP/1.1\r\nHost: x\r\n");  // and never the blank line
-  EXPECT_EQ(slow.read_until_closed(), "");          // returns only because the server closed it
+  EXPECT_EQ(slow.read_until_closed(), "");           // returns only because the server closed it
   EXPECT_EQ(await_metric(s, "sluice_http_requests_timed_out_total", 1), 1);
   raw_connection idle(s.port());  // an idle connection is closed too
   EXPECT_EQ(idle.read_until_closed(), "");

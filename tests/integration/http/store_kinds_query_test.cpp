@@ -115,13 +115,15 @@ TEST(store_kind_queries, app_queries_read_a_ranked_index_from_cpp_with_http_off)
   EXPECT_EQ(q.run<sluice::ranked_index_store>("word-ranks", 9, [](sluice::ranked_index_store&) {}),
             sluice::query_outcome::not_local);
   std::string failure;
-  EXPECT_EQ(q.run<sluice::queue_store_handle>("word-ranks", p, [](sluice::queue_store_handle&) {},
-                                              sluice::interactive_queries::default_timeout, &failure),
-            sluice::query_outcome::wrong_kind);
+  EXPECT_EQ(
+      q.run<sluice::queue_store_handle>(
+          "word-ranks", p, [](sluice::queue_store_handle&) {}, sluice::interactive_queries::default_timeout, &failure),
+      sluice::query_outcome::wrong_kind);
   EXPECT_NE(failure.find("store 'word-ranks' is not a queue store"), std::string::npos) << failure;
   std::string refused;
-  EXPECT_EQ(q.run<sluice::ranked_index_store>("word-ranks", p, [](sluice::ranked_index_store& s) { s.remove("g1", "w0005"); },
-                                              sluice::interactive_queries::default_timeout, &refused),
+  EXPECT_EQ(q.run<sluice::ranked_index_store>(
+                "word-ranks", p, [](sluice::ranked_index_store& s) { s.remove("g1", "w0005"); },
+                sluice::interactive_queries::default_timeout, &refused),
             sluice::query_outcome::failed);
   EXPECT_NE(refused.find("a store query may only read"), std::string::npos) << refused;
   EXPECT_EQ(group_size(q, "g1"), static_cast<std::uint64_t>(words / groups)) << "the refused write changed nothing";
@@ -165,8 +167,8 @@ TEST(store_kind_queries, an_endpoint_reads_a_ranked_index_through_its_handle_and
     auto& stores = req.stores();
     auto p = stores.partition_of("word-ranks", req.path_param("group"));
     std::string failure;
-    auto outcome = stores.run<sluice::queue_store_handle>("word-ranks", *p, [](sluice::queue_store_handle&) {},
-                                                          sluice::interactive_queries::default_timeout, &failure);
+    auto outcome = stores.run<sluice::queue_store_handle>(
+        "word-ranks", *p, [](sluice::queue_store_handle&) {}, sluice::interactive_queries::default_timeout, &failure);
     return sluice::http::store_access::refusal(outcome, "word-ranks", *p, failure);
   });
   sluice::app app(b.build(), cfg);

@@ -57,9 +57,7 @@ TEST(kafka_broker, admin_creates_describes_and_deletes_topics) {
   const auto plain = sluice::test::unique_name("admin-plain");
   const auto compacted = sluice::test::unique_name("admin-compacted");
   EXPECT_EQ(a.partition_count(plain, 10s), std::nullopt);
-  a.create_topics({new_topic{plain, 4, -1, {}},
-                   new_topic{compacted, 2, 1, {{"cleanup.policy", "compact"}}}},
-                  30s);
+  a.create_topics({new_topic{plain, 4, -1, {}}, new_topic{compacted, 2, 1, {{"cleanup.policy", "compact"}}}}, 30s);
   a.create_topics({new_topic{plain, 4, -1, {}}}, 30s);  // already exists: not an error
   EXPECT_EQ(a.partition_count(plain, 10s), 4);
   EXPECT_EQ(a.partition_count(compacted, 10s), 2);
@@ -68,8 +66,7 @@ TEST(kafka_broker, admin_creates_describes_and_deletes_topics) {
 
   a.delete_topics({plain, compacted}, 30s);
   const auto end = std::chrono::steady_clock::now() + 30s;
-  while (a.partition_count(plain, 10s) && std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(100ms);
+  while (a.partition_count(plain, 10s) && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(100ms);
   EXPECT_EQ(a.partition_count(plain, 10s), std::nullopt);
 }
 
@@ -210,8 +207,7 @@ TEST(kafka_broker, committed_transaction_is_visible_and_aborted_one_is_not) {
   auto group_config = broker_config();
   group_config["group.id"] = group;
   consumer c(group_config);
-  EXPECT_EQ(c.committed({{topic.name(), 0}}, 10s),
-            (std::vector<topic_partition_offset>{{topic.name(), 0, 42}}));
+  EXPECT_EQ(c.committed({{topic.name(), 0}}, 10s), (std::vector<topic_partition_offset>{{topic.name(), 0, 42}}));
 }
 
 TEST(kafka_broker, second_producer_with_same_transactional_id_fences_the_first) {

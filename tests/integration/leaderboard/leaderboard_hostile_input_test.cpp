@@ -63,8 +63,7 @@ std::int64_t now_ms() {
 /// when its key is that segment.
 constexpr const char* segment = "k";
 
-class leaderboard_hostile_corpus : public sluice::test::job_fixture,
-                                   public ::testing::WithParamInterface<const char*> {
+class leaderboard_hostile_corpus : public sluice::test::job_fixture, public ::testing::WithParamInterface<const char*> {
  protected:
   void SetUp() override {
     job_fixture::SetUp();
@@ -123,13 +122,13 @@ TEST_P(leaderboard_hostile_corpus, every_record_is_accounted_for) {
 
   const auto port = sluice::test::free_port();
   auto& job = start_job(SLUICE_LEADERBOARD_BIN, {{"application.id", app_id_},
-                                                  {"input.topic", input_},
-                                                  {"updates.topic", updates_},
-                                                  {"processing.error.handler", policy},
-                                                  {"commit.interval.ms", "100"},
-                                                  {"consumer.session.timeout.ms", "6000"},
-                                                  {"instance.id", "a"},
-                                                  {"application.server", "127.0.0.1:" + std::to_string(port)}});
+                                                 {"input.topic", input_},
+                                                 {"updates.topic", updates_},
+                                                 {"processing.error.handler", policy},
+                                                 {"commit.interval.ms", "100"},
+                                                 {"consumer.session.timeout.ms", "6000"},
+                                                 {"instance.id", "a"},
+                                                 {"application.server", "127.0.0.1:" + std::to_string(port)}});
 
   auto item_of = [](const sluice::raw_message& m) { return std::stoul(header_text(m, "corpus.item")); };
   // An update names its user u<item>: the record it came from.

@@ -57,8 +57,10 @@ std::string url_encode(const std::string& s) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out.push_back(static_cast<char>(c));
-    else out += {'%', hex[c >> 4], hex[c & 15]};
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+      out.push_back(static_cast<char>(c));
+    else
+      out += {'%', hex[c >> 4], hex[c & 15]};
   }
   return out;
 }
@@ -67,7 +69,8 @@ std::string url_encode(const std::string& s) {
 bool same_entry(const json& got, const model_entry& want) {
   return got.is_object() && got.value("user_id", "") == want.user && got.value("effort_id", "") == want.effort &&
          got.value("elapsed_ms", std::int64_t{-1}) == want.elapsed &&
-         got.value("started_at_ms", std::int64_t{-1}) == want.started && got.value("rank", std::uint64_t{0}) == want.rank;
+         got.value("started_at_ms", std::int64_t{-1}) == want.started &&
+         got.value("rank", std::uint64_t{0}) == want.rank;
 }
 
 class leaderboard_integration : public sluice::test::job_fixture {
@@ -98,7 +101,7 @@ class leaderboard_integration : public sluice::test::job_fixture {
     auto end = std::min(events_.size(), fed_ + n);
     for (; fed_ < end; ++fed_) {
       const auto& e = events_[fed_];
-      json j = {{"effort_id", e.effort}, {"segment_id", e.segment}, {"user_id", e.user},
+      json j = {{"effort_id", e.effort},   {"segment_id", e.segment},    {"user_id", e.user},
                 {"elapsed_ms", e.elapsed}, {"started_at_ms", e.started}, {"version", e.version}};
       if (e.deleted) j["deleted"] = true;
       if (!e.gender.empty()) j["attributes"] = {{"gender", e.gender}};
@@ -134,9 +137,11 @@ class leaderboard_integration : public sluice::test::job_fixture {
       auto key = std::tuple{j["segment_id"].get<std::string>(), j["board"].get<std::string>(),
                             j["user_id"].get<std::string>()};
       const auto& c = j["current"];
-      if (c.is_null()) boards.erase(key);
-      else boards[key] = {c["effort_id"].get<std::string>(), c["elapsed_ms"].get<std::int64_t>(),
-                          c["started_at_ms"].get<std::int64_t>()};
+      if (c.is_null())
+        boards.erase(key);
+      else
+        boards[key] = {c["effort_id"].get<std::string>(), c["elapsed_ms"].get<std::int64_t>(),
+                       c["started_at_ms"].get<std::int64_t>()};
     }
   }
 
@@ -171,8 +176,7 @@ class leaderboard_integration : public sluice::test::job_fixture {
       auto it = boards.find(key);
       if ((it == boards.end() || it->second != want) && ++shown <= 10)
         ADD_FAILURE() << std::get<0>(key) << "/" << std::get<1>(key) << "/" << std::get<2>(key) << ": job has "
-                      << (it == boards.end() ? "no entry" : std::get<0>(it->second)) << ", model "
-                      << std::get<0>(want);
+                      << (it == boards.end() ? "no entry" : std::get<0>(it->second)) << ", model " << std::get<0>(want);
     }
     for (const auto& [key, got] : boards)
       if (!expected_.contains(key) && ++shown <= 10)

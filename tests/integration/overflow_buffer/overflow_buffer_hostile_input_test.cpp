@@ -31,8 +31,8 @@ TEST_P(overflow_buffer_hostile, every_record_of_the_corpus_is_emitted_dead_lette
   SLUICE_REQUIRE_BROKER();
   const std::string policy = GetParam();
   const auto app_id = sluice::test::unique_name("ovf-hostile");
-  const auto input = app_id + "-in", output = app_id + "-out", expired = app_id + "-expired",
-             rates = app_id + "-rates", dead_letter = app_id + "-dlq";
+  const auto input = app_id + "-in", output = app_id + "-out", expired = app_id + "-expired", rates = app_id + "-rates",
+             dead_letter = app_id + "-dlq";
   {
     sluice::topic_admin admin(cfg_);
     admin.create_topic(input, 1, {{"max.message.bytes", "2000000"}});
@@ -94,7 +94,11 @@ TEST_P(overflow_buffer_hostile, every_record_of_the_corpus_is_emitted_dead_lette
       EXPECT_EQ(outcomes, 1) << corpus[i].name << ": not accounted for exactly once";
     }
     if (outcomes == 0) ++refused;
-    std::cout << corpus[i].name << ": " << (emitted[i] ? "emitted" : dead[i] ? "dead-lettered" : lapsed[i] ? "expired" : "skipped")
+    std::cout << corpus[i].name << ": "
+              << (emitted[i]  ? "emitted"
+                  : dead[i]   ? "dead-lettered"
+                  : lapsed[i] ? "expired"
+                              : "skipped")
               << "\n";
   }
   // Issue 12: the 80,000-level value was taken and emitted; it is refused past sluice's JSON

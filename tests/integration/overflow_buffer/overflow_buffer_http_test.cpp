@@ -215,7 +215,8 @@ TEST_F(overflow_buffer_http, backlog_gathers_every_instance_and_customers_answer
   {
     auto j = get_json(ports[0], "/overflow/backlog?limit=100");
     std::map<std::string, std::uint64_t> gathered;
-    for (const auto& c : j["customers"]) gathered[c["customer"].get<std::string>()] += c["buffered"].get<std::uint64_t>();
+    for (const auto& c : j["customers"])
+      gathered[c["customer"].get<std::string>()] += c["buffered"].get<std::uint64_t>();
     EXPECT_EQ(gathered, buffered);
   }
 

@@ -106,9 +106,12 @@ class overflow_buffer_integration : public sluice::test::job_fixture {
     for (int i = 0; i < n; ++i) {
       input_record r{i, pct(rng_) < 500 ? hot(rng_) * 20 : any(rng_)};
       const int p = pct(rng_);
-      if (p < 30) r.deliver_at = 1;  // filled in when fed (relative to the wall clock then)
-      else if (p < 50) r.ttl_ms = 1;
-      else if (p < 51) r.malformed = true;
+      if (p < 30)
+        r.deliver_at = 1;  // filled in when fed (relative to the wall clock then)
+      else if (p < 50)
+        r.ttl_ms = 1;
+      else if (p < 51)
+        r.malformed = true;
       records_.push_back(r);
     }
   }
@@ -133,18 +136,17 @@ class overflow_buffer_integration : public sluice::test::job_fixture {
   }
 
   job_process& start_job(const std::string& guarantee) {
-    return job_fixture::start_job(SLUICE_OVERFLOW_BUFFER_BIN, {
-        {"application.id", app_id_},
-        {"input.topic", input_},
-        {"output.topic", output_},
-        {"expired.topic", expired_},
-        {"rates.topic", rates_},
-        {"overflow.default.rate.per.second", "100"},
-        {"overflow.drain.interval.ms", "50"},
-        {"processing.guarantee", guarantee},
-        {"commit.interval.ms", "100"},
-        {"consumer.session.timeout.ms", "6000"},
-        {"instance.id", "a"}});
+    return job_fixture::start_job(SLUICE_OVERFLOW_BUFFER_BIN, {{"application.id", app_id_},
+                                                               {"input.topic", input_},
+                                                               {"output.topic", output_},
+                                                               {"expired.topic", expired_},
+                                                               {"rates.topic", rates_},
+                                                               {"overflow.default.rate.per.second", "100"},
+                                                               {"overflow.drain.interval.ms", "50"},
+                                                               {"processing.guarantee", guarantee},
+                                                               {"commit.interval.ms", "100"},
+                                                               {"consumer.session.timeout.ms", "6000"},
+                                                               {"instance.id", "a"}});
   }
 
   std::size_t collect(const std::vector<sluice::raw_message>& batch) {
@@ -207,8 +209,8 @@ class overflow_buffer_integration : public sluice::test::job_fixture {
       const auto& o = it->second;
       if (o.emitted + o.expired + o.dead != 1) {
         if (++duplicated <= 5)
-          ADD_FAILURE() << "record " << r.id << ": " << o.emitted << " emitted, " << o.expired << " expired, "
-                        << o.dead << " dead-lettered copies";
+          ADD_FAILURE() << "record " << r.id << ": " << o.emitted << " emitted, " << o.expired << " expired, " << o.dead
+                        << " dead-lettered copies";
         continue;
       }
       emitted += static_cast<std::size_t>(o.emitted);

@@ -41,7 +41,8 @@ TEST(pace, released_backlog_leaves_at_the_configured_rate_and_every_record_arriv
 
   {
     sluice::topic_writer w(cfg);
-    for (int i = 0; i < records; ++i) w.send(in, "k" + std::to_string(i % keys), std::to_string(i), 1'700'000'000'000 + i);
+    for (int i = 0; i < records; ++i)
+      w.send(in, "k" + std::to_string(i % keys), std::to_string(i), 1'700'000'000'000 + i);
     w.flush();
   }
   sluice::topologies::throttle_options o{.window = 1s, .limit = 1'000'000};
@@ -89,11 +90,12 @@ TEST(pace, released_backlog_leaves_at_the_configured_rate_and_every_record_arriv
   auto all_busy_until = appended.back();
   for (const auto& [partition, done] : partition_done) all_busy_until = std::min(all_busy_until, done);
   auto busy = std::count_if(appended.begin(), appended.end(), [&](auto t) { return t >= warm && t < all_busy_until; });
-  std::printf("pace: %d records in %.1f s (%.0f/s); %.0f/s while every partition had a backlog; busiest 1 s window "
-              "after warm-up: %zu records, at +%lld ms\n",
-              records, seconds, records / seconds,
-              static_cast<double>(busy) * 1000.0 / static_cast<double>(std::max<std::int64_t>(1, all_busy_until - warm)),
-              worst, static_cast<long long>(worst_at));
+  std::printf(
+      "pace: %d records in %.1f s (%.0f/s); %.0f/s while every partition had a backlog; busiest 1 s window "
+      "after warm-up: %zu records, at +%lld ms\n",
+      records, seconds, records / seconds,
+      static_cast<double>(busy) * 1000.0 / static_cast<double>(std::max<std::int64_t>(1, all_busy_until - warm)), worst,
+      static_cast<long long>(worst_at));
   // The times are the broker's append times: the producer's batching and a loaded machine
   // shift a few records between neighbouring windows (seen: 2103 and 2105 of 2100 at a load
   // of 25 on 2 cores), so the bound here allows 10 %. The exact token-bucket bound, on the

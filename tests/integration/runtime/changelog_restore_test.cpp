@@ -59,8 +59,8 @@ std::vector<std::optional<std::string>> restore_across_an_open_transaction(
     }
     committed.flush(30s);
   }
-  kafka::producer previous_owner(client, {.mode = kafka::producer_mode::transactional,
-                                          .transactional_id = app_id + "-previous-owner"});
+  kafka::producer previous_owner(
+      client, {.mode = kafka::producer_mode::transactional, .transactional_id = app_id + "-previous-owner"});
   previous_owner.init_transactions(60s);
   previous_owner.begin_transaction();
   for (int i = 0; i < 10; ++i) {
@@ -86,15 +86,16 @@ std::vector<std::optional<std::string>> restore_across_an_open_transaction(
   restore_consumer["isolation.level"] = "read_committed";
   restore_consumer["enable.partition.eof"] = "true";
   changelog_reader reader(restore_consumer, 60s,
-                          {&metrics.get_counter("restored"), &metrics.get_gauge("remaining"), &metrics.get_gauge("done"),
-                           &metrics.get_gauge("total"), &metrics.get_gauge("rate")},
+                          {&metrics.get_counter("restored"), &metrics.get_gauge("remaining"),
+                           &metrics.get_gauge("done"), &metrics.get_gauge("total"), &metrics.get_gauge("rate")},
                           open_transaction_wait);
 
   EXPECT_TRUE(reader.add(task));
   EXPECT_EQ(reader.progress().total, 60) << "the end is the high watermark, the open records included";
   std::vector<stream_task*> restored;
   const auto until = [&](auto done) {
-    for (auto deadline = std::chrono::steady_clock::now() + 60s; !done() && std::chrono::steady_clock::now() < deadline;)
+    for (auto deadline = std::chrono::steady_clock::now() + 60s;
+         !done() && std::chrono::steady_clock::now() < deadline;)
       reader.restore(restored);
   };
   until([&] { return reader.progress().waiting_for_transactions > 0 || !restored.empty(); });
@@ -106,7 +107,8 @@ std::vector<std::optional<std::string>> restore_across_an_open_transaction(
   until([&] { return !restored.empty(); });
   EXPECT_EQ(restored.size(), 1u) << "the restore ends once the transaction has, or the wait for it";
   if (end != outcome::never) {
-    EXPECT_GE(task.stores().find("s")->store->committed_offset().value_or(state::changelog_offset(0)).value(), 60) << "past the transaction's records";
+    EXPECT_GE(task.stores().find("s")->store->committed_offset().value_or(state::changelog_offset(0)).value(), 60)
+        << "past the transaction's records";
   }
   // A count's store keeps each value behind the 8-byte timestamp the restore puts in front
   // (state::value_format::timestamped): the values without it.

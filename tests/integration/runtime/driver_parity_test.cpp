@@ -39,7 +39,7 @@ TEST(driver_parity, pipeline_outputs_are_equal_in_the_driver_and_on_the_broker) 
   cfg.set("commit.interval.ms", "200");
   cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("parity-state")).string());
   examples::pipeline_topics topics{sluice::test::unique_name("orders"), sluice::test::unique_name("large"),
-                                    sluice::test::unique_name("counts")};
+                                   sluice::test::unique_name("counts")};
   sluice::topic_admin admin(cfg);
   for (const auto& t : {topics.orders, topics.large_orders, topics.counts}) admin.create_topic(t, 4);
 
@@ -73,8 +73,10 @@ TEST(driver_parity, pipeline_outputs_are_equal_in_the_driver_and_on_the_broker) 
   std::vector<output> got;
   std::size_t want_large = 0, want_counts = 0;
   for (auto& e : expected) (std::get<0>(e) == topics.large_orders ? want_large : want_counts)++;
-  for (auto& m : large.read_at_least(want_large, 120s)) got.emplace_back(topics.large_orders, *m.key, *m.value, m.timestamp);
-  for (auto& m : counts.read_at_least(want_counts, 120s)) got.emplace_back(topics.counts, *m.key, *m.value, m.timestamp);
+  for (auto& m : large.read_at_least(want_large, 120s))
+    got.emplace_back(topics.large_orders, *m.key, *m.value, m.timestamp);
+  for (auto& m : counts.read_at_least(want_counts, 120s))
+    got.emplace_back(topics.counts, *m.key, *m.value, m.timestamp);
   app.close();
   ASSERT_EQ(got.size(), expected.size());
   EXPECT_EQ(sorted(got, topics.counts), sorted(expected, topics.counts));

@@ -55,7 +55,9 @@ TEST(runtime, stateless_pipeline_delivers_exactly_the_expected_records_in_key_or
   sluice::streams_builder b;
   b.stream<std::string, value_t>(in)
       .filter([](const std::string&, const value_t& v) { return v.n % 3 != 0; })
-      .map_values([](const value_t& v) { return value_t{v.seq, v.n * 2}; })
+      .map_values([](const value_t& v) {
+        return value_t{v.seq, v.n * 2};
+      })
       .to(out);
   sluice::app app(b.build(), cfg);
   app.start();
@@ -68,8 +70,8 @@ TEST(runtime, stateless_pipeline_delivers_exactly_the_expected_records_in_key_or
   // follows the acknowledgement of the outputs it covers; what is in the output topic up to
   // its end now is everything the job will ever write for this input.
   for (int i = 0; i < 1200; ++i) {
-    if (sluice::test::group_at_end(sluice::test::group_progress(*cfg.get("bootstrap.servers"),
-                                                                *cfg.get("application.id"), in, 4)))
+    if (sluice::test::group_at_end(
+            sluice::test::group_progress(*cfg.get("bootstrap.servers"), *cfg.get("application.id"), in, 4)))
       break;
     std::this_thread::sleep_for(100ms);
   }
@@ -128,7 +130,8 @@ TEST(runtime, word_count_exactly_once_survives_a_restart_with_correct_counts) {
     std::map<std::string, std::int64_t> counts;
     auto deadline = std::chrono::steady_clock::now() + 90s;
     while (std::chrono::steady_clock::now() < deadline) {
-      for (auto& m : r.poll(300ms)) counts[*m.key] = std::max(counts[*m.key], sluice::int64_serde::deserialize(*m.value));
+      for (auto& m : r.poll(300ms))
+        counts[*m.key] = std::max(counts[*m.key], sluice::int64_serde::deserialize(*m.value));
       if (counts == expected) break;
     }
     (void)at_least;
@@ -285,7 +288,8 @@ TEST(runtime, poison_records_including_a_2mb_value_are_dead_lettered_skipped_or_
       while (app.state() != sluice::app_state::error && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(50ms);
       ASSERT_EQ(app.state(), sluice::app_state::error);
-      EXPECT_NE(app.error_message().find("deserialization.error.handler=fail"), std::string::npos) << app.error_message();
+      EXPECT_NE(app.error_message().find("deserialization.error.handler=fail"), std::string::npos)
+          << app.error_message();
       EXPECT_NE(app.error_message().find(in), std::string::npos) << app.error_message();
       app.close();
       continue;
@@ -352,7 +356,8 @@ TEST(runtime, two_threads_and_an_instance_joining_while_stores_restore_keep_exac
     std::map<std::string, std::int64_t> counts;
     auto deadline = std::chrono::steady_clock::now() + 120s;
     while (std::chrono::steady_clock::now() < deadline && counts != expected)
-      for (auto& m : r.poll(300ms)) counts[*m.key] = std::max(counts[*m.key], sluice::int64_serde::deserialize(*m.value));
+      for (auto& m : r.poll(300ms))
+        counts[*m.key] = std::max(counts[*m.key], sluice::int64_serde::deserialize(*m.value));
     return counts;
   };
   auto instance = [&](const std::string& id) {
@@ -418,7 +423,8 @@ TEST(runtime, co_partitioned_stream_table_join_split_over_two_instances_joins_ev
   };
   {
     sluice::topic_writer w(cfg);
-    for (int u = 0; u < users; ++u) w.send<std::string, std::string>(users_topic, "u" + std::to_string(u), "name-" + std::to_string(u), 1000);
+    for (int u = 0; u < users; ++u)
+      w.send<std::string, std::string>(users_topic, "u" + std::to_string(u), "name-" + std::to_string(u), 1000);
     w.flush();
   }
   sluice::app a(topology(), instance("a"));
@@ -440,13 +446,13 @@ TEST(runtime, co_partitioned_stream_table_join_split_over_two_instances_joins_ev
     std::set<std::int32_t> both(pa.begin(), pa.end());
     both.insert(pb.begin(), pb.end());
     if (!pa.empty() && !pb.empty() && both.size() == 4 && pa.size() + pb.size() == 4) break;
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the instances did not split the partitions: a " << pa.size()
-                                                          << ", b " << pb.size();
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "the instances did not split the partitions: a " << pa.size() << ", b " << pb.size();
     std::this_thread::sleep_for(200ms);
   }
   // Every user row is in its table before any click arrives.
-  for (auto deadline = std::chrono::steady_clock::now() + 120s;
-       !sluice::test::group_at_end(sluice::test::group_progress(sluice::test::broker_bootstrap(), app_id, users_topic, 4));) {
+  for (auto deadline = std::chrono::steady_clock::now() + 120s; !sluice::test::group_at_end(
+           sluice::test::group_progress(sluice::test::broker_bootstrap(), app_id, users_topic, 4));) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the users were not consumed";
     std::this_thread::sleep_for(250ms);
   }
@@ -460,8 +466,8 @@ TEST(runtime, co_partitioned_stream_table_join_split_over_two_instances_joins_ev
     }
     w.flush();
   }
-  for (auto deadline = std::chrono::steady_clock::now() + 120s;
-       !sluice::test::group_at_end(sluice::test::group_progress(sluice::test::broker_bootstrap(), app_id, clicks_topic, 4));) {
+  for (auto deadline = std::chrono::steady_clock::now() + 120s; !sluice::test::group_at_end(
+           sluice::test::group_progress(sluice::test::broker_bootstrap(), app_id, clicks_topic, 4));) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the clicks were not consumed";
     std::this_thread::sleep_for(250ms);
   }

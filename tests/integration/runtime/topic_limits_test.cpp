@@ -65,7 +65,8 @@ limited_topic_run pass_through_to_a_limited_topic(const limited_topic_options& o
   admin.create_topic(in, 1);
   admin.create_topic(out, 1, {{"max.message.bytes", "20000"}});
   if (options.dead_letter_max_message_bytes)
-    admin.create_topic(app_id + "-dlq", 1, {{"max.message.bytes", std::to_string(*options.dead_letter_max_message_bytes)}});
+    admin.create_topic(app_id + "-dlq", 1,
+                       {{"max.message.bytes", std::to_string(*options.dead_letter_max_message_bytes)}});
   {
     sluice::topic_writer w(c);
     for (int i = 0; i < 200; ++i) w.send_raw(in, std::string_view("small"), std::string(1000, 'a'));

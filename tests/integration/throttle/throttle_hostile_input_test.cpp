@@ -31,7 +31,6 @@ using sluice::test::job_process;
 
 namespace {
 
-
 std::string header_text(const sluice::raw_message& m, std::string_view name) {
   auto* h = m.headers.last(name);
   return h && h->has_value() ? **h : std::string();
@@ -90,7 +89,8 @@ class throttle_hostile : public sluice::test::job_fixture {
   /// so far; the input alone only shows that the first sub-topology passed them on). Fails
   /// if the job exits first.
   void expect_input_consumed(job_process& job) {
-    expect_consumed(job, app_id_, {{input_, input_partitions_}, {app_id_ + "-throttle-log-repartition", input_partitions_}});
+    expect_consumed(job, app_id_,
+                    {{input_, input_partitions_}, {app_id_ + "-throttle-log-repartition", input_partitions_}});
   }
 
   std::string app_id_, input_, output_, throttled_, dead_letter_;

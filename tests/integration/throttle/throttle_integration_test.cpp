@@ -116,9 +116,9 @@ class throttle_integration : public sluice::test::job_fixture {
   /// `n` records over the 1,000 keys (half of them on 50 hot keys), timestamps spread over
   /// 100 s ending at the wall clock, a fifth of them late by up to 8 s.
   void generate(int n) {
-    auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
+    auto now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     const std::int64_t span_ms = 100'000, base = now_ms - span_ms;
     std::uniform_int_distribution<int> any_key(0, workflows * recipients - 1), hot_key(0, 49), coin(0, 9),
         late(0, 8000);
@@ -132,8 +132,8 @@ class throttle_integration : public sluice::test::job_fixture {
     sluice::test::throttle_model<int> model;
     expected_passed_.resize(records_.size());
     for (const auto& r : records_)
-      expected_passed_[static_cast<std::size_t>(r.id)] = model.offer(r.workflow * recipients + r.recipient,
-                                                                     r.timestamp, rules_.at(r.workflow));
+      expected_passed_[static_cast<std::size_t>(r.id)] =
+          model.offer(r.workflow * recipients + r.recipient, r.timestamp, rules_.at(r.workflow));
     auto passes = std::count(expected_passed_.begin(), expected_passed_.end(), true);
     std::cout << n << " records, model: " << passes << " pass, " << (n - passes) << " throttled\n";
   }
@@ -152,20 +152,19 @@ class throttle_integration : public sluice::test::job_fixture {
   }
 
   job_process& start_job(const std::string& guarantee) {
-    return job_fixture::start_job(SLUICE_THROTTLE_BIN, {
-        {"application.id", app_id_},
-        {"input.topic", input_},
-        {"output.topic", output_},
-        {"throttled.topic", throttled_},
-        {"throttle.window.ms", std::to_string(default_window_ms)},
-        {"throttle.limit", std::to_string(default_limit)},
-        {"throttle.key.fields", "workflow,recipient"},
-        {"throttle.rules.topic", rules_topic_},
-        {"throttle.rules.max.window.ms", "60000"},
-        {"processing.guarantee", guarantee},
-        {"commit.interval.ms", "100"},
-        {"consumer.session.timeout.ms", "6000"},
-        {"instance.id", "a"}});
+    return job_fixture::start_job(SLUICE_THROTTLE_BIN, {{"application.id", app_id_},
+                                                        {"input.topic", input_},
+                                                        {"output.topic", output_},
+                                                        {"throttled.topic", throttled_},
+                                                        {"throttle.window.ms", std::to_string(default_window_ms)},
+                                                        {"throttle.limit", std::to_string(default_limit)},
+                                                        {"throttle.key.fields", "workflow,recipient"},
+                                                        {"throttle.rules.topic", rules_topic_},
+                                                        {"throttle.rules.max.window.ms", "60000"},
+                                                        {"processing.guarantee", guarantee},
+                                                        {"commit.interval.ms", "100"},
+                                                        {"consumer.session.timeout.ms", "6000"},
+                                                        {"instance.id", "a"}});
   }
 
   /// Adds read records to `seen` (by id) and returns how many.
@@ -194,8 +193,8 @@ class throttle_integration : public sluice::test::job_fixture {
   }
 
   /// Polls `reader` until `total` records were read, the job exits, or `timeout` passes.
-  bool wait_for_all(sluice::topic_reader& reader, std::map<int, observed>& seen, std::size_t& count,
-                    std::size_t total, job_process& job, std::chrono::seconds timeout) {
+  bool wait_for_all(sluice::topic_reader& reader, std::map<int, observed>& seen, std::size_t& count, std::size_t total,
+                    job_process& job, std::chrono::seconds timeout) {
     auto deadline = steady::now() + timeout;
     while (count < total) {
       if (steady::now() > deadline) {
@@ -245,8 +244,9 @@ class throttle_integration : public sluice::test::job_fixture {
       if (o.throttled) {
         const auto& rl = rules_.at(r.workflow);
         auto h = nlohmann::json::parse(o.reason, nullptr, false);
-        bool ok = h.is_object() && h.value("key", "") == workflow_name(r.workflow) + "," + recipient_name(r.recipient) &&
-                  h.value("limit", std::int64_t{-1}) == rl.limit && h.value("window_ms", std::int64_t{-1}) == rl.window_ms;
+        bool ok =
+            h.is_object() && h.value("key", "") == workflow_name(r.workflow) + "," + recipient_name(r.recipient) &&
+            h.value("limit", std::int64_t{-1}) == rl.limit && h.value("window_ms", std::int64_t{-1}) == rl.window_ms;
         if (!ok && ++bad_reason <= 5) ADD_FAILURE() << "record " << r.id << ": header '" << o.reason << "'";
       }
     }

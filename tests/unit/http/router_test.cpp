@@ -67,8 +67,8 @@ TEST(http_router, a_malformed_escape_is_reported_as_bad_encoding) {
 TEST(http_router, malformed_and_clashing_patterns_are_refused_with_the_pattern_named) {
   router r;
   r.add("/stores/{store}/keys/{key}", answering("k"));
-  auto clash = sluice::test::error_of([&] { r.add("/stores/{name}/keys/{id}", answering("x")); },
-                                      sluice::errc::invalid_config);
+  auto clash =
+      sluice::test::error_of([&] { r.add("/stores/{name}/keys/{id}", answering("x")); }, sluice::errc::invalid_config);
   EXPECT_NE(clash.find("already served by '/stores/{store}/keys/{key}'"), std::string::npos) << clash;
   for (const char* bad : {"metrics", "/a//b", "/a/{}", "/a/{b", "/a/x{b}", "/a/"}) {
     auto e = sluice::test::error_of([&] { r.add(bad, answering("x")); }, sluice::errc::invalid_config);

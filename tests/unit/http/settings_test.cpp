@@ -63,7 +63,8 @@ TEST(http_metrics, prometheus_text_has_help_type_and_cumulative_buckets_in_secon
   auto text = r.prometheus_text();
   EXPECT_NE(text.find("# HELP sluice_records_processed_total "), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE sluice_records_processed_total counter\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("sluice_records_processed_total{thread=\"0\",task=\"0_1\"} 1234567\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("sluice_records_processed_total{thread=\"0\",task=\"0_1\"} 1234567\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("# TYPE sluice_consumer_lag_records gauge\nsluice_consumer_lag_records{thread=\"0\"} 42\n"),
             std::string::npos)
       << text;
@@ -71,8 +72,7 @@ TEST(http_metrics, prometheus_text_has_help_type_and_cumulative_buckets_in_secon
   EXPECT_EQ(text.find("_ms"), std::string::npos) << "milliseconds are exposed as seconds\n" << text;
   EXPECT_NE(text.find("# TYPE sluice_commit_latency_seconds histogram\n"), std::string::npos) << text;
   EXPECT_NE(text.find("sluice_commit_latency_seconds_bucket{thread=\"0\",le=\"0\"} 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("sluice_commit_latency_seconds_bucket{thread=\"0\",le=\"0.003\"} 2\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("sluice_commit_latency_seconds_bucket{thread=\"0\",le=\"0.003\"} 2\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("sluice_commit_latency_seconds_bucket{thread=\"0\",le=\"+Inf\"} 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("sluice_commit_latency_seconds_sum{thread=\"0\"} 1.003\n"), std::string::npos) << text;
@@ -81,7 +81,8 @@ TEST(http_metrics, prometheus_text_has_help_type_and_cumulative_buckets_in_secon
 
 TEST(http_metrics, process_metrics_report_cpu_and_resident_memory) {
   auto text = sluice::http::process_metrics_text();
-  EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total "), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total "), std::string::npos)
+      << text;
   auto rss = text.find("\nprocess_resident_memory_bytes ");
   ASSERT_NE(rss, std::string::npos) << text;
   EXPECT_GT(std::stod(text.substr(rss + std::string("\nprocess_resident_memory_bytes ").size())), 1e6) << text;

@@ -88,7 +88,9 @@ TEST(kafka_config, consumer_defaults_to_manual_commits_unless_overridden) {
   EXPECT_EQ(property(c.native(), "enable.auto.commit"), "false");
   EXPECT_EQ(property(c.native(), "enable.auto.offset.store"), "false");
   EXPECT_EQ(property(c.native(), "partition.assignment.strategy"), "range");
-  consumer o({{"bootstrap.servers", "127.0.0.1:1"}, {"group.id", "g"}, {"enable.auto.commit", "true"},
+  consumer o({{"bootstrap.servers", "127.0.0.1:1"},
+              {"group.id", "g"},
+              {"enable.auto.commit", "true"},
               {"partition.assignment.strategy", "cooperative-sticky"}});
   EXPECT_EQ(property(o.native(), "enable.auto.commit"), "true");
   EXPECT_EQ(property(o.native(), "partition.assignment.strategy"), "cooperative-sticky");

@@ -17,9 +17,21 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-kafka_flags fatal_flags() { kafka_flags f; f.fatal = true; return f; }
-kafka_flags retriable_flags() { kafka_flags f; f.retriable = true; return f; }
-kafka_flags abort_flags() { kafka_flags f; f.txn_requires_abort = true; return f; }
+kafka_flags fatal_flags() {
+  kafka_flags f;
+  f.fatal = true;
+  return f;
+}
+kafka_flags retriable_flags() {
+  kafka_flags f;
+  f.retriable = true;
+  return f;
+}
+kafka_flags abort_flags() {
+  kafka_flags f;
+  f.txn_requires_abort = true;
+  return f;
+}
 producer_options transactional(std::string id) {
   producer_options o;
   o.mode = producer_mode::transactional;
@@ -28,8 +40,8 @@ producer_options transactional(std::string id) {
 }
 
 TEST(kafka_error, fenced_codes_map_to_fenced) {
-  for (auto code : {RD_KAFKA_RESP_ERR__FENCED, RD_KAFKA_RESP_ERR_PRODUCER_FENCED,
-                    RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH}) {
+  for (auto code :
+       {RD_KAFKA_RESP_ERR__FENCED, RD_KAFKA_RESP_ERR_PRODUCER_FENCED, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH}) {
     error_ptr err(rd_kafka_error_new(code, "zombie %d", 7));
     const auto e = make_error(err.get(), "commit_transaction");
     EXPECT_EQ(e.code(), errc::fenced) << rd_kafka_err2name(code);
@@ -55,8 +67,7 @@ TEST(kafka_error, flags_are_kept_and_decide_the_errc) {
   EXPECT_TRUE(retriable.kafka().retriable);
   EXPECT_FALSE(retriable.kafka().fatal);
 
-  const auto abort = make_error(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "commit",
-                                abort_flags());
+  const auto abort = make_error(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "commit", abort_flags());
   EXPECT_EQ(abort.code(), errc::transaction_aborted);
   EXPECT_TRUE(abort.kafka().txn_requires_abort);
   EXPECT_EQ(abort.kafka().code, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
@@ -100,14 +111,12 @@ TEST(kafka_error, throw_if_consumes_and_throws) {
 TEST(kafka_error, fenced_transactional_producer_gets_fatal_fenced_error) {
   mock_cluster cluster;
   cluster.create_topic("fencing", 1);
-  producer zombie(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}},
-                  transactional("fencing-id"));
+  producer zombie(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}}, transactional("fencing-id"));
   zombie.init_transactions(10s);
   zombie.begin_transaction();
   zombie.produce("fencing", 0, std::string_view("k"), std::string_view("v"), 0, {});
   zombie.flush(10s);
-  rd_kafka_mock_push_request_errors(cluster.native(), 26 /* EndTxn */, 1,
-                                    RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
+  rd_kafka_mock_push_request_errors(cluster.native(), 26 /* EndTxn */, 1, RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
   try {
     zombie.commit_transaction(10s);
     FAIL() << "commit_transaction of a fenced producer did not throw";
@@ -126,8 +135,7 @@ TEST(kafka_error, produce_after_a_fatal_error_throws_it) {
   mock_cluster cluster;
   producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
   EXPECT_FALSE(p.fatal_error().has_value());
-  ASSERT_EQ(rd_kafka_test_fatal_error(p.native(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                      "test fatal"),
+  ASSERT_EQ(rd_kafka_test_fatal_error(p.native(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "test fatal"),
             RD_KAFKA_RESP_ERR_NO_ERROR);
   try {
     p.produce("t", 0, std::nullopt, std::string_view("v"), 0, {});
@@ -146,13 +154,11 @@ TEST(kafka_error, produce_after_a_fatal_error_throws_it) {
 TEST(kafka_error, abortable_transaction_error_keeps_flag) {
   mock_cluster cluster;
   cluster.create_topic("abortable", 1);
-  producer p({{"bootstrap.servers", cluster.bootstrap_servers()}},
-             transactional("abort-test"));
+  producer p({{"bootstrap.servers", cluster.bootstrap_servers()}}, transactional("abort-test"));
   p.init_transactions(10s);
   p.begin_transaction();
   // AddPartitionsToTxn (ApiKey 24) refused: the transaction can only be aborted.
-  rd_kafka_mock_push_request_errors(cluster.native(), 24, 1,
-                                    RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+  rd_kafka_mock_push_request_errors(cluster.native(), 24, 1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
   p.produce("abortable", 0, std::string_view("k"), std::string_view("v"), 0, {});
   try {
     p.commit_transaction(10s);

@@ -53,12 +53,10 @@ inline void write_numbered(const std::string& bootstrap, const std::string& topi
 }
 
 /// Produces every record (partitioner chooses) and flushes; asserts all were delivered.
-inline void produce_all(producer& p, const std::string& topic,
-                        const std::vector<expected_record>& records,
+inline void produce_all(producer& p, const std::string& topic, const std::vector<expected_record>& records,
                         std::atomic<int>& delivered, std::atomic<int>& failed) {
   for (const auto& r : records)
-    p.produce(topic, any_partition, std::string_view(r.key), std::string_view(r.value),
-              r.timestamp, r.headers);
+    p.produce(topic, any_partition, std::string_view(r.key), std::string_view(r.value), r.timestamp, r.headers);
   p.flush(std::chrono::seconds(30));
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(delivered.load(), static_cast<int>(records.size()));
@@ -66,8 +64,8 @@ inline void produce_all(producer& p, const std::string& topic,
 
 /// Subscribes with `config` (must carry group.id) and reads until `n` records arrived or
 /// `deadline` passed, then commits what it read and closes.
-inline std::vector<message> consume_group(const config_map& config, const std::string& topic,
-                                          std::size_t n, std::chrono::seconds deadline) {
+inline std::vector<message> consume_group(const config_map& config, const std::string& topic, std::size_t n,
+                                          std::chrono::seconds deadline) {
   struct listener : rebalance_listener {
     std::set<topic_partition> assigned;
     void on_assigned(const std::vector<topic_partition>& parts) override {

@@ -30,8 +30,8 @@ TEST(kafka_message, null_and_empty_stay_distinct_and_outlive_the_client) {
     producer p({{"bootstrap.servers", cluster.bootstrap_servers()}}, {},
                [&](const delivery_report& r) { delivered += r.ok() ? 1 : 0; });
     sluice::headers h{{"empty", std::string()}, {"null", std::nullopt}, {"k", "v1"}, {"k", "v2"}};
-    p.produce("nulls", 0, std::nullopt, std::nullopt, 1000, {});                  // null / null
-    p.produce("nulls", 0, std::string_view(), std::string_view(), 2000, {});      // empty / empty
+    p.produce("nulls", 0, std::nullopt, std::nullopt, 1000, {});              // null / null
+    p.produce("nulls", 0, std::string_view(), std::string_view(), 2000, {});  // empty / empty
     p.produce("nulls", 0, std::string_view("key"), std::string_view("val"), 3000, h);
     p.flush(10s);
   }
@@ -75,14 +75,12 @@ TEST(kafka_message, poll_batch_reuses_elements_without_stale_fields) {
   c.assign({{"reuse", 0, offset_beginning}});
   std::vector<message> batch;
   const auto end = std::chrono::steady_clock::now() + 10s;
-  while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {
-  }
+  while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {}
   ASSERT_EQ(batch.size(), 1u);
   EXPECT_EQ(batch[0].key, std::optional<std::string>("a-long-key-to-give-capacity"));
   EXPECT_EQ(batch[0].headers.size(), 2u);
   const auto* storage = batch.data();
-  while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {
-  }
+  while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {}
   ASSERT_EQ(batch.size(), 1u);
   EXPECT_EQ(batch.data(), storage);  // the element was reused, not reallocated
   EXPECT_FALSE(batch[0].key.has_value());

@@ -163,8 +163,7 @@ TEST(kafka_mock_cluster, a_dry_poll_wakes_the_fetcher_of_an_unpaused_partition_w
 
   std::vector<message> batch;
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!c.poll_batch(batch, 10, 100ms) && std::chrono::steady_clock::now() < deadline) {
-  }
+  while (!c.poll_batch(batch, 10, 100ms) && std::chrono::steady_clock::now() < deadline) {}
   ASSERT_FALSE(batch.empty());
   std::int64_t delivered = static_cast<std::int64_t>(batch.size());
   ASSERT_TRUE(c.cached_high_watermark("stall", 0).has_value());
@@ -249,8 +248,8 @@ TEST(kafka_mock_cluster, lent_records_already_fetched_come_without_waiting_out_t
   // finishes only if every poll returned with records in hand (CTest's timeout fails it).
   std::size_t got = 0;
   while (got < 5)
-    EXPECT_TRUE(c.poll_lent(10000, std::chrono::hours(1),
-                            [&](std::span<const lent_message> run) { got += run.size(); }));
+    EXPECT_TRUE(
+        c.poll_lent(10000, std::chrono::hours(1), [&](std::span<const lent_message> run) { got += run.size(); }));
   EXPECT_EQ(got, 5u);
 }
 

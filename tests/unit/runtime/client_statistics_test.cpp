@@ -64,7 +64,8 @@ TEST(client_statistics, a_consumers_fetched_messages_are_summed_over_its_partiti
   client_statistics stats(m, "thread=\"1\"", client_kind::consumer);
   stats.on_statistics(consumer_stats);
   EXPECT_EQ(m.get_gauge("sluice_kafka_consumer_fetch_queue_messages", "thread=\"1\",client=\"consumer\"").value(), 750);
-  EXPECT_EQ(m.get_gauge("sluice_kafka_broker_rtt_avg_us", "thread=\"1\",client=\"consumer\",broker=\"1\"").value(), 400);
+  EXPECT_EQ(m.get_gauge("sluice_kafka_broker_rtt_avg_us", "thread=\"1\",client=\"consumer\",broker=\"1\"").value(),
+            400);
 }
 
 TEST(client_statistics, malformed_text_leaves_the_gauges_as_they_were_and_fields_of_a_wrong_type_read_as_absent) {
@@ -74,7 +75,8 @@ TEST(client_statistics, malformed_text_leaves_the_gauges_as_they_were_and_fields
   stats.on_statistics("{\"msg_cnt\": 5, \"brokers\": {");  // truncated
   stats.on_statistics("[1, 2]");
   stats.on_statistics("{\"msg_cnt\": \"many\", \"brokers\": {\"x\": 3}}");  // wrong types: read as absent
-  EXPECT_EQ(m.get_gauge("sluice_kafka_broker_rtt_avg_us", "thread=\"0\",client=\"producer\",broker=\"1\"").value(), 1500);
+  EXPECT_EQ(m.get_gauge("sluice_kafka_broker_rtt_avg_us", "thread=\"0\",client=\"producer\",broker=\"1\"").value(),
+            1500);
   EXPECT_EQ(m.get_gauge("sluice_kafka_client_queue_messages", "thread=\"0\",client=\"producer\"").value(), 0);
 }
 

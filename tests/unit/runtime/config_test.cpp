@@ -44,8 +44,8 @@ TEST(config, parses_properties_with_comments_separators_and_continuations) {
 }
 
 TEST(config, malformed_line_names_origin_and_line) {
-  auto msg = error_of([] { sluice::config::from_string("a=1\n=nokey\n", "job.properties"); },
-                      sluice::errc::invalid_config);
+  auto msg =
+      error_of([] { sluice::config::from_string("a=1\n=nokey\n", "job.properties"); }, sluice::errc::invalid_config);
   EXPECT_NE(msg.find("job.properties:2"), std::string::npos) << msg;
 }
 
@@ -178,7 +178,9 @@ TEST(config, consumer_settings_the_runtime_owns_are_refused_with_what_to_do) {
   EXPECT_NO_THROW(app_with(same));
 
   sluice::config eos;
-  eos.set("application.id", "orders").set("processing.guarantee", "exactly_once").set("isolation.level", "read_uncommitted");
+  eos.set("application.id", "orders")
+      .set("processing.guarantee", "exactly_once")
+      .set("isolation.level", "read_uncommitted");
   refusal_of(eos);
 }
 
@@ -333,8 +335,10 @@ TEST(config, a_key_far_from_every_known_one_is_refused_without_a_guess) {
 
 TEST(config, librdkafka_keys_bare_and_prefixed_and_topic_level_are_accepted) {
   sluice::config c;
-  c.set("application.id", "a").set("linger.ms", "5").set("producer.compression.type", "lz4").set("consumer.fetch.max.bytes",
-                                                                                                  "1048576");
+  c.set("application.id", "a")
+      .set("linger.ms", "5")
+      .set("producer.compression.type", "lz4")
+      .set("consumer.fetch.max.bytes", "1048576");
   EXPECT_NO_THROW(app_with(c));
 }
 

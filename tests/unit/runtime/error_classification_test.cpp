@@ -43,8 +43,8 @@ TEST(error_classification, librdkafka_flags_decide_for_codes_it_marks) {
 }
 
 TEST(error_classification, a_fenced_or_failed_producer_is_recreated) {
-  for (auto code : {RD_KAFKA_RESP_ERR__FENCED, RD_KAFKA_RESP_ERR_PRODUCER_FENCED,
-                    RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH})
+  for (auto code :
+       {RD_KAFKA_RESP_ERR__FENCED, RD_KAFKA_RESP_ERR_PRODUCER_FENCED, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH})
     EXPECT_EQ(classify_failure(kafka::make_error(code, "commit_transaction")), failure_kind::retriable)
         << rd_kafka_err2name(code);
   kafka_flags fatal;
@@ -102,9 +102,9 @@ TEST(fencing_record, fencings_further_apart_than_30_s_are_separate_faults) {
 }
 
 TEST(error_classification, refusals_no_retry_can_fix_stop_the_job) {
-  for (auto code : {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_RECORD,
-                    RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-                    RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+  for (auto code :
+       {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_RECORD,
+        RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
     EXPECT_EQ(classify_failure(delivery_failure(code)), failure_kind::fatal) << rd_kafka_err2name(code);
   EXPECT_EQ(classify_failure(sluice::error(errc::state, "state directory locked")), failure_kind::fatal);
   EXPECT_EQ(classify_failure(sluice::error(errc::invalid_topology, "no store named 'x'")), failure_kind::fatal);

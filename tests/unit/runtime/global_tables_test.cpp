@@ -54,10 +54,11 @@ struct global_job {
     sluice::streams_builder b;
     auto items = b.global_table<std::string, item>(items_topic, "items");
     b.stream<std::string, std::string>(orders_topic)
-        .left_join(items, [](const std::string&, const std::string& id) { return id; },
-                   [](const std::string& id, const std::optional<item>& i) {
-                     return id + ":" + (i ? std::to_string(i->qty) : std::string("none"));
-                   })
+        .left_join(
+            items, [](const std::string&, const std::string& id) { return id; },
+            [](const std::string& id, const std::optional<item>& i) {
+              return id + ":" + (i ? std::to_string(i->qty) : std::string("none"));
+            })
         .to(out_topic);
     return b.build();
   }

@@ -28,14 +28,16 @@ TEST(metrics, a_retired_gauge_leaves_the_text_and_comes_back_with_its_value_when
   sluice::metrics_registry r;
   auto& lag = r.get_gauge("sluice_consumer_lag_records", "topic=\"in\",partition=\"3\"");
   lag.set(42);
-  EXPECT_NE(r.prometheus_text().find("sluice_consumer_lag_records{topic=\"in\",partition=\"3\"} 42\n"), std::string::npos);
+  EXPECT_NE(r.prometheus_text().find("sluice_consumer_lag_records{topic=\"in\",partition=\"3\"} 42\n"),
+            std::string::npos);
   r.retire_gauge("sluice_consumer_lag_records", "topic=\"in\",partition=\"3\"");
   EXPECT_EQ(r.prometheus_text().find("sluice_consumer_lag_records"), std::string::npos);
   EXPECT_EQ(r.total("sluice_consumer_lag_records"), 0);
   lag.set(7);  // a reference held elsewhere stays valid
   auto& again = r.get_gauge("sluice_consumer_lag_records", "topic=\"in\",partition=\"3\"");
   EXPECT_EQ(&again, &lag);
-  EXPECT_NE(r.prometheus_text().find("sluice_consumer_lag_records{topic=\"in\",partition=\"3\"} 7\n"), std::string::npos);
+  EXPECT_NE(r.prometheus_text().find("sluice_consumer_lag_records{topic=\"in\",partition=\"3\"} 7\n"),
+            std::string::npos);
 }
 
 TEST(metrics, gauges_kept_in_microseconds_are_exposed_in_seconds) {

@@ -7,7 +7,9 @@
 TEST(topology, nodes_sharing_a_store_form_one_subtopology) {
   sluice::streams_builder b;
   auto t = b.table<std::string, std::string>("table", "t");
-  b.stream<std::string, std::string>("s").join(t, [](const std::string& a, const std::string& c) { return a + c; }).to("o");
+  b.stream<std::string, std::string>("s")
+      .join(t, [](const std::string& a, const std::string& c) { return a + c; })
+      .to("o");
   b.stream<std::string, std::string>("other").to("o2");
   auto topo = b.build();
   ASSERT_EQ(topo.subtopologies().size(), 2u);

@@ -289,7 +289,6 @@ TEST(transaction_recovery, lost_partitions_abort_the_open_transaction_instead_of
   EXPECT_EQ(app.state(), sluice::app_state::not_running) << app.error_message();
 }
 
-
 TEST(transaction_recovery, a_consumer_fenced_once_is_replaced_and_the_thread_goes_on) {
   ticker_job job("fenced", false,
                  {{"consumer.heartbeat.interval.ms", "500"},  // the injected error arrives soon

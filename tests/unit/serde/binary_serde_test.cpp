@@ -14,6 +14,7 @@
 namespace sluice {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::hex;
 using testing::line_item;
 using testing::order;
@@ -21,7 +22,6 @@ using testing::round_trip;
 using testing::serialization_error_of;
 using testing::text;
 using testing::throttle_setting;
-using ::testing::HasSubstr;
 
 static_assert(serde_for<binary_serde<order>, order>);
 
@@ -61,10 +61,11 @@ TEST(binary_serde, every_truncation_is_an_error_not_an_out_of_bounds_read) {
   const std::string full = binary_of(testing::sample_order());
   for (std::size_t n = 0; n < full.size(); ++n) {
     const std::string cut = full.substr(0, n);  // exact-size heap copy: ASan sees overreads
-    const std::string message =
-        serialization_error_of([&] { binary_serde<order>::deserialize(cut); });
-    if (n == 0) EXPECT_THAT(message, HasSubstr("empty input"));
-    else EXPECT_THAT(message, HasSubstr("truncated input")) << "at " << n;
+    const std::string message = serialization_error_of([&] { binary_serde<order>::deserialize(cut); });
+    if (n == 0)
+      EXPECT_THAT(message, HasSubstr("empty input"));
+    else
+      EXPECT_THAT(message, HasSubstr("truncated input")) << "at " << n;
   }
 }
 
@@ -74,19 +75,17 @@ TEST(binary_serde, truncation_names_the_field_and_the_shortfall) {
   EXPECT_THAT(serialization_error_of([&] { binary_serde<line_item>::deserialize(bytes); }),
               HasSubstr("field 'price': truncated input: expected 8 bytes for double, got 3"));
   // A string length larger than what is left is rejected before allocating.
-  EXPECT_THAT(serialization_error_of([] {
-                binary_serde<text>::deserialize(std::string("\x01\xff\xff\xff\xff\x0f", 6));
-              }),
-              HasSubstr("field 'body': truncated input: string length of 4294967295"));
+  EXPECT_THAT(
+      serialization_error_of([] { binary_serde<text>::deserialize(std::string("\x01\xff\xff\xff\xff\x0f", 6)); }),
+      HasSubstr("field 'body': truncated input: string length of 4294967295"));
 }
 
 TEST(binary_serde, garbage_is_rejected) {
   EXPECT_THAT(serialization_error_of([] { binary_serde<text>::deserialize("\x02"); }),
               HasSubstr("unknown format version 2"));
-  EXPECT_THAT(serialization_error_of([] {
-                binary_serde<throttle_setting>::deserialize(std::string("\x01\x00\x00\x07", 4));
-              }),
-              HasSubstr("field 'burst': invalid optional presence byte 7"));
+  EXPECT_THAT(
+      serialization_error_of([] { binary_serde<throttle_setting>::deserialize(std::string("\x01\x00\x00\x07", 4)); }),
+      HasSubstr("field 'burst': invalid optional presence byte 7"));
   EXPECT_THAT(serialization_error_of([] { binary_serde<text>::deserialize(std::string("\x01\x00\x00", 3)); }),
               HasSubstr("1 trailing bytes"));
   EXPECT_THAT(serialization_error_of([] {
@@ -102,8 +101,7 @@ TEST(binary_serde, garbage_is_rejected) {
     junk[0] = '\x01';
     try {
       (void)binary_serde<order>::deserialize(junk);
-    } catch (const serialization_error&) {
-    }
+    } catch (const serialization_error&) {}
   }
 }
 

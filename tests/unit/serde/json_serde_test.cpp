@@ -16,13 +16,13 @@
 namespace sluice {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::line_item;
 using testing::order;
 using testing::round_trip;
 using testing::serialization_error_of;
 using testing::text;
 using testing::throttle_setting;
-using ::testing::HasSubstr;
 
 static_assert(serde_for<json_serde<order>, order>);
 
@@ -42,11 +42,8 @@ TEST(json_serde, writes_compact_json_in_declaration_order) {
 
 TEST(json_serde, empty_optional_is_left_out_and_absent_or_null_reads_as_nullopt) {
   EXPECT_EQ(json_of(throttle_setting{"eu", 1, std::nullopt}), R"({"name":"eu","ttl_ms":1})");
-  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"name":"eu","ttl_ms":1})").burst,
-            std::nullopt);
-  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"name":"eu","ttl_ms":1,"burst":null})")
-                .burst,
-            std::nullopt);
+  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"name":"eu","ttl_ms":1})").burst, std::nullopt);
+  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"name":"eu","ttl_ms":1,"burst":null})").burst, std::nullopt);
 }
 
 TEST(json_serde, nested_struct_with_vectors_optionals_and_maps_round_trips) {
@@ -63,10 +60,9 @@ TEST(json_serde, nested_struct_with_vectors_optionals_and_maps_round_trips) {
 
 TEST(json_serde, escapes_quotes_backslashes_and_control_characters) {
   const std::string body = std::string("q\"b\\n\n t\t\x01\x1f\b\f\r", 14) + '\0' + "\x7f";
-  EXPECT_EQ(json_of(text{body}),
-            R"({"body":"q\"b\\n\n t\t\u0001\u001f\b\f\r\u0000)"
-            "\x7f"
-            R"("})");
+  EXPECT_EQ(json_of(text{body}), R"({"body":"q\"b\\n\n t\t\u0001\u001f\b\f\r\u0000)"
+                                 "\x7f"
+                                 R"("})");
   EXPECT_EQ(round_trip<json_serde<text>>(text{body}).body, body);
 }
 
@@ -114,10 +110,9 @@ TEST(json_serde, members_in_any_order_are_found) {
 }
 
 TEST(json_serde, wrong_type_names_the_field_path) {
-  EXPECT_THAT(serialization_error_of([] {
-                json_serde<throttle_setting>::deserialize(R"({"name":"eu","ttl_ms":"60s"})");
-              }),
-              HasSubstr("field 'ttl_ms': expected integer, got string"));
+  EXPECT_THAT(
+      serialization_error_of([] { json_serde<throttle_setting>::deserialize(R"({"name":"eu","ttl_ms":"60s"})"); }),
+      HasSubstr("field 'ttl_ms': expected integer, got string"));
   order o = testing::sample_order();
   std::string json = json_of(o);
   auto doc = nlohmann::json::parse(json);
@@ -134,9 +129,7 @@ TEST(json_serde, wrong_type_names_the_field_path) {
               HasSubstr("field 'gift.quantity': expected integer, got number 1.5"));
   EXPECT_THAT(serialization_error_of([] { json_serde<throttle_setting>::deserialize("[1]"); }),
               HasSubstr("expected object, got array"));
-  EXPECT_THAT(serialization_error_of([] {
-                json_serde<text>::deserialize(R"({"body":true})");
-              }),
+  EXPECT_THAT(serialization_error_of([] { json_serde<text>::deserialize(R"({"body":true})"); }),
               HasSubstr("field 'body': expected string, got boolean"));
 }
 
@@ -152,20 +145,17 @@ TEST(json_serde, missing_field_is_named) {
 
 TEST(json_serde, integer_overflow_is_an_error) {
   auto ttl = [](const std::string& number) {
-    return serialization_error_of([&] {
-      json_serde<throttle_setting>::deserialize(R"({"name":"a","ttl_ms":)" + number + "}");
-    });
+    return serialization_error_of(
+        [&] { json_serde<throttle_setting>::deserialize(R"({"name":"a","ttl_ms":)" + number + "}"); });
   };
   EXPECT_THAT(ttl("9223372036854775808"),
               HasSubstr("field 'ttl_ms': integer 9223372036854775808 out of range for int64"));
   EXPECT_THAT(ttl("-9223372036854775809"), HasSubstr("out of range for int64"));
   EXPECT_THAT(ttl("100000000000000000000000"), HasSubstr("out of range for int64"));
-  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"name":"a","ttl_ms":-9223372036854775808})")
-                .ttl_ms,
+  EXPECT_EQ(json_serde<throttle_setting>::deserialize(R"({"name":"a","ttl_ms":-9223372036854775808})").ttl_ms,
             std::numeric_limits<std::int64_t>::min());
-  EXPECT_THAT(serialization_error_of([] {
-                json_serde<throttle_setting>::deserialize(R"({"name":"a","ttl_ms":1,"burst":2147483648})");
-              }),
+  EXPECT_THAT(serialization_error_of(
+                  [] { json_serde<throttle_setting>::deserialize(R"({"name":"a","ttl_ms":1,"burst":2147483648})"); }),
               HasSubstr("field 'burst': integer 2147483648 out of range for int32"));
   const std::string o = json_of(testing::sample_order());
   auto doc = nlohmann::json::parse(o);
@@ -204,9 +194,9 @@ TEST(json_serde, store_codecs_write_scalars_as_json_text) {
 }
 
 TEST(json_serde, invalid_json_is_a_serialization_error) {
-  for (const char* bad : {"{", "}", "{\"name\":", "{\"name\":\"eu\",}", "nul", "{'a':1}",
-                          "{\"name\":\"eu\",\"ttl_ms\":1} trailing", "\"\xff\"",
-                          "{\"name\":\"\\ud800\",\"ttl_ms\":1}", "[[[[[[[["}) {
+  for (const char* bad :
+       {"{", "}", "{\"name\":", "{\"name\":\"eu\",}", "nul", "{'a':1}", "{\"name\":\"eu\",\"ttl_ms\":1} trailing",
+        "\"\xff\"", "{\"name\":\"\\ud800\",\"ttl_ms\":1}", "[[[[[[[["}) {
     EXPECT_THAT(serialization_error_of([&] { json_serde<throttle_setting>::deserialize(bad); }),
                 HasSubstr("invalid JSON"))
         << bad;
@@ -236,7 +226,8 @@ TEST(json_serde, nesting_is_bounded_at_one_thousand_levels_counting_only_outside
   const std::string at_limit = R"({"body":")" + std::string(2000, 'x') + R"(","deep":)" + nested(999) + "}";
   EXPECT_EQ(json_serde<text>::deserialize(at_limit).body, std::string(2000, 'x')) << "1,000 levels are accepted";
   const std::string over = R"({"body":"x","deep":)" + nested(1000) + "}";
-  EXPECT_THAT(serialization_error_of([&] { json_serde<text>::deserialize(over); }), HasSubstr("deeper than 1000 levels"));
+  EXPECT_THAT(serialization_error_of([&] { json_serde<text>::deserialize(over); }),
+              HasSubstr("deeper than 1000 levels"));
 }
 
 TEST(json_serde, a_two_megabyte_string_round_trips) {

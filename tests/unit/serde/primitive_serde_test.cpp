@@ -11,10 +11,10 @@
 namespace sluice {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::hex;
 using testing::round_trip;
 using testing::serialization_error_of;
-using ::testing::HasSubstr;
 
 template <class S>
 std::string bytes_of(const typename S::value_type& v) {
@@ -39,8 +39,8 @@ TEST(primitive_serde, int32_is_big_endian_like_kafka_integer_serializer) {
   EXPECT_EQ(hex(bytes_of<int32_serde>(258)), "00 00 01 02");
   EXPECT_EQ(hex(bytes_of<int32_serde>(-1)), "ff ff ff ff");
   EXPECT_EQ(hex(bytes_of<int32_serde>(std::numeric_limits<std::int32_t>::min())), "80 00 00 00");
-  for (std::int32_t v : {0, 1, -1, 258, std::numeric_limits<std::int32_t>::max(),
-                         std::numeric_limits<std::int32_t>::min()})
+  for (std::int32_t v :
+       {0, 1, -1, 258, std::numeric_limits<std::int32_t>::max(), std::numeric_limits<std::int32_t>::min()})
     EXPECT_EQ(round_trip<int32_serde>(v), v);
 }
 
@@ -68,8 +68,7 @@ TEST(primitive_serde, double_is_ieee_big_endian_like_kafka_double_serializer) {
   EXPECT_EQ(round_trip<double_serde>(-0.1), -0.1);
   EXPECT_TRUE(std::signbit(round_trip<double_serde>(-0.0)));
   EXPECT_TRUE(std::isnan(round_trip<double_serde>(std::numeric_limits<double>::quiet_NaN())));
-  EXPECT_EQ(round_trip<double_serde>(std::numeric_limits<double>::infinity()),
-            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(round_trip<double_serde>(std::numeric_limits<double>::infinity()), std::numeric_limits<double>::infinity());
   EXPECT_EQ(round_trip<float_serde>(3.5f), 3.5f);
 }
 

@@ -12,37 +12,23 @@
 namespace sluice::testing {
 
 struct line_item {
-  BOOST_HANA_DEFINE_STRUCT(line_item,
-    (std::string, sku),
-    (std::int32_t, quantity),
-    (double, price));
+  BOOST_HANA_DEFINE_STRUCT(line_item, (std::string, sku), (std::int32_t, quantity), (double, price));
   friend bool operator==(const line_item&, const line_item&) = default;
 };
 
 struct order {
-  BOOST_HANA_DEFINE_STRUCT(order,
-    (std::string, id),
-    (bool, paid),
-    (std::int8_t, priority),
-    (std::uint16_t, region),
-    (std::int64_t, created_ms),
-    (std::uint64_t, sequence),
-    (float, discount),
-    (std::vector<line_item>, items),
-    (std::optional<std::string>, note),
-    (std::optional<line_item>, gift),
-    (std::map<std::string, std::int64_t>, counters),
-    (std::map<std::string, std::vector<std::string>>, tags),
-    (std::vector<std::optional<std::int32_t>>, slots),
-    (std::vector<bool>, flags));
+  BOOST_HANA_DEFINE_STRUCT(order, (std::string, id), (bool, paid), (std::int8_t, priority), (std::uint16_t, region),
+                           (std::int64_t, created_ms), (std::uint64_t, sequence), (float, discount),
+                           (std::vector<line_item>, items), (std::optional<std::string>, note),
+                           (std::optional<line_item>, gift), (std::map<std::string, std::int64_t>, counters),
+                           (std::map<std::string, std::vector<std::string>>, tags),
+                           (std::vector<std::optional<std::int32_t>>, slots), (std::vector<bool>, flags));
   friend bool operator==(const order&, const order&) = default;
 };
 
 struct throttle_setting {
-  BOOST_HANA_DEFINE_STRUCT(throttle_setting,
-    (std::string, name),
-    (std::int64_t, ttl_ms),
-    (std::optional<std::int32_t>, burst));
+  BOOST_HANA_DEFINE_STRUCT(throttle_setting, (std::string, name), (std::int64_t, ttl_ms),
+                           (std::optional<std::int32_t>, burst));
   friend bool operator==(const throttle_setting&, const throttle_setting&) = default;
 };
 

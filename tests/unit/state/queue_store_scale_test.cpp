@@ -43,8 +43,7 @@ TEST(queue_store_scale, head_read_after_ten_million_pops_uses_bounded_operations
   test::temp_dir dir;
   rocksdb_environment env({.memory_budget_bytes = std::size_t{64} << 20});
   auto q = std::make_unique<queue_store>(
-      open_rocksdb_store({.name = "queues", .directory = dir.path(), .read_cache_bytes = 0}, env),
-      nullptr);
+      open_rocksdb_store({.name = "queues", .directory = dir.path(), .read_cache_bytes = 0}, env), nullptr);
   constexpr std::uint64_t total = 10'000'000;
   constexpr std::uint64_t round = 100'000;
   std::uint64_t next = 0;

@@ -48,11 +48,9 @@ class recording_changelog final : public changelog_sink {
     std::optional<std::string> value;
     std::int64_t timestamp;
   };
-  void log(std::string_view key, const std::optional<std::string_view>& value,
-           std::int64_t timestamp) override {
-    pending_.push_back({std::string(key),
-                        value ? std::optional<std::string>(std::string(*value)) : std::nullopt,
-                        timestamp});
+  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
+    pending_.push_back(
+        {std::string(key), value ? std::optional<std::string>(std::string(*value)) : std::nullopt, timestamp});
   }
   void commit() {
     log_.insert(log_.end(), pending_.begin(), pending_.end());
@@ -68,9 +66,7 @@ class recording_changelog final : public changelog_sink {
       std::vector<restore_record> batch;
       for (std::size_t j = i; j < std::min(log_.size(), i + batch_size); ++j) {
         const auto& r = log_[j];
-        batch.push_back({r.key,
-                         r.value ? std::optional<std::string_view>(*r.value) : std::nullopt,
-                         r.timestamp});
+        batch.push_back({r.key, r.value ? std::optional<std::string_view>(*r.value) : std::nullopt, r.timestamp});
       }
       offset += static_cast<std::int64_t>(batch.size());
       store.restore(batch, changelog_offset(offset));
@@ -90,14 +86,12 @@ std::vector<std::string> values(const std::vector<queue_entry>& entries) {
 
 class queue_store_conformance : public ::testing::TestWithParam<backend> {
  protected:
-  std::unique_ptr<queue_store> open(std::string name = "queues",
-                                    recording_changelog* changelog = nullptr) {
+  std::unique_ptr<queue_store> open(std::string name = "queues", recording_changelog* changelog = nullptr) {
     store_options o{.name = std::move(name), .directory = dir_.path()};
     return std::make_unique<queue_store>(GetParam().open(o), changelog);
   }
 
-  std::vector<std::string> peek_values(queue_store& q, std::string_view queue,
-                                       std::size_t n = 1000) {
+  std::vector<std::string> peek_values(queue_store& q, std::string_view queue, std::size_t n = 1000) {
     std::vector<queue_entry> out;
     q.peek(queue, n, out);
     return values(out);
@@ -205,9 +199,9 @@ TEST_P(queue_store_conformance, the_changelog_rebuilds_every_queue) {
     }
     commit(*q, log);
     q->pop("q0", 3, 200);
-    q->pop("q1", 10, 200);  // empties q1
+    q->pop("q1", 10, 200);                     // empties q1
     q->append("q2", {0, 7}, "replayed", 200);  // already queued: logs nothing
-    q->append("q2", {0, 3}, "late", 200);  // below the tail, not queued before: appended
+    q->append("q2", {0, 3}, "late", 200);      // below the tail, not queued before: appended
     commit(*q, log);
     q->pop("q2", 4, 300);
     q->abort();  // never happened
@@ -220,8 +214,7 @@ TEST_P(queue_store_conformance, the_changelog_rebuilds_every_queue) {
     log.replay_into(*r, batch);
     EXPECT_EQ(r->committed_offset(), changelog_offset(static_cast<std::int64_t>(log.records().size())));
     EXPECT_EQ(r->non_empty_queues(), (std::set<std::string, std::less<>>{"q0", "q2", "q3", "q4"}));
-    EXPECT_EQ(peek_values(*r, "q0"),
-              (std::vector<std::string>{"v15", "v20", "v25", "v30", "v35", "v40", "v45"}));
+    EXPECT_EQ(peek_values(*r, "q0"), (std::vector<std::string>{"v15", "v20", "v25", "v30", "v35", "v40", "v45"}));
     EXPECT_TRUE(peek_values(*r, "q1").empty());
     EXPECT_EQ(r->size("q2"), 11u);
     EXPECT_EQ(peek_values(*r, "q2", 2), (std::vector<std::string>{"v2", "late"}));
@@ -325,10 +318,9 @@ TEST_P(queue_store_conformance, randomized_operations_agree_with_a_deque_model) 
 auto backend_name = [](const ::testing::TestParamInfo<backend>& info) { return info.param.name; };
 INSTANTIATE_TEST_SUITE_P(
     stores, queue_store_conformance,
-    ::testing::Values(
-        backend{"rocksdb",
-                [](const store_options& o) { return open_rocksdb_store(o, shared_environment()); }},
-        backend{"memory", [](const store_options& o) { return open_memory_store(o); }}),
+    ::testing::Values(backend{"rocksdb",
+                              [](const store_options& o) { return open_rocksdb_store(o, shared_environment()); }},
+                      backend{"memory", [](const store_options& o) { return open_memory_store(o); }}),
     backend_name);
 
 /// RocksDB's internal counters for what a read stepped over.
@@ -344,8 +336,7 @@ skipped count_skipped(F&& read) {
   rocksdb::get_perf_context()->Reset();
   read();
   const auto* pc = rocksdb::get_perf_context();
-  skipped s{pc->internal_key_skipped_count, pc->internal_delete_skipped_count,
-            pc->internal_range_del_reseek_count};
+  skipped s{pc->internal_key_skipped_count, pc->internal_delete_skipped_count, pc->internal_range_del_reseek_count};
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
   return s;
 }
@@ -353,8 +344,7 @@ skipped count_skipped(F&& read) {
 class queue_store_rocksdb : public ::testing::Test {
  protected:
   std::unique_ptr<queue_store> open(std::string name, recording_changelog* log = nullptr) {
-    store_options o{.name = std::move(name), .directory = dir_.path(),
-                    .read_cache_bytes = 0};
+    store_options o{.name = std::move(name), .directory = dir_.path(), .read_cache_bytes = 0};
     return std::make_unique<queue_store>(open_rocksdb_store(o, shared_environment()), log);
   }
   temp_dir dir_;
@@ -397,7 +387,9 @@ class compaction_recording_store final : public kv_store {
   std::optional<std::string> get(std::string_view key) override { return inner_->get(key); }
   bool get(std::string_view key, std::string& out) override { return inner_->get(key, out); }
   void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
-  bool put_if_absent(std::string_view key, std::string_view value) override { return inner_->put_if_absent(key, value); }
+  bool put_if_absent(std::string_view key, std::string_view value) override {
+    return inner_->put_if_absent(key, value);
+  }
   void remove(std::string_view key) override { inner_->remove(key); }
   void remove_range(std::string_view from, std::string_view to) override { inner_->remove_range(from, to); }
   void compact_range(std::string_view from, std::string_view to, compaction_mode mode) override {
@@ -415,7 +407,9 @@ class compaction_recording_store final : public kv_store {
   }
 
  protected:
-  kv_iterator make_range(std::string_view f, std::string_view t, direction d) override { return inner_->range(f, t, d); }
+  kv_iterator make_range(std::string_view f, std::string_view t, direction d) override {
+    return inner_->range(f, t, d);
+  }
   kv_iterator make_prefix(std::string_view p, direction d) override { return inner_->prefix(p, d); }
   kv_iterator make_all(direction d) override { return inner_->all(d); }
 
@@ -426,8 +420,7 @@ class compaction_recording_store final : public kv_store {
 
 TEST(queue_store_compaction, asks_for_a_background_compaction_of_its_entries_every_n_committed_pops) {
   std::vector<compaction_recording_store::request> requests;
-  queue_store q(std::make_unique<compaction_recording_store>(&requests), nullptr,
-                {.compact_after_consumed = 10});
+  queue_store q(std::make_unique<compaction_recording_store>(&requests), nullptr, {.compact_after_consumed = 10});
   for (std::uint64_t i = 0; i < 40; ++i) q.append(i % 2 == 0 ? "a" : "b", {0, i}, "v", 0);
   q.commit(changelog_offset(1));
   q.pop("a", 6, 0);

@@ -59,7 +59,9 @@ class scan_counting_store final : public kv_store {
   std::optional<std::string> get(std::string_view key) override { return inner_->get(key); }
   bool get(std::string_view key, std::string& out) override { return inner_->get(key, out); }
   void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
-  bool put_if_absent(std::string_view key, std::string_view value) override { return inner_->put_if_absent(key, value); }
+  bool put_if_absent(std::string_view key, std::string_view value) override {
+    return inner_->put_if_absent(key, value);
+  }
   void remove(std::string_view key) override { inner_->remove(key); }
   void remove_range(std::string_view from, std::string_view to) override { inner_->remove_range(from, to); }
   std::uint64_t approximate_count() override { return inner_->approximate_count(); }
@@ -226,7 +228,9 @@ TEST_P(ranked_index_conformance, index_keys_of_any_bytes_never_collide) {
   std::string key;
   ranked_index::encode_key(long_index, "m", key);
   EXPECT_EQ(ranked_index::index_of_key(key), long_index);
-  EXPECT_EQ(ranked_index::index_of_key("\x05" "ab"), std::nullopt);
+  EXPECT_EQ(ranked_index::index_of_key("\x05"
+                                       "ab"),
+            std::nullopt);
 }
 
 TEST_P(ranked_index_conformance, abort_rolls_back_ranks_and_commit_keeps_them) {
@@ -258,8 +262,10 @@ TEST_P(ranked_index_conformance, restore_from_the_changelog_rebuilds_identical_r
   for (int i = 0; i < 3000; ++i) {
     std::string index = "i" + std::to_string(rng() % 3);
     std::string member = "m" + std::to_string(rng() % 400);
-    if (rng() % 5 == 0) original->remove(index, member, i);
-    else original->upsert(index, member, be32(rng() % 500), i);
+    if (rng() % 5 == 0)
+      original->remove(index, member, i);
+    else
+      original->upsert(index, member, be32(rng() % 500), i);
   }
   original->commit(changelog_offset(static_cast<std::int64_t>(sink.records.size())));
 
@@ -287,7 +293,8 @@ TEST_P(ranked_index_conformance, reopening_a_durable_store_gives_the_same_ranks)
   if (GetParam().name != "rocksdb") GTEST_SKIP() << "the in-memory store starts empty on every open";
   {
     auto idx = open();
-    for (int i = 0; i < 500; ++i) idx->upsert("b", "m" + std::to_string(i), be32(static_cast<std::uint32_t>(i % 50)), 1);
+    for (int i = 0; i < 500; ++i)
+      idx->upsert("b", "m" + std::to_string(i), be32(static_cast<std::uint32_t>(i % 50)), 1);
     idx->commit(changelog_offset(500));
   }
   auto idx = open();
@@ -304,7 +311,8 @@ TEST_P(ranked_index_conformance, queries_on_a_loaded_index_open_no_scan_of_the_s
   auto counting = std::make_unique<scan_counting_store>(GetParam().open(so));
   counting->scans = &scans;
   ranked_index idx(std::move(counting), nullptr, memory_, {.now_ms = clock_.fn()});
-  for (int i = 0; i < 5000; ++i) idx.upsert("b", "m" + std::to_string(i), be32(static_cast<std::uint32_t>(i * 7 % 1000)), 1);
+  for (int i = 0; i < 5000; ++i)
+    idx.upsert("b", "m" + std::to_string(i), be32(static_cast<std::uint32_t>(i * 7 % 1000)), 1);
   EXPECT_EQ(idx.count("b"), 5000u);  // the one load
   EXPECT_EQ(scans, 1);
   for (int i = 0; i < 1000; ++i) {
@@ -326,7 +334,8 @@ TEST_P(ranked_index_conformance, memory_budget_drops_least_recently_used_indexes
   auto idx = open(nullptr, {.idle_eviction = std::chrono::milliseconds(0)}, "board", &small);
   for (int i = 0; i < 40; ++i)
     for (int m = 0; m < 100; ++m)
-      idx->upsert("i" + std::to_string(i), "m" + std::to_string(m), be32(static_cast<std::uint32_t>((m * 31) % 100)), 1);
+      idx->upsert("i" + std::to_string(i), "m" + std::to_string(m), be32(static_cast<std::uint32_t>((m * 31) % 100)),
+                  1);
   for (int i = 0; i < 40; ++i) {
     ASSERT_EQ(idx->count("i" + std::to_string(i)), 100u);
     EXPECT_LE(idx->memory_bytes(), std::size_t{64} << 10);
@@ -346,7 +355,8 @@ TEST_P(ranked_index_conformance, stores_sharing_a_budget_give_up_their_least_rec
   // Two stores (two tasks) on one budget: the lists used longest ago go first, whichever
   // store holds them, and every rank is the same after the rebuild.
   auto fill = [](ranked_index& idx, const std::string& index) {
-    for (int m = 0; m < 100; ++m) idx.upsert(index, "m" + std::to_string(m), be32(static_cast<std::uint32_t>((m * 31) % 100)), 1);
+    for (int m = 0; m < 100; ++m)
+      idx.upsert(index, "m" + std::to_string(m), be32(static_cast<std::uint32_t>((m * 31) % 100)), 1);
   };
   // A budget of 5.5 lists: a's four fit, a's and b's eight do not, b's four do.
   std::size_t one_list = 0;
@@ -392,7 +402,8 @@ TEST_P(ranked_index_conformance, stores_on_several_threads_share_one_budget_and_
   constexpr int threads = 4, indexes = 6, members = 150, rounds = 1500;
   std::vector<std::unique_ptr<ranked_index>> stores;
   for (int t = 0; t < threads; ++t)
-    stores.push_back(open(nullptr, {.idle_eviction = std::chrono::milliseconds(0)}, "board-" + std::to_string(t), &shared));
+    stores.push_back(
+        open(nullptr, {.idle_eviction = std::chrono::milliseconds(0)}, "board-" + std::to_string(t), &shared));
   std::vector<std::thread> workers;
   std::vector<int> mismatches(threads, 0);
   for (int t = 0; t < threads; ++t) {
@@ -536,7 +547,8 @@ TEST_P(ranked_index_conformance, random_operations_agree_with_a_sorted_vector_mo
       model.current = model.committed;
     }
   }
-  for (auto& [index, l] : model.current) ASSERT_EQ(idx->range(index, 0, l.size() + 1), model.range(index, 0, l.size() + 1));
+  for (auto& [index, l] : model.current)
+    ASSERT_EQ(idx->range(index, 0, l.size() + 1), model.range(index, 0, l.size() + 1));
 }
 
 TEST_P(ranked_index_conformance, positions_stay_exact_across_many_block_splits_and_merges) {
@@ -573,7 +585,8 @@ TEST_P(ranked_index_conformance, positions_stay_exact_across_many_block_splits_a
 
 INSTANTIATE_TEST_SUITE_P(
     backends, ranked_index_conformance,
-    ::testing::Values(backend{"rocksdb", [](const store_options& o) { return open_rocksdb_store(o, shared_environment()); }},
+    ::testing::Values(backend{"rocksdb",
+                              [](const store_options& o) { return open_rocksdb_store(o, shared_environment()); }},
                       backend{"memory", [](const store_options& o) { return open_memory_store(o); }}),
     [](const auto& info) { return info.param.name; });
 

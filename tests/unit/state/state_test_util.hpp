@@ -51,10 +51,9 @@ class temp_dir {
   temp_dir() {
     static std::atomic<int> counter{0};
     std::random_device rd;
-    const std::string owner = is_child_process() ? child_prefix(::getppid())
-                                                 : "sluice-state-" + std::to_string(::getpid());
-    path_ = fs::temp_directory_path() /
-            (owner + "-" + std::to_string(counter++) + "-" + std::to_string(rd()));
+    const std::string owner =
+        is_child_process() ? child_prefix(::getppid()) : "sluice-state-" + std::to_string(::getpid());
+    path_ = fs::temp_directory_path() / (owner + "-" + std::to_string(counter++) + "-" + std::to_string(rd()));
     fs::create_directories(path_);
   }
   temp_dir(const temp_dir&) = delete;
@@ -70,16 +69,13 @@ class temp_dir {
   const fs::path& path() const { return path_; }
 
  private:
-  static std::string child_prefix(pid_t parent) {
-    return "sluice-state-child-of-" + std::to_string(parent) + "-";
-  }
+  static std::string child_prefix(pid_t parent) { return "sluice-state-child-of-" + std::to_string(parent) + "-"; }
   fs::path path_;
 };
 
 /// A clock tests move by hand; thread-safe (RocksDB compaction threads read it).
 struct manual_clock {
-  std::shared_ptr<std::atomic<std::int64_t>> now =
-      std::make_shared<std::atomic<std::int64_t>>(1'700'000'000'000);
+  std::shared_ptr<std::atomic<std::int64_t>> now = std::make_shared<std::atomic<std::int64_t>>(1'700'000'000'000);
   std::function<std::int64_t()> fn() const {
     return [n = now] { return n->load(); };
   }
@@ -91,8 +87,7 @@ struct manual_clock {
 inline int run_child(const std::string& argument) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
-  std::string filter = std::string("--gtest_filter=") + info->test_suite_name() + "." +
-                       info->name();
+  std::string filter = std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     env_strings.emplace_back(*e);

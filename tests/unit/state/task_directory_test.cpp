@@ -16,8 +16,7 @@ namespace {
 using test::temp_dir;
 namespace fs = std::filesystem;
 
-constexpr const char* locked_message_tail =
-    "is locked by another sluice instance (pid ";
+constexpr const char* locked_message_tail = "is locked by another sluice instance (pid ";
 
 TEST(task_directory, creates_application_and_task_folders_and_records_the_pid) {
   temp_dir dir;
@@ -36,9 +35,8 @@ TEST(task_directory, second_holder_in_the_same_process_is_rejected) {
   task_directory first(dir.path(), "app", "0_0");
   auto e = test::thrown_error([&] { task_directory second(dir.path(), "app", "0_0"); });
   EXPECT_EQ(e.code(), errc::state);
-  const std::string expected = "state directory '" + first.path().string() + "' " +
-                               locked_message_tail + std::to_string(::getpid()) +
-                               "); give each instance its own state.dir";
+  const std::string expected = "state directory '" + first.path().string() + "' " + locked_message_tail +
+                               std::to_string(::getpid()) + "); give each instance its own state.dir";
   EXPECT_EQ(std::string(e.what()), expected);
   task_directory other_task(dir.path(), "app", "0_1");  // other tasks are independent
 }
@@ -48,8 +46,8 @@ TEST(task_directory, second_holder_in_another_process_is_rejected) {
     try {
       task_directory second(child_dir, "app", "0_0");
     } catch (const sluice::error& e) {
-      const bool expected = e.code() == errc::state &&
-                            std::string(e.what()).find(locked_message_tail) != std::string::npos;
+      const bool expected =
+          e.code() == errc::state && std::string(e.what()).find(locked_message_tail) != std::string::npos;
       std::_Exit(expected ? 3 : 4);
     }
     std::_Exit(5);  // took a lock it should not have
@@ -100,12 +98,11 @@ TEST(application_directory, second_instance_on_the_same_state_dir_is_rejected_na
   auto e = test::thrown_error([&] { application_directory second(dir.path(), "app"); });
   EXPECT_EQ(e.code(), errc::state);
   EXPECT_EQ(std::string(e.what()),
-            "state directory '" + first.path().string() + "' " + locked_message_tail +
-                std::to_string(::getpid()) +
+            "state directory '" + first.path().string() + "' " + locked_message_tail + std::to_string(::getpid()) +
                 "); it is already running with this state.dir; stop it first, or give this instance "
                 "its own state.dir (and instance.id)");
   application_directory other_app(dir.path(), "other-app");  // another job is independent
-  task_directory task(dir.path(), "app", "0_0");  // the instance's own tasks still lock
+  task_directory task(dir.path(), "app", "0_0");             // the instance's own tasks still lock
 }
 
 TEST(application_directory, lock_is_released_on_destruction) {

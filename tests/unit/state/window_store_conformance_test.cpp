@@ -56,7 +56,9 @@ class delete_counting_store final : public kv_store {
   std::optional<std::string> get(std::string_view key) override { return inner_->get(key); }
   bool get(std::string_view key, std::string& out) override { return inner_->get(key, out); }
   void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
-  bool put_if_absent(std::string_view key, std::string_view value) override { return inner_->put_if_absent(key, value); }
+  bool put_if_absent(std::string_view key, std::string_view value) override {
+    return inner_->put_if_absent(key, value);
+  }
   void remove(std::string_view key) override {
     ++point_deletes;
     inner_->remove(key);
@@ -79,7 +81,9 @@ class delete_counting_store final : public kv_store {
   int range_deletes = 0;
 
  protected:
-  kv_iterator make_range(std::string_view f, std::string_view t, direction d) override { return inner_->range(f, t, d); }
+  kv_iterator make_range(std::string_view f, std::string_view t, direction d) override {
+    return inner_->range(f, t, d);
+  }
   kv_iterator make_prefix(std::string_view p, direction d) override { return inner_->prefix(p, d); }
   kv_iterator make_all(direction d) override { return inner_->all(d); }
 
@@ -124,7 +128,8 @@ class window_store_conformance : public ::testing::TestWithParam<backend> {
   }
   /// Retention 100 ms in segments of 50 ms: a window is live while start > observed - 100.
   std::unique_ptr<window_store> open(changelog_sink* sink = nullptr, const std::string& name = "windows") {
-    return std::make_unique<window_store>(open_kv(name), sink, window_store_options{.retention = 100ms, .segment_interval = 50ms});
+    return std::make_unique<window_store>(open_kv(name), sink,
+                                          window_store_options{.retention = 100ms, .segment_interval = 50ms});
   }
   temp_dir dir_;
 };
@@ -136,7 +141,8 @@ TEST_P(window_store_conformance, fetch_returns_a_keys_windows_in_the_time_range_
   s->put("pages", 10, "other key", 10);  // and one that "page" is a prefix of
   s->commit(changelog_offset(1));
   EXPECT_EQ(windows(*s, "page", 10, 60), (W{{10, "v10"}, {49, "v49"}, {50, "v50"}, {60, "v60"}}));
-  EXPECT_EQ(windows(*s, "page", 0, 1000), (W{{0, "v0"}, {10, "v10"}, {49, "v49"}, {50, "v50"}, {60, "v60"}, {99, "v99"}}));
+  EXPECT_EQ(windows(*s, "page", 0, 1000),
+            (W{{0, "v0"}, {10, "v10"}, {49, "v49"}, {50, "v50"}, {60, "v60"}, {99, "v99"}}));
   EXPECT_EQ(windows(*s, "pag", 0, 1000), (W{{10, "other key"}}));
   EXPECT_EQ(s->fetch("page", 49), std::optional<std::string>("v49"));
   EXPECT_EQ(s->fetch("page", 48), std::nullopt);
@@ -231,7 +237,8 @@ TEST_P(window_store_conformance, restore_from_its_changelog_rebuilds_live_window
 }
 
 TEST_P(window_store_conformance, a_reopened_store_keeps_committed_windows_and_its_observed_time) {
-  if (!GetParam().persistent) GTEST_SKIP() << "the in-memory store starts empty on every open (restored from its changelog)";
+  if (!GetParam().persistent)
+    GTEST_SKIP() << "the in-memory store starts empty on every open (restored from its changelog)";
   {
     auto s = open();
     s->put("k", 30, "a", 30);
@@ -289,9 +296,9 @@ TEST(window_store, default_segment_interval_is_kafka_streams_max_of_half_the_ret
 
 INSTANTIATE_TEST_SUITE_P(
     backends, window_store_conformance,
-    ::testing::Values(
-        backend{"rocksdb", [](const store_options& o) { return open_rocksdb_store(o, shared_environment()); }, true},
-        backend{"memory", [](const store_options& o) { return open_memory_store(o); }, false}),
+    ::testing::Values(backend{"rocksdb",
+                              [](const store_options& o) { return open_rocksdb_store(o, shared_environment()); }, true},
+                      backend{"memory", [](const store_options& o) { return open_memory_store(o); }, false}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
