@@ -385,23 +385,21 @@ std::uint32_t live_state_table::insert(std::string_view customer, const live_sta
   if ((entries_.size() + 1) * 2 > index_.size()) grow();
   const auto number = static_cast<std::uint32_t>(entries_.size());
   entries_.push_back({std::string(customer), live});
-  const std::uint64_t h = hash(customer);
+  place(number);
+  return number;
+}
+
+void live_state_table::place(std::uint32_t number) {
+  const std::uint64_t h = hash(entries_[number].customer);
   const std::size_t mask = index_.size() - 1;
   std::size_t i = h & mask;
-  while (index_[i].number != 0) i = (i + 1) & mask;
+  while (index_[i].number != 0) i = (i + 1) & mask;  // at most half full: an empty slot comes
   index_[i] = {static_cast<std::uint32_t>(h >> 32), number + 1};
-  return number;
 }
 
 void live_state_table::grow() {
   index_.assign(std::max<std::size_t>(64, index_.size() * 2), slot{});
-  const std::size_t mask = index_.size() - 1;
-  for (std::uint32_t n = 0; n < entries_.size(); ++n) {
-    const std::uint64_t h = hash(entries_[n].customer);
-    std::size_t i = h & mask;
-    while (index_[i].number != 0) i = (i + 1) & mask;
-    index_[i] = {static_cast<std::uint32_t>(h >> 32), n + 1};
-  }
+  for (std::uint32_t n = 0; n < entries_.size(); ++n) place(n);
 }
 
 void live_state_table::clear() {

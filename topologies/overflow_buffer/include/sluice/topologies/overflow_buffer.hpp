@@ -180,6 +180,8 @@ class live_state_table {
     std::uint32_t number = 0;  ///< the entry's number + 1; 0: empty
   };
   static std::uint64_t hash(std::string_view customer) noexcept;
+  /// Puts entry `number` into the index (its first free slot from its hash's).
+  void place(std::uint32_t number);
   void grow();
   std::vector<slot> index_;  ///< a power of two in size, or empty
   std::vector<entry> entries_;
