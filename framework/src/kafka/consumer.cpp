@@ -425,6 +425,7 @@ bool consumer::wake_stalled_fetch(std::chrono::milliseconds timeout) {
   if (behind.empty()) return false;
   const auto& e = *behind[wake_turn_++ % behind.size()];
   std::int64_t low = -1, high = -1;
+  ++fetch_wakes_;
   // The answer is not used: the request is what wakes the leader's broker thread.
   (void)rd_kafka_query_watermark_offsets(rk_.get(), e.topic, e.partition, &low, &high,
                                          static_cast<int>(timeout.count()));

@@ -128,6 +128,8 @@ class consumer {
   /// that poll_batch() or poll_lent() returns resets it). Waits up to `timeout` for the
   /// answer, which it does not use; a failure is ignored. Returns true when it asked.
   bool wake_stalled_fetch(std::chrono::milliseconds timeout);
+  /// How many times wake_stalled_fetch() asked (since this consumer was made).
+  std::uint64_t fetch_wakes() const noexcept { return fetch_wakes_; }
 
   /// One message, or nullopt if none arrived within `timeout`.
   std::optional<message> poll(std::chrono::milliseconds timeout);
@@ -195,7 +197,8 @@ class consumer {
   std::vector<topic_partition> paused_;  // by pause(), until resume(): not woken
   std::chrono::steady_clock::time_point next_wake_{};
   std::chrono::milliseconds wake_interval_{0};
-  std::size_t wake_turn_ = 0;                  // which lagging partition the next wake asks about
+  std::size_t wake_turn_ = 0;  // which lagging partition the next wake asks about
+  std::uint64_t fetch_wakes_ = 0;
   std::vector<message> spare_;                 // messages poll_batch shrank off, buffers kept for reuse
   std::vector<rd_kafka_message_t*> lent_raw_;  // poll_lent: what librdkafka handed out
   std::vector<lent_message> lent_;             // poll_lent: views of the records among them

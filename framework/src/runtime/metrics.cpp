@@ -107,6 +107,8 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_commit_latency_seconds",
      "One commit: producer flush plus offsets (plus the transaction commit under exactly_once)."},
     {"sluice_transaction_aborts_total", "Transactions aborted (fencing, timeouts, unknown outcomes)."},
+    {"sluice_fetch_wakes_total",
+     "Times a stream thread's consumer woke a fetcher librdkafka left asleep while records waited on the broker."},
     {"sluice_consumer_lag_records",
      "Records between the consumer position and the high watermark of a source partition this instance owns, "
      "updated at each commit."},

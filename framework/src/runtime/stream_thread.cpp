@@ -85,7 +85,8 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
                        &services.metrics->get_gauge("sluice_restore_rate_records_per_second", label_)},
       commit_latency_(services.metrics->get_histogram("sluice_commit_latency_ms", label_)),
       retries_(services.metrics->get_counter("sluice_task_retries_total", label_)),
-      recoveries_(services.metrics->get_counter("sluice_task_recoveries_total", label_)) {}
+      recoveries_(services.metrics->get_counter("sluice_task_recoveries_total", label_)),
+      fetch_wakes_(services.metrics->get_counter("sluice_fetch_wakes_total", label_)) {}
 
 stream_thread::~stream_thread() {
   request_stop();
@@ -206,6 +207,10 @@ void stream_thread::loop_once() {
     timeout = until_next_release(services_.wall_clock_ms(), timeout);
     // A dry poll also wakes a fetcher librdkafka left asleep (kafka::consumer::wake_stalled_fetch).
     consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
+    if (const auto wakes = consumer_->fetch_wakes(); wakes != fetch_wakes_seen_) {
+      if (wakes > fetch_wakes_seen_) fetch_wakes_.add(wakes - fetch_wakes_seen_);
+      fetch_wakes_seen_ = wakes;
+    }
     tasks_->pause_restoring_inputs();
     auto batch_time = services_.wall_clock_ms();
     for (auto& m : batch_) {

@@ -204,6 +204,10 @@ class stream_thread final : kafka::rebalance_listener {
   histogram& commit_latency_;
   counter& retries_;
   counter& recoveries_;
+  /// sluice_fetch_wakes_total: the group consumer's kafka::consumer::fetch_wakes, counted
+  /// after each poll (a recreated consumer starts again from 0).
+  counter& fetch_wakes_;
+  std::uint64_t fetch_wakes_seen_ = 0;
 };
 
 }  // namespace sluice::runtime

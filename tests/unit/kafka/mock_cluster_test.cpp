@@ -168,8 +168,10 @@ TEST(kafka_mock_cluster, a_dry_poll_wakes_the_fetcher_of_an_unpaused_partition_w
   std::int64_t delivered = static_cast<std::int64_t>(batch.size());
   ASSERT_TRUE(c.cached_high_watermark("stall", 0).has_value());
   EXPECT_EQ(*c.cached_high_watermark("stall", 0), total);
+  EXPECT_EQ(c.fetch_wakes(), 0u);
   EXPECT_TRUE(c.wake_stalled_fetch(5s)) << "records left on the broker";
   EXPECT_FALSE(c.wake_stalled_fetch(5s)) << "asked again within the interval";
+  EXPECT_EQ(c.fetch_wakes(), 1u) << "only the call that asked counts";
 
   // A delivered record resets the interval; a paused partition is never woken.
   ASSERT_TRUE(c.poll_batch(batch, 10, 5s));
@@ -178,6 +180,7 @@ TEST(kafka_mock_cluster, a_dry_poll_wakes_the_fetcher_of_an_unpaused_partition_w
   EXPECT_FALSE(c.wake_stalled_fetch(5s)) << "the only partition behind is paused";
   c.resume({{"stall", 0}});
   EXPECT_TRUE(c.wake_stalled_fetch(5s)) << "resumed, still behind";
+  EXPECT_EQ(c.fetch_wakes(), 2u);
 
   // Read to the end: nothing left to wake for.
   while (delivered < total && std::chrono::steady_clock::now() < deadline)
