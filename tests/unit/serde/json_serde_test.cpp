@@ -252,5 +252,27 @@ TEST(json_serde, works_for_containers_at_the_top_level) {
   EXPECT_EQ(round_trip<json_serde<std::remove_const_t<decltype(m)>>>(m), m);
 }
 
+// The one scan of string bytes under every JSON path: it stops at the first quote,
+// backslash, control byte or UTF-8 lead byte wherever it falls (in or after the 16-byte
+// blocks, at a block's first or last byte), and runs to the end when there is none.
+TEST(json_string_bytes, the_plain_run_ends_at_the_first_byte_a_string_cannot_hold_as_it_is) {
+  for (const unsigned char stop : {'"', '\\', '\0', '\n', '\x1f', '\x7f', '\x80', '\xc3', '\xff'}) {
+    for (std::size_t length = 0; length <= 40; ++length) {
+      for (std::size_t at = 0; at <= length; ++at) {
+        std::string s(length, 'a');
+        if (at < length) s[at] = static_cast<char>(stop);
+        if (at + 1 < length) s[at + 1] = '"';  // a later stop must not win
+        const auto* begin = reinterpret_cast<const unsigned char*>(s.data());
+        const auto* end = begin + s.size();
+        const bool plain = stop == 0x7f;  // DEL is printable ASCII for JSON: no escape needed
+        const std::size_t expected = at == length ? length : plain ? (at + 1 < length ? at + 1 : length) : at;
+        ASSERT_EQ(serde_detail::json::skip_plain_string_bytes(begin, end) - begin,
+                  static_cast<std::ptrdiff_t>(expected))
+            << "stop byte " << static_cast<int>(stop) << " at " << at << " of " << length;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice

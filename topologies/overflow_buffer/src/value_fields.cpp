@@ -13,7 +13,6 @@
 // and to whoever reads it next, so it is refused past sluice's JSON nesting limit
 // (max_json_nesting, as json_serde), unlike nlohmann, which takes any depth.
 // tests/driver/overflow_buffer_driver_test.cpp checks it against nlohmann's SAX parser on randomized values.
-#include <bit>
 #include <cmath>
 #include <cerrno>
 #include <cstdint>
@@ -177,36 +176,15 @@ class field_scanner {
     p_ += 4;
     return v;
   }
-  static bool in(unsigned char c, unsigned lo, unsigned hi) noexcept { return c >= lo && c <= hi; }
-
-  /// The bytes of `w` (eight string bytes, the first in the low byte) that end a run of
-  /// plain string bytes, as their high bits: '"', '\\', a control character (< 0x20) or a
-  /// byte of a multi-byte UTF-8 sequence (>= 0x80). The lowest set bit is exact (a
-  /// subtraction's borrow only marks bytes after a real match), so it locates the first.
-  static std::uint64_t special_bytes(std::uint64_t w) noexcept {
-    constexpr std::uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    auto zero_bytes = [&](std::uint64_t v) { return (v - ones) & ~v & highs; };
-    const std::uint64_t below_space = (w - ones * 0x20) & ~w & highs;
-    return zero_bytes(w ^ (ones * '"')) | zero_bytes(w ^ (ones * '\\')) | below_space | (w & highs);
-  }
+  static const unsigned char* bytes(const char* p) noexcept { return reinterpret_cast<const unsigned char*>(p); }
 
   /// A string at p_ (the opening quote), validated; p_ ends after the closing quote.
   /// `escaped` tells whether it held any escape.
   void scan_string(bool& escaped) {
     ++p_;
     for (;;) {
-      // Plain ASCII is skipped eight bytes at a time, up to the first byte that may matter.
-      if constexpr (std::endian::native == std::endian::little) {
-        while (end_ - p_ >= 8) {
-          std::uint64_t w;
-          std::memcpy(&w, p_, sizeof w);
-          if (const std::uint64_t special = special_bytes(w); special != 0) {
-            p_ += std::countr_zero(special) / 8;
-            break;
-          }
-          p_ += 8;
-        }
-      }
+      // Plain ASCII is skipped 16 bytes at a time, up to the first byte that may matter.
+      p_ = reinterpret_cast<const char*>(serde_detail::json::skip_plain_string_bytes(bytes(p_), bytes(end_)));
       if (p_ >= end_) malformed();
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') {
@@ -232,48 +210,10 @@ class field_scanner {
         }
         continue;
       }
-      if (c < 0x80) {
-        ++p_;
-        continue;
-      }
-      // UTF-8: the lead byte says how many continuation bytes follow and the range of the first.
-      const std::ptrdiff_t left = end_ - p_;
-      auto cont = [&](std::ptrdiff_t i, unsigned lo = 0x80, unsigned hi = 0xBF) {
-        if (i >= left || !in(static_cast<unsigned char>(p_[i]), lo, hi)) malformed();
-      };
-      if (in(c, 0xC2, 0xDF)) {
-        cont(1);
-        p_ += 2;
-      } else if (c == 0xE0) {
-        cont(1, 0xA0, 0xBF);
-        cont(2);
-        p_ += 3;
-      } else if (in(c, 0xE1, 0xEC) || in(c, 0xEE, 0xEF)) {
-        cont(1);
-        cont(2);
-        p_ += 3;
-      } else if (c == 0xED) {
-        cont(1, 0x80, 0x9F);
-        cont(2);
-        p_ += 3;
-      } else if (c == 0xF0) {
-        cont(1, 0x90, 0xBF);
-        cont(2);
-        cont(3);
-        p_ += 4;
-      } else if (in(c, 0xF1, 0xF3)) {
-        cont(1);
-        cont(2);
-        cont(3);
-        p_ += 4;
-      } else if (c == 0xF4) {
-        cont(1, 0x80, 0x8F);
-        cont(2);
-        cont(3);
-        p_ += 4;
-      } else {
-        malformed();
-      }
+      // UTF-8 (the rest stops the skip): as every JSON path of sluice checks it (serde_detail::json).
+      const std::size_t n = serde_detail::json::utf8_sequence_length(bytes(p_), bytes(end_));
+      if (n == 0) malformed();
+      p_ += n;
     }
   }
 

@@ -4,10 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -145,34 +141,8 @@ class key_field_scanner {
     return true;
   }
 
-  // Bytes a string may hold as they are: printable ASCII but the quote and the backslash.
-  static constexpr std::array<bool, 256> plain_bytes = [] {
-    std::array<bool, 256> t{};
-    for (int c = 0x20; c < 0x80; ++c) t[static_cast<std::size_t>(c)] = c != '"' && c != '\\';
-    return t;
-  }();
-
   // Moves p_ to the first byte that is not plain (or the end).
-  void skip_plain() {
-#if defined(__SSE2__)
-    // 16 bytes at a time: a quote, a backslash, or a byte below 0x20 or from 0x80 (negative
-    // as a signed byte, so one signed comparison finds both) ends the run.
-    const __m128i quote = _mm_set1_epi8('"');
-    const __m128i backslash = _mm_set1_epi8('\\');
-    const __m128i space = _mm_set1_epi8(0x20);
-    while (end_ - p_ >= 16) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
-      const __m128i stop =
-          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), _mm_cmplt_epi8(v, space));
-      if (const int mask = _mm_movemask_epi8(stop); mask != 0) {
-        p_ += __builtin_ctz(static_cast<unsigned>(mask));
-        return;
-      }
-      p_ += 16;
-    }
-#endif
-    while (p_ != end_ && plain_bytes[*p_]) ++p_;
-  }
+  void skip_plain() { p_ = serde_detail::json::skip_plain_string_bytes(p_, end_); }
 
   // At the opening quote; leaves p_ after the closing one.
   bool string(std::string_view& text) {

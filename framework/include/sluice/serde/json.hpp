@@ -27,6 +27,10 @@
 // rules).
 #pragma once
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -93,6 +97,33 @@ inline void check_json_nesting(std::string_view bytes, std::string_view what, st
 
 namespace serde_detail::json {
 
+/// Whether a JSON string holds byte `c` as it is, with no escape and no UTF-8 decoding:
+/// printable ASCII but the quote and the backslash.
+constexpr bool is_plain_string_byte(unsigned char c) noexcept { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
+
+/// The first byte in [p, end) that is not a plain string byte (is_plain_string_byte), or
+/// `end`: a quote, a backslash, a control byte or the lead of a UTF-8 sequence. The one
+/// scan of string bytes of every JSON path (the serde's writer, the throttle's key fields,
+/// the overflow buffer's value fields), 16 bytes at a time where SSE2 is there.
+inline const unsigned char* skip_plain_string_bytes(const unsigned char* p, const unsigned char* end) noexcept {
+#if defined(__SSE2__)
+  // A byte below 0x20 or from 0x80 (negative as a signed byte) is below 0x20 in one signed
+  // comparison, so three comparisons find all four kinds.
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i space = _mm_set1_epi8(0x20);
+  while (end - p >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i stop =
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), _mm_cmplt_epi8(v, space));
+    if (const int mask = _mm_movemask_epi8(stop); mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  while (p != end && is_plain_string_byte(*p)) ++p;
+  return p;
+}
+
 /// Length of the well-formed UTF-8 sequence starting at p (whose first byte is >= 0x80),
 /// or 0 when it is malformed, overlong, a surrogate or beyond U+10FFFF.
 inline std::size_t utf8_sequence_length(const unsigned char* p, const unsigned char* end) {
@@ -120,12 +151,8 @@ inline void write_string(std::string& out, std::string_view s, const field_path&
   const auto* run = begin;
   const auto* p = begin;
   out += '"';
-  while (p < end) {
+  while ((p = skip_plain_string_bytes(p, end)) != end) {
     const unsigned char c = *p;
-    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-      ++p;
-      continue;
-    }
     if (c >= 0x80) {
       const std::size_t n = utf8_sequence_length(p, end);
       if (n == 0)
