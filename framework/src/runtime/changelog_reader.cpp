@@ -69,6 +69,7 @@ std::vector<bool> changelog_reader::add(const std::vector<stream_task*>& tasks) 
       if (!s.changelog_topic.empty()) parts.push_back({s.changelog_topic, task->partition()});
   const auto offsets = end_offsets(parts);
   std::vector<bool> restoring;
+  std::vector<stream_task*> to_read;
   std::size_t i = 0;
   for (auto* task : tasks) {
     bool any = false;
@@ -78,8 +79,9 @@ std::vector<bool> changelog_reader::add(const std::vector<stream_task*>& tasks) 
       any = add_store(*task, s, low, high) || any;
     }
     restoring.push_back(any);
-    if (any) start_reading(*task);
+    if (any) to_read.push_back(task);
   }
+  start_reading(to_read);
   return restoring;
 }
 
@@ -93,14 +95,18 @@ bool changelog_reader::add_store(stream_task& task, task_store& s, std::int64_t 
   return true;
 }
 
-void changelog_reader::start_reading(stream_task& task) {
+void changelog_reader::start_reading(const std::vector<stream_task*>& tasks) {
+  if (tasks.empty()) return;
   publish();  // /ready and /metrics show the total at once
-  spdlog::info("task {}: restoring {} store partition(s) before processing", task.name(),
-               std::count_if(entries_.begin(), entries_.end(), [&](auto& e) { return e.task == &task; }));
-  // Only this task's changelogs: the partitions already restoring keep what was prefetched.
+  // Only these tasks' changelogs, all in one assignment and one leaders lookup: the
+  // partitions already restoring keep what was prefetched.
   std::vector<kafka::topic_partition_offset> assign;
-  for (auto& e : entries_)
-    if (e.task == &task && !e.done) assign.push_back({e.topic, e.partition, e.next});
+  for (auto* task : tasks) {
+    const auto before = assign.size();
+    for (auto& e : entries_)
+      if (e.task == task && !e.done) assign.push_back({e.topic, e.partition, e.next});
+    spdlog::info("task {}: restoring {} store partition(s) before processing", task->name(), assign.size() - before);
+  }
   consumer_->assign_more(assign);
   std::vector<std::string> new_topics;
   for (const auto& a : assign)

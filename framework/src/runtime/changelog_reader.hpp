@@ -113,8 +113,9 @@ class changelog_reader {
   std::vector<std::pair<std::int64_t, std::int64_t>> end_offsets(const std::vector<kafka::topic_partition>& parts);
   /// Registers one store partition when it is behind [low, high); true when it is.
   bool add_store(stream_task& task, task_store& store, std::int64_t low, std::int64_t high);
-  /// Reads the task's registered store partitions (the restore consumer's assignment).
-  void start_reading(stream_task& task);
+  /// Reads the tasks' registered store partitions: one assignment of the restore consumer
+  /// and one leaders lookup for all of them. Nothing when `tasks` is empty.
+  void start_reading(const std::vector<stream_task*>& tasks);
 
   std::unique_ptr<kafka::consumer> consumer_;
   /// Changelog topics whose leaders consumer_ has asked for (kafka::consumer::learn_leaders).
