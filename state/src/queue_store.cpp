@@ -187,6 +187,8 @@ std::size_t queue_store::pending_bytes() const noexcept { return storage_->pendi
 
 std::optional<std::uint64_t> queue_store::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
 
+bool queue_store::begin_flush() { return storage_->begin_flush(); }
+
 void queue_store::close() {
   if (closed_) {
     return;

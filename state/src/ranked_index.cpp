@@ -358,6 +358,8 @@ std::size_t ranked_index::pending_bytes() const noexcept { return storage_->pend
 
 std::optional<std::uint64_t> ranked_index::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
 
+bool ranked_index::begin_flush() { return storage_->begin_flush(); }
+
 void ranked_index::close() {
   if (!indexes_) return;
   indexes_->account.close();  // first: after it the budget never calls this store again

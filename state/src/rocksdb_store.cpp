@@ -439,7 +439,7 @@ class rocksdb_store final : public kv_store {
     flush_memtables();
   }
 
-  bool begin_flush() { return !sst_restore_ || sst_restore_->begin_finish(); }
+  bool begin_flush() override { return !sst_restore_ || sst_restore_->begin_finish(); }
 
   std::size_t pending_bytes() const noexcept override { return cache_.dirty_bytes(); }
 
@@ -902,11 +902,6 @@ void rocksdb_compact_now(kv_store& store) {
   if (auto* r = dynamic_cast<rocksdb_store*>(&store)) {
     r->compact_now();
   }
-}
-
-bool begin_flush(state_store& store) {
-  auto* rocksdb = dynamic_cast<rocksdb_store*>(&store);
-  return rocksdb == nullptr || rocksdb->begin_flush();
 }
 
 std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options, rocksdb_environment& environment) {

@@ -146,6 +146,8 @@ std::size_t window_store::pending_bytes() const noexcept { return storage_->pend
 
 std::optional<std::uint64_t> window_store::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
 
+bool window_store::begin_flush() { return storage_->begin_flush(); }
+
 void window_store::close() {
   if (closed_) return;
   closed_ = true;

@@ -275,7 +275,7 @@ void state_manager::checkpoint() {
 
 bool state_manager::begin_checkpoint() {
   bool ready = true;
-  for (auto& s : stores_) ready = state::begin_flush(*s.store) && ready;  // every store starts, ready or not
+  for (auto& s : stores_) ready = s.store->begin_flush() && ready;  // every store starts, ready or not
   return ready;
 }
 

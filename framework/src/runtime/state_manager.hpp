@@ -209,7 +209,7 @@ class state_manager {
   /// Flushes memtables so a crash replays a short tail.
   void checkpoint();
   /// Starts in the background what checkpoint() would wait for, where the stores can
-  /// (state::begin_flush), and says whether checkpoint() would now return without
+  /// (state_store::begin_flush), and says whether checkpoint() would now return without
   /// waiting. Never blocks.
   bool begin_checkpoint();
   /// True when a logged store's changelog position moved past its last checkpoint by more

@@ -453,8 +453,8 @@ TEST_F(rocksdb_store_test, begin_flush_ingests_the_last_restored_chunk_in_the_ba
   {
     auto s = open(options());
     s->restore(records.batch(), changelog_offset(4000));
-    EXPECT_FALSE(begin_flush(*s));  // sealed now: nothing was in flight before
-    while (!begin_flush(*s)) std::this_thread::yield();
+    EXPECT_FALSE(s->begin_flush());  // sealed now: nothing was in flight before
+    while (!s->begin_flush()) std::this_thread::yield();
     s->flush();
     EXPECT_EQ(s->get("k0"), "v");
     EXPECT_EQ(s->get("k3999"), "v");
@@ -463,7 +463,7 @@ TEST_F(rocksdb_store_test, begin_flush_ingests_the_last_restored_chunk_in_the_ba
   EXPECT_EQ(s->committed_offset(), changelog_offset(4000));
   EXPECT_EQ(drain(s->all()).size(), 4000u);
   EXPECT_EQ(s->get("k1234"), "v");
-  EXPECT_TRUE(begin_flush(*s));  // a store that is not restoring from empty has nothing to start
+  EXPECT_TRUE(s->begin_flush());  // a store that is not restoring from empty has nothing to start
 }
 
 // A restore from empty pauses the data family's automatic compactions (its ingested chunks
@@ -481,7 +481,7 @@ TEST_F(rocksdb_store_test, a_restore_from_empty_resumes_compactions_unless_the_c
   o.configure_rocksdb = [](rocksdb::Options& r) { r.disable_auto_compactions = true; };
   auto not_compacting = open(o);
   not_compacting->restore(records.batch(), changelog_offset(4000));
-  EXPECT_FALSE(begin_flush(*not_compacting));  // restoring from empty: a chunk was sealed
+  EXPECT_FALSE(not_compacting->begin_flush());  // restoring from empty: a chunk was sealed
   not_compacting->flush();
   EXPECT_EQ(rocksdb_auto_compactions(*not_compacting), false);
 }

@@ -114,6 +114,7 @@ class queue_store final : public state_store {
   void flush() override;
   std::size_t pending_bytes() const noexcept override;
   std::optional<std::uint64_t> unflushed_entries() const noexcept override;
+  bool begin_flush() override;
   void close() override;
 
   /// Adds `value` at `sequence` to `queue` (see append_result for replays). `timestamp_ms`

@@ -132,6 +132,7 @@ class ranked_index final : public state_store, public memory_charged_store {
   void flush() override;
   std::size_t pending_bytes() const noexcept override;
   std::optional<std::uint64_t> unflushed_entries() const noexcept override;
+  bool begin_flush() override;
   void close() override;
 
   /// The kv key of (`index`, `member`): varint(index length), index, member. Exposed for

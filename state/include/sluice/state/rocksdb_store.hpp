@@ -119,13 +119,4 @@ class out_of_space_error : public sluice::error {
 /// which restores it from the start of the changelog; a full filesystem stops the job.
 std::unique_ptr<kv_store> open_rocksdb_store(const store_options& options, rocksdb_environment& environment);
 
-/// Starts in the background what `store.flush()` would wait for, where it can, and says
-/// whether flush() would now return without waiting. Never blocks: call it again until it
-/// returns true, then flush() (which may also be called at any time, and waits). A RocksDB
-/// store restored from empty hands its last restored chunk to its thread (README.md,
-/// "Restore from empty"); any other store returns true (flush() does all the work). Failures
-/// surface from flush(). The runtime calls it on a store whose restore ended while it
-/// restores others. Same thread as the store's other calls.
-bool begin_flush(state_store& store);
-
 }  // namespace sluice::state

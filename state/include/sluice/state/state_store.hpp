@@ -75,6 +75,14 @@ class state_store {
   /// Makes everything committed so far durable, so a crash after it replays no changelog
   /// records before the current offset. Expensive: call at checkpoints, not per commit.
   virtual void flush() = 0;
+  /// Starts in the background what flush() would wait for, where the store can, and says
+  /// whether flush() would now return without waiting. Never blocks: call it again until it
+  /// returns true, then flush() (which may be called at any time, and waits). A RocksDB store
+  /// restored from empty hands its last restored chunk to its thread (state/README.md,
+  /// "Restore from empty"); the kinds built on a key-value store ask theirs. Default: true
+  /// (flush() does all the work). Failures surface from flush(). The runtime calls it on a
+  /// store whose restore ended while it restores others. Same thread as the store's other calls.
+  virtual bool begin_flush() { return true; }
 
   /// Bytes in the pending batch (what commit() would write; abort() would drop).
   virtual std::size_t pending_bytes() const noexcept = 0;

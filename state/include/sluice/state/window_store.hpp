@@ -86,6 +86,7 @@ class window_store final : public state_store {
   void flush() override;
   std::size_t pending_bytes() const noexcept override;
   std::optional<std::uint64_t> unflushed_entries() const noexcept override;
+  bool begin_flush() override;
   void close() override;
 
   /// Sets the window of `key` starting at `window_start` to `value`. Advances observed
