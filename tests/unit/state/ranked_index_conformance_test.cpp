@@ -46,6 +46,13 @@ struct recording_sink final : changelog_sink {
   void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
     records.push_back({std::string(key), value ? std::optional<std::string>(*value) : std::nullopt, timestamp});
   }
+  /// The logged records as one restore batch (views into `records`).
+  std::vector<restore_record> restore_batch() const {
+    std::vector<restore_record> batch;
+    for (const auto& r : records)
+      batch.push_back({r.key, r.value ? std::optional<std::string_view>(*r.value) : std::nullopt, r.timestamp});
+    return batch;
+  }
   std::vector<entry> records;
 };
 
@@ -270,9 +277,7 @@ TEST_P(ranked_index_conformance, restore_from_the_changelog_rebuilds_identical_r
   original->commit(changelog_offset(static_cast<std::int64_t>(sink.records.size())));
 
   auto restored = open(nullptr, {}, "restored");
-  std::vector<restore_record> batch;
-  for (const auto& r : sink.records)
-    batch.push_back({r.key, r.value ? std::optional<std::string_view>(*r.value) : std::nullopt, r.timestamp});
+  const auto batch = sink.restore_batch();
   // Two batches, the second restored after the first was queried (its lists must refresh).
   const auto half = batch.size() / 2;
   restored->restore(std::span(batch).first(half), changelog_offset(static_cast<std::int64_t>(half)));
@@ -301,9 +306,7 @@ TEST_P(ranked_index_conformance, begin_flush_after_a_restore_starts_the_stores_l
   original->commit(changelog_offset(static_cast<std::int64_t>(sink.records.size())));
 
   auto restored = open(nullptr, {}, "restored");
-  std::vector<restore_record> batch;
-  for (const auto& r : sink.records)
-    batch.push_back({r.key, r.value ? std::optional<std::string_view>(*r.value) : std::nullopt, r.timestamp});
+  const auto batch = sink.restore_batch();
   restored->restore(batch, changelog_offset(static_cast<std::int64_t>(batch.size())));
   const bool ready_at_once = restored->begin_flush();
   EXPECT_EQ(ready_at_once, GetParam().name != "rocksdb");  // memory: flush() has nothing to wait for
