@@ -53,6 +53,9 @@ class topic_scan {
   bool poll_lent(std::size_t max, std::chrono::milliseconds timeout,
                  const std::function<void(std::span<const lent_message>)>& apply);
 
+  /// How many times a poll woke a stalled fetcher (consumer::fetch_wakes).
+  std::uint64_t fetch_wakes() const noexcept { return consumer_.fetch_wakes(); }
+
   /// True when every partition is at its end (see the class comment); true with none.
   bool at_end() const noexcept { return not_at_end_ == 0; }
 

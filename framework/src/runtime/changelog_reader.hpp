@@ -80,6 +80,8 @@ class changelog_reader {
   void clear();
   /// True while a task's stores are behind.
   bool restoring() const noexcept { return !entries_.empty(); }
+  /// How many times the restore consumer woke a stalled fetcher (kafka::consumer::fetch_wakes).
+  std::uint64_t fetch_wakes() const noexcept { return consumer_->fetch_wakes(); }
   /// The current restore, or the last one when none is in progress.
   restore_progress progress() const;
 

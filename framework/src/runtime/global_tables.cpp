@@ -80,6 +80,7 @@ global_tables::global_tables(const topology& topo, kafka::config_map consumer_co
     : applied_(metrics.get_counter("sluice_global_records_applied_total")),
       skipped_(metrics.get_counter("sluice_records_skipped_total", "global=\"true\"")),
       retries_(metrics.get_counter("sluice_global_table_retries_total")),
+      fetch_wakes_(metrics.get_counter("sluice_fetch_wakes_total", "consumer=\"global\"")),
       failed_(metrics.get_gauge("sluice_global_table_failed")),
       policy_(deserialization_policy),
       on_fatal_(std::move(on_fatal)) {
@@ -118,6 +119,7 @@ std::size_t global_tables::apply_run(std::span<const kafka::lent_message> run) {
 std::size_t global_tables::poll_and_apply() {
   std::size_t read = 0;
   scan_->poll_lent(10000, 100ms, [&](std::span<const kafka::lent_message> run) { read += apply_run(run); });
+  fetch_wakes_.observe(scan_->fetch_wakes());
   return read;
 }
 

@@ -26,6 +26,7 @@
 #include "kafka/admin.hpp"
 #include "sluice/config.hpp"
 #include "kafka/topic_scan.hpp"
+#include "runtime/running_total.hpp"
 #include "sluice/detail/node.hpp"
 #include "sluice/metrics.hpp"
 #include "sluice/topology.hpp"
@@ -101,6 +102,7 @@ class global_tables {
   counter& applied_;
   counter& skipped_;
   counter& retries_;
+  running_total_feed fetch_wakes_;  // sluice_fetch_wakes_total{consumer="global"}: the scan's
   gauge& failed_;
   error_policy policy_;
   std::function<void(const std::string&)> on_fatal_;

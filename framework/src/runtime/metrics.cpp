@@ -108,7 +108,8 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
      "One commit: producer flush plus offsets (plus the transaction commit under exactly_once)."},
     {"sluice_transaction_aborts_total", "Transactions aborted (fencing, timeouts, unknown outcomes)."},
     {"sluice_fetch_wakes_total",
-     "Times a stream thread's consumer woke a fetcher librdkafka left asleep while records waited on the broker."},
+     "Times a consumer woke a fetcher librdkafka left asleep while records waited on the broker, by consumer "
+     "(group: a stream thread's input; restore: its changelog reads; global: the global tables' scan)."},
     {"sluice_consumer_lag_records",
      "Records between the consumer position and the high watermark of a source partition this instance owns, "
      "updated at each commit."},

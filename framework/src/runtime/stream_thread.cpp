@@ -86,7 +86,9 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       commit_latency_(services.metrics->get_histogram("sluice_commit_latency_ms", label_)),
       retries_(services.metrics->get_counter("sluice_task_retries_total", label_)),
       recoveries_(services.metrics->get_counter("sluice_task_recoveries_total", label_)),
-      fetch_wakes_(services.metrics->get_counter("sluice_fetch_wakes_total", label_)) {}
+      group_fetch_wakes_(services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"group\"")),
+      restore_fetch_wakes_(
+          services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"restore\"")) {}
 
 stream_thread::~stream_thread() {
   request_stop();
@@ -207,10 +209,7 @@ void stream_thread::loop_once() {
     timeout = until_next_release(services_.wall_clock_ms(), timeout);
     // A dry poll also wakes a fetcher librdkafka left asleep (kafka::consumer::wake_stalled_fetch).
     consumer_->poll_batch(batch_, settings_.max_poll_records, timeout);
-    if (const auto wakes = consumer_->fetch_wakes(); wakes != fetch_wakes_seen_) {
-      if (wakes > fetch_wakes_seen_) fetch_wakes_.add(wakes - fetch_wakes_seen_);
-      fetch_wakes_seen_ = wakes;
-    }
+    group_fetch_wakes_.observe(consumer_->fetch_wakes());
     tasks_->pause_restoring_inputs();
     auto batch_time = services_.wall_clock_ms();
     for (auto& m : batch_) {
@@ -231,6 +230,7 @@ void stream_thread::loop_once() {
     release_held_records();
     if (tasks_->restoring()) {
       tasks_->restore();
+      restore_fetch_wakes_.observe(reader_->fetch_wakes());
       if (!tasks_->restoring()) set_state(thread_state::running);
     }
     auto now = services_.wall_clock_ms();

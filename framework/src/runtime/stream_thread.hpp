@@ -32,6 +32,7 @@
 
 #include "kafka/consumer.hpp"
 #include "runtime/changelog_reader.hpp"
+#include "runtime/running_total.hpp"
 #include "runtime/client_statistics.hpp"
 #include "runtime/error_classification.hpp"
 #include "runtime/query_inbox.hpp"
@@ -204,10 +205,10 @@ class stream_thread final : kafka::rebalance_listener {
   histogram& commit_latency_;
   counter& retries_;
   counter& recoveries_;
-  /// sluice_fetch_wakes_total: the group consumer's kafka::consumer::fetch_wakes, counted
-  /// after each poll (a recreated consumer starts again from 0).
-  counter& fetch_wakes_;
-  std::uint64_t fetch_wakes_seen_ = 0;
+  /// sluice_fetch_wakes_total of the group consumer (consumer="group", after each poll) and
+  /// of the restore consumer (consumer="restore", after each restore step).
+  running_total_feed group_fetch_wakes_;
+  running_total_feed restore_fetch_wakes_;
 };
 
 }  // namespace sluice::runtime

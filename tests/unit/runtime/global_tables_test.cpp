@@ -118,6 +118,11 @@ TEST(global_tables, record_that_does_not_decode_under_log_and_continue_is_skippe
   app.start();  // catch-up reads all three before start() returns
   EXPECT_EQ(app.metrics().total("sluice_records_skipped_total"), 1);
   EXPECT_EQ(app.metrics().total("sluice_global_records_applied_total"), 2);
+  // The scan's fetch wakes have their own series beside each stream thread's two.
+  const auto text = app.metrics().prometheus_text();
+  EXPECT_NE(text.find("sluice_fetch_wakes_total{consumer=\"global\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("sluice_fetch_wakes_total{thread=\"0\",consumer=\"group\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("sluice_fetch_wakes_total{thread=\"0\",consumer=\"restore\"}"), std::string::npos) << text;
   app.close(30s);
 }
 

@@ -1,6 +1,7 @@
 // The metrics registry: counters, gauges, histograms and Prometheus text.
 #include <gtest/gtest.h>
 
+#include "runtime/running_total.hpp"
 #include "sluice/metrics.hpp"
 
 TEST(metrics, counters_sum_over_labels_and_appear_in_prometheus_text) {
@@ -47,4 +48,21 @@ TEST(metrics, gauges_kept_in_microseconds_are_exposed_in_seconds) {
   EXPECT_NE(text.find("# TYPE sluice_kafka_broker_rtt_avg_seconds gauge\n"), std::string::npos) << text;
   EXPECT_NE(text.find("sluice_kafka_broker_rtt_avg_seconds{broker=\"1\"} 0.0025\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("_us"), std::string::npos) << text;
+}
+
+TEST(metrics, a_running_total_feed_adds_what_the_total_grew_by_and_restarts_from_a_recreated_clients_count) {
+  sluice::metrics_registry r;
+  auto& wakes = r.get_counter("sluice_fetch_wakes_total", "consumer=\"restore\"");
+  sluice::runtime::running_total_feed feed(wakes);
+  feed.observe(0);
+  EXPECT_EQ(wakes.value(), 0u);
+  feed.observe(3);
+  feed.observe(3);  // unchanged: nothing added
+  EXPECT_EQ(wakes.value(), 3u);
+  feed.observe(5);
+  EXPECT_EQ(wakes.value(), 5u);
+  feed.observe(1);  // a new client counting from 0 again: its 1 is the base, not a loss
+  EXPECT_EQ(wakes.value(), 5u);
+  feed.observe(4);
+  EXPECT_EQ(wakes.value(), 8u);
 }
