@@ -20,6 +20,7 @@
 
 #include "sluice/state/queue_store.hpp"
 #include "sluice/state/rocksdb_store.hpp"
+#include "recording_changelog.hpp"
 #include "state_test_util.hpp"
 
 namespace sluice::state {
@@ -39,44 +40,18 @@ struct backend {
 
 void PrintTo(const backend& b, std::ostream* os) { *os << b.name; }
 
-/// A changelog the way the runtime keeps one: records of the open transaction are pending
-/// until the store commits (then they are in the log) or aborts (then they are gone).
-class recording_changelog final : public changelog_sink {
- public:
-  struct record {
-    std::string key;
-    std::optional<std::string> value;
-    std::int64_t timestamp;
-  };
-  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
-    pending_.push_back(
-        {std::string(key), value ? std::optional<std::string>(std::string(*value)) : std::nullopt, timestamp});
-  }
-  void commit() {
-    log_.insert(log_.end(), pending_.begin(), pending_.end());
-    pending_.clear();
-  }
-  void abort() { pending_.clear(); }
-  const std::vector<record>& records() const { return log_; }
+using test::logged;
+using test::recording_changelog;
 
-  /// Restores `store` from the log in batches of `batch_size` records.
-  void replay_into(queue_store& store, std::size_t batch_size) const {
-    std::int64_t offset = 0;
-    for (std::size_t i = 0; i < log_.size(); i += batch_size) {
-      std::vector<restore_record> batch;
-      for (std::size_t j = i; j < std::min(log_.size(), i + batch_size); ++j) {
-        const auto& r = log_[j];
-        batch.push_back({r.key, r.value ? std::optional<std::string_view>(*r.value) : std::nullopt, r.timestamp});
-      }
-      offset += static_cast<std::int64_t>(batch.size());
-      store.restore(batch, changelog_offset(offset));
-    }
+/// Restores `store` from what reached `log`, in batches of `batch_size` records.
+void replay_into(const recording_changelog& log, queue_store& store, std::size_t batch_size) {
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < log.records().size(); i += batch_size) {
+    const auto batch = log.restore_batch(i, batch_size);
+    offset += static_cast<std::int64_t>(batch.size());
+    store.restore(batch, changelog_offset(offset));
   }
-
- private:
-  std::vector<record> pending_;
-  std::vector<record> log_;
-};
+}
 
 std::vector<std::string> values(const std::vector<queue_entry>& entries) {
   std::vector<std::string> out;
@@ -191,7 +166,7 @@ TEST_P(queue_store_conformance, non_empty_queues_lists_exactly_the_queues_with_e
 }
 
 TEST_P(queue_store_conformance, the_changelog_rebuilds_every_queue) {
-  recording_changelog log;
+  recording_changelog log(logged::at_commit);
   {
     auto q = open("queues", &log);
     for (std::uint64_t i = 0; i < 50; ++i) {
@@ -211,7 +186,7 @@ TEST_P(queue_store_conformance, the_changelog_rebuilds_every_queue) {
   }
   for (std::size_t batch : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
     auto r = open("restored-" + std::to_string(batch));
-    log.replay_into(*r, batch);
+    replay_into(log, *r, batch);
     EXPECT_EQ(r->committed_offset(), changelog_offset(static_cast<std::int64_t>(log.records().size())));
     EXPECT_EQ(r->non_empty_queues(), (std::set<std::string, std::less<>>{"q0", "q2", "q3", "q4"}));
     EXPECT_EQ(peek_values(*r, "q0"), (std::vector<std::string>{"v15", "v20", "v25", "v30", "v35", "v40", "v45"}));
@@ -238,7 +213,7 @@ TEST_P(queue_store_conformance, the_changelog_rebuilds_every_queue) {
 // aborts over a handful of queues against a std::deque per queue; at the end a store
 // restored from the changelog must agree too.
 TEST_P(queue_store_conformance, randomized_operations_agree_with_a_deque_model) {
-  recording_changelog log;
+  recording_changelog log(logged::at_commit);
   auto q = open("queues", &log);
   struct model_queue {
     std::deque<std::pair<queue_sequence, std::string>> entries;
@@ -303,7 +278,7 @@ TEST_P(queue_store_conformance, randomized_operations_agree_with_a_deque_model) 
   }
   commit(*q, log);
   auto r = open("restored");
-  log.replay_into(*r, 97);
+  replay_into(log, *r, 97);
   for (const auto& [name, m] : model) {
     r->peek(name, 100000, peeked);
     ASSERT_EQ(peeked.size(), m.entries.size()) << name;
@@ -351,7 +326,7 @@ class queue_store_rocksdb : public ::testing::Test {
 };
 
 TEST_F(queue_store_rocksdb, restore_leaves_no_point_tombstones_in_front_of_a_head) {
-  recording_changelog log;
+  recording_changelog log(logged::at_commit);
   {
     auto q = open("queues", &log);
     for (std::uint64_t i = 0; i < 2000; ++i) q->append("c", {0, i}, "v", 1);
@@ -362,7 +337,7 @@ TEST_F(queue_store_rocksdb, restore_leaves_no_point_tombstones_in_front_of_a_hea
     log.commit();
   }
   auto r = open("restored");
-  log.replay_into(*r, 500);  // pops split over batches: tombstones arrive after their meta
+  replay_into(log, *r, 500);  // pops split over batches: tombstones arrive after their meta
   r->flush();
   std::size_t live = 0;
   const auto s = count_skipped([&] {

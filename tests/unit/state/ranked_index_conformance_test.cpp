@@ -17,6 +17,7 @@
 #include "sluice/state/kv_store.hpp"
 #include "sluice/state/ranked_index.hpp"
 #include "sluice/state/rocksdb_store.hpp"
+#include "recording_changelog.hpp"
 #include "state_test_util.hpp"
 
 namespace sluice::state {
@@ -35,26 +36,6 @@ struct backend {
   std::function<std::unique_ptr<kv_store>(const store_options&)> open;
 };
 void PrintTo(const backend& b, std::ostream* os) { *os << b.name; }
-
-/// Records what the index logs, as the runtime's changelog writer would send it.
-struct recording_sink final : changelog_sink {
-  struct entry {
-    std::string key;
-    std::optional<std::string> value;
-    std::int64_t timestamp;
-  };
-  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
-    records.push_back({std::string(key), value ? std::optional<std::string>(*value) : std::nullopt, timestamp});
-  }
-  /// The logged records as one restore batch (views into `records`).
-  std::vector<restore_record> restore_batch() const {
-    std::vector<restore_record> batch;
-    for (const auto& r : records)
-      batch.push_back({r.key, r.value ? std::optional<std::string_view>(*r.value) : std::nullopt, r.timestamp});
-    return batch;
-  }
-  std::vector<entry> records;
-};
 
 /// A kv_store that forwards to another and counts the scans opened on it: evidence that a
 /// query read no range of the store.
@@ -200,22 +181,22 @@ TEST_P(ranked_index_conformance, around_returns_n_either_side_clipped_to_the_ind
 }
 
 TEST_P(ranked_index_conformance, logs_every_write_as_a_key_value_changelog_record) {
-  recording_sink sink;
+  test::recording_changelog sink;
   auto idx = open(&sink);
   idx->upsert("b", "u1", "x", 100);
   idx->upsert("b", "u1", "x", 101);  // unchanged score: no write
   idx->upsert("b", "u1", "y", 102);
   idx->remove("b", "u1", 103);
   idx->remove("b", "u1", 104);  // absent: no write
-  ASSERT_EQ(sink.records.size(), 3u);
+  ASSERT_EQ(sink.records().size(), 3u);
   std::string key;
   ranked_index::encode_key("b", "u1", key);
-  EXPECT_EQ(sink.records[0].key, key);
-  EXPECT_EQ(sink.records[0].value, "x");
-  EXPECT_EQ(sink.records[0].timestamp, 100);
-  EXPECT_EQ(sink.records[1].value, "y");
-  EXPECT_EQ(sink.records[2].value, std::nullopt);
-  EXPECT_EQ(sink.records[2].timestamp, 103);
+  EXPECT_EQ(sink.records()[0].key, key);
+  EXPECT_EQ(sink.records()[0].value, "x");
+  EXPECT_EQ(sink.records()[0].timestamp, 100);
+  EXPECT_EQ(sink.records()[1].value, "y");
+  EXPECT_EQ(sink.records()[2].value, std::nullopt);
+  EXPECT_EQ(sink.records()[2].timestamp, 103);
   EXPECT_EQ(ranked_index::index_of_key(key), "b");
 }
 
@@ -263,7 +244,7 @@ TEST_P(ranked_index_conformance, abort_rolls_back_ranks_and_commit_keeps_them) {
 }
 
 TEST_P(ranked_index_conformance, restore_from_the_changelog_rebuilds_identical_ranks) {
-  recording_sink sink;
+  test::recording_changelog sink;
   std::mt19937 rng(7);
   auto original = open(&sink, {}, "original");
   for (int i = 0; i < 3000; ++i) {
@@ -274,7 +255,7 @@ TEST_P(ranked_index_conformance, restore_from_the_changelog_rebuilds_identical_r
     else
       original->upsert(index, member, be32(rng() % 500), i);
   }
-  original->commit(changelog_offset(static_cast<std::int64_t>(sink.records.size())));
+  original->commit(changelog_offset(static_cast<std::int64_t>(sink.records().size())));
 
   auto restored = open(nullptr, {}, "restored");
   const auto batch = sink.restore_batch();
@@ -299,11 +280,11 @@ TEST_P(ranked_index_conformance, restore_from_the_changelog_rebuilds_identical_r
 // store's thread (begin_flush() false until it is ingested), so the runtime can read other
 // changelogs meanwhile; the ranks after the flush are the original's.
 TEST_P(ranked_index_conformance, begin_flush_after_a_restore_starts_the_stores_last_chunk_in_the_background) {
-  recording_sink sink;
+  test::recording_changelog sink;
   auto original = open(&sink, {}, "original");
   for (int i = 0; i < 2000; ++i)
     original->upsert("i" + std::to_string(i % 3), "m" + std::to_string(i), be32(i % 97), i);
-  original->commit(changelog_offset(static_cast<std::int64_t>(sink.records.size())));
+  original->commit(changelog_offset(static_cast<std::int64_t>(sink.records().size())));
 
   auto restored = open(nullptr, {}, "restored");
   const auto batch = sink.restore_batch();

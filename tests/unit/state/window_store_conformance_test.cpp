@@ -15,6 +15,7 @@
 #include "sluice/state/rocksdb_store.hpp"
 #include "sluice/state/window_store.hpp"
 #include "rocksdb_internals.hpp"
+#include "recording_changelog.hpp"
 #include "state_test_util.hpp"
 
 namespace sluice::state {
@@ -34,18 +35,6 @@ struct backend {
   bool persistent;
 };
 void PrintTo(const backend& b, std::ostream* os) { *os << b.name; }
-
-struct recording_sink final : changelog_sink {
-  struct entry {
-    std::string key;
-    std::optional<std::string> value;
-    std::int64_t timestamp;
-  };
-  void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
-    records.push_back({std::string(key), value ? std::optional<std::string>(*value) : std::nullopt, timestamp});
-  }
-  std::vector<entry> records;
-};
 
 /// Forwards to another kv_store and counts deletes: evidence of how retention removes.
 class delete_counting_store final : public kv_store {
@@ -209,7 +198,7 @@ TEST_P(window_store_conformance, writes_wait_for_the_commit_and_abort_drops_them
 }
 
 TEST_P(window_store_conformance, restore_from_its_changelog_rebuilds_live_windows_and_skips_expired_ones) {
-  recording_sink sink;
+  test::recording_changelog sink;
   {
     auto s = open(&sink);
     s->put("a", 10, "a10", 10);
@@ -219,16 +208,13 @@ TEST_P(window_store_conformance, restore_from_its_changelog_rebuilds_live_window
     s->put("a", 140, "a140", 140);  // observed 140: window 10 expires (segment 0 dropped)
     s->commit(changelog_offset(5));
   }
-  ASSERT_EQ(sink.records.size(), 5u);
-  EXPECT_EQ(sink.records[0].key, window_entry_key("a", 10, 50ms));
-  EXPECT_EQ(sink.records[3].value, std::nullopt);  // the remove is a tombstone
-  EXPECT_EQ(sink.records[4].timestamp, 140);
+  ASSERT_EQ(sink.records().size(), 5u);
+  EXPECT_EQ(sink.records()[0].key, window_entry_key("a", 10, 50ms));
+  EXPECT_EQ(sink.records()[3].value, std::nullopt);  // the remove is a tombstone
+  EXPECT_EQ(sink.records()[4].timestamp, 140);
 
   auto r = open(nullptr, "restored");
-  std::vector<restore_record> batch;
-  for (const auto& e : sink.records)
-    batch.push_back({e.key, e.value ? std::optional<std::string_view>(*e.value) : std::nullopt, e.timestamp});
-  r->restore(batch, changelog_offset(5));
+  r->restore(sink.restore_batch(), changelog_offset(5));
   EXPECT_EQ(r->committed_offset(), changelog_offset(5));
   EXPECT_EQ(r->observed_stream_time(), 140);
   EXPECT_EQ(windows(*r, "a", 0, 1000), (W{{60, "a60"}, {140, "a140"}}));
