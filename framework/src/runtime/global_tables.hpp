@@ -102,7 +102,7 @@ class global_tables {
   counter& applied_;
   counter& skipped_;
   counter& retries_;
-  running_total_feed fetch_wakes_;  // sluice_fetch_wakes_total{consumer="global"}: the scan's
+  running_total_feed fetch_wakes_;  // the scan's wake-ups: sluice_fetch_wakes_total{consumer="global"}
   gauge& failed_;
   error_policy policy_;
   std::function<void(const std::string&)> on_fatal_;

@@ -11,9 +11,9 @@ namespace sluice::runtime {
 /// since the last observe(); a total below the last one seen (a recreated client counting
 /// from 0 again) becomes the new base.
 ///
-/// Lifecycle: lives as long as its owner (a stream thread, the global tables), which must
-/// outlive nothing here but the registry's counter. Threading: observe() on the owner's
-/// thread only; the counter itself may be read from any thread.
+/// Lifecycle: a member of its owner (a stream thread, the global tables); the registry's
+/// counter outlives it. Threading: observe() on one thread at a time (the owner's); the
+/// counter may be read from any thread.
 class running_total_feed {
  public:
   explicit running_total_feed(counter& target) noexcept : target_(target) {}

@@ -33,8 +33,8 @@ class recording_changelog final : public changelog_sink {
   explicit recording_changelog(logged when = logged::at_once) : hold_(when == logged::at_commit) {}
 
   void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp) override {
-    (hold_ ? pending_ : log_).push_back({std::string(key), value ? std::optional<std::string>(*value) : std::nullopt,
-                                         timestamp});
+    (hold_ ? pending_ : log_)
+        .push_back({std::string(key), value ? std::optional<std::string>(*value) : std::nullopt, timestamp});
   }
   void commit() {
     log_.insert(log_.end(), pending_.begin(), pending_.end());
