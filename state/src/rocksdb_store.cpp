@@ -379,6 +379,10 @@ class rocksdb_store final : public kv_store {
 
   void commit(changelog_offset next_changelog_offset) override {
     serve();
+    // An idle store (nothing written since its last commit, the same changelog offset) has
+    // nothing to write: under exactly-once every commit reaches every store of a task, and
+    // the offset written again would be a RocksDB write per idle store per commit.
+    if (!cache_.has_pending() && offset_ == next_changelog_offset && !format_unrecorded_) return;
     // Data and offset in one WriteBatch: one atomic write, one memtable generation.
     write_pending(next_changelog_offset, "commit");
     offset_ = next_changelog_offset;

@@ -1,6 +1,7 @@
 // RocksDB-specific behaviour: durability across reopen, what reaches disk before commit,
 // crash consistency of data and offset, the shared environment, corrupt stores.
 #include <gtest/gtest.h>
+#include <rocksdb/statistics.h>
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -520,6 +521,27 @@ TEST_F(rocksdb_store_test, expert_hook_receives_rocksdb_options_but_cannot_disab
   s->put("a", "1");
   s->commit(changelog_offset(1));
   EXPECT_EQ(s->get("a"), "1");
+}
+
+TEST_F(rocksdb_store_test, a_commit_with_nothing_written_at_the_same_offset_writes_nothing) {
+  auto statistics = rocksdb::CreateDBStatistics();
+  auto o = options();
+  o.configure_rocksdb = [&](rocksdb::Options& options) { options.statistics = statistics; };
+  auto written = [&] { return statistics->getTickerCount(rocksdb::NUMBER_KEYS_WRITTEN); };
+  auto s = open(o);
+  s->put("a", "1");
+  s->commit(changelog_offset(1));
+  const auto after_first = written();
+  EXPECT_GE(after_first, 2u) << "the value and the offset";
+  s->commit(changelog_offset(1));  // idle: nothing pending, the same offset
+  EXPECT_EQ(written(), after_first);
+  s->commit(changelog_offset(2));  // a new offset is recorded even with no data
+  EXPECT_EQ(written(), after_first + 1);
+  s->remove("a");
+  s->commit(changelog_offset(2));  // pending data is written whatever the offset
+  EXPECT_EQ(written(), after_first + 3);
+  EXPECT_EQ(s->get("a"), std::nullopt);
+  EXPECT_EQ(s->committed_offset(), changelog_offset(2));
 }
 
 TEST_F(rocksdb_store_test, corrupt_store_fails_to_open_with_a_state_error_and_wipe_recovers) {
