@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,12 @@ class metrics_registry {
   void retire_gauge(const std::string& name, const std::string& labels);
   histogram& get_histogram(const std::string& name, const std::string& labels = {});
 
+  /// Adds a function that snapshot() and prometheus_text() run first, for gauges whose value
+  /// is read when asked rather than kept up to date (memory in use). It runs on the reading
+  /// thread, outside the registry's lock, so it may call get_gauge; whatever it captures must
+  /// outlive the registry's last reader.
+  void add_refresh(std::function<void()> refresh);
+
   /// Every counter and gauge (histograms as _count, _sum and p50/p99) at this moment.
   std::vector<metric_sample> snapshot() const;
   /// Sum of a counter or gauge over all label sets; 0 when absent.
@@ -91,6 +98,10 @@ class metrics_registry {
   void set_help(const std::string& name, std::string help);
 
  private:
+  void refresh() const;
+
+  mutable std::mutex refresh_mutex_;  // taken before mutex_, never inside it
+  std::vector<std::function<void()>> refreshes_;
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<counter>> counters_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<gauge>> gauges_;

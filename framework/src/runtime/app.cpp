@@ -13,6 +13,7 @@
 #include <set>
 
 #include "http/instance_server.hpp"
+#include "runtime/allocator.hpp"
 #include "runtime/app_queries.hpp"
 #include "kafka/admin.hpp"
 #include "kafka/config.hpp"
@@ -48,7 +49,8 @@ struct app::impl {
   config cfg;
   metrics_registry metrics;
   std::unique_ptr<state::rocksdb_environment> rocksdb;
-  std::unique_ptr<state::application_directory> state_lock;  ///< held from start() to close()
+  std::atomic<const state::rocksdb_environment*> rocksdb_for_metrics{nullptr};  ///< rocksdb, once made
+  std::unique_ptr<state::application_directory> state_lock;                     ///< held from start() to close()
   runtime::task_services services;
   std::unique_ptr<runtime::global_tables> globals;
   std::vector<std::unique_ptr<runtime::stream_thread>> threads;
@@ -66,6 +68,8 @@ struct app::impl {
   void create_internal_topics(kafka::admin& admin, const std::map<int, int>& sub_partitions,
                               const std::map<std::string, int>& repartition_partitions);
   void start_global_tables(const kafka::config_map& consumer, kafka::admin& admin);
+  /// The allocator's and the stores' memory gauges, set when the metrics are read.
+  void refresh_memory_gauges();
   void start_threads(const kafka::config_map& consumer_props, const kafka::config_map& producer_props,
                      const kafka::config_map& admin_props, const std::map<int, int>& sub_partitions);
 
@@ -117,6 +121,7 @@ app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
   impl_->topo = std::move(t);
   impl_->cfg = std::move(c);
   impl_->queries = std::make_unique<runtime::app_queries>(impl_->topo);
+  impl_->metrics.add_refresh([d = impl_.get()] { d->refresh_memory_gauges(); });
   runtime::validate_config(impl_->cfg);  // everything that can be checked before connecting
 }
 
@@ -342,10 +347,24 @@ void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, 
   if (!internal.empty()) admin.create_topics(internal, 60s);
 }
 
+void app::impl::refresh_memory_gauges() {
+  auto bytes = [](std::size_t n) { return static_cast<std::int64_t>(n); };
+  if (const auto use = runtime::allocator::read()) {
+    metrics.get_gauge("sluice_allocator_in_use_bytes").set(bytes(use->in_use));
+    metrics.get_gauge("sluice_allocator_free_bytes").set(bytes(use->free_bytes));
+  }
+  if (const auto* env = rocksdb_for_metrics.load(std::memory_order_acquire)) {
+    metrics.get_gauge("sluice_state_block_cache_bytes").set(bytes(env->cache_usage_bytes()));
+    metrics.get_gauge("sluice_state_memtable_bytes").set(bytes(env->memtable_usage_bytes()));
+  }
+}
+
 void app::impl::start_global_tables(const kafka::config_map& consumer, kafka::admin& admin) {
   state::rocksdb_environment_options env;
   env.memory_budget_bytes = static_cast<std::size_t>(runtime::state_memory_budget(cfg));
   rocksdb = std::make_unique<state::rocksdb_environment>(env);
+  metrics.get_gauge("sluice_state_memory_budget_bytes").set(static_cast<std::int64_t>(env.memory_budget_bytes));
+  rocksdb_for_metrics.store(rocksdb.get(), std::memory_order_release);
   globals = std::make_unique<runtime::global_tables>(topo, consumer, admin, metrics,
                                                      cfg.get_error_policy("deserialization.error.handler"),
                                                      [this](const std::string& message) {

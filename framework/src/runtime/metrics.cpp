@@ -64,7 +64,18 @@ histogram& metrics_registry::get_histogram(const std::string& name, const std::s
   return *slot;
 }
 
+void metrics_registry::add_refresh(std::function<void()> refresh) {
+  std::lock_guard lock(refresh_mutex_);
+  refreshes_.push_back(std::move(refresh));
+}
+
+void metrics_registry::refresh() const {
+  std::lock_guard lock(refresh_mutex_);
+  for (const auto& r : refreshes_) r();
+}
+
 std::vector<metric_sample> metrics_registry::snapshot() const {
+  refresh();
   std::lock_guard lock(mutex_);
   std::vector<metric_sample> out;
   for (const auto& [key, c] : counters_) out.push_back({key.first, key.second, static_cast<double>(c->value())});
@@ -110,6 +121,13 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_fetch_wakes_total",
      "Times a consumer woke a fetcher librdkafka left asleep while records waited on the broker, by consumer "
      "(group: a stream thread's input; restore: its changelog reads; global: the global tables' scan)."},
+    {"sluice_allocator_in_use_bytes", "Memory the process's allocator has handed out and not had back, bytes."},
+    {"sluice_allocator_free_bytes",
+     "Memory the allocator keeps mapped but free, bytes: resident, in no use, returned to the system every 10 s."},
+    {"sluice_state_block_cache_bytes",
+     "RocksDB block cache in use by every store of the process, bytes (memtables are charged to it)."},
+    {"sluice_state_memtable_bytes", "RocksDB memtables of every store of the process, bytes."},
+    {"sluice_state_memory_budget_bytes", "state.memory.budget.bytes: the bound of the block cache, bytes."},
     {"sluice_consumer_lag_records",
      "Records between the consumer position and the high watermark of a source partition this instance owns, "
      "updated at each commit."},
@@ -183,6 +201,7 @@ void append_sample(std::string& out, const std::string& name, const std::string&
 }  // namespace
 
 std::string metrics_registry::prometheus_text() const {
+  refresh();
   std::lock_guard lock(mutex_);
   std::string out;
   auto header = [&](const std::string& name, const char* type) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/allocator.hpp"
 #include "runtime/error_classification.hpp"
 #include "sluice/error.hpp"
 
@@ -16,6 +17,9 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
+
+/// How often the process gives its allocator's free memory back (runtime/allocator.hpp).
+constexpr auto allocator_release_interval = 10s;
 
 /// A partition's lag gauge is labelled by the partition alone: whichever thread owns it.
 std::string lag_labels(const kafka::topic_partition& p) {
@@ -248,6 +252,8 @@ void stream_thread::loop_once() {
               t.second->stores().commit_due(settings_.checkpoint_tail_fraction, settings_.early_commit_min_records));
     });
     if (due || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
+    // The prefetch queues' and the producer's bursts leave freed memory mapped; give it back.
+    allocator::release_free_memory_every(allocator_release_interval);
   } catch (const std::exception& e) {
     on_failure(e, recovery_attempt::now);
   }

@@ -95,6 +95,28 @@ TEST(embedded_app, creates_the_topics_of_sources_and_global_tables) {
   EXPECT_EQ(app.state(), sluice::app_state::not_running);
 }
 
+// An operator reads a job's memory from its metrics: the stores' RocksDB (budget, block
+// cache, memtables) and the allocator's memory in use and kept free.
+TEST(embedded_app, its_metrics_show_the_memory_of_its_stores_and_its_allocator) {
+  names t;
+  auto cfg = job_config(unique("embedded-memory"));
+  cfg.set("bootstrap.servers", "embedded");
+  cfg.set("state.memory.budget.bytes", "33554432");
+  sluice::app app(enrich_orders(t), cfg);
+  app.start();
+  const auto text = app.metrics().prometheus_text();
+  auto value = [&](const std::string& name) {
+    const auto at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  EXPECT_EQ(value("sluice_state_memory_budget_bytes"), 33554432.0) << text;
+  EXPECT_GE(value("sluice_state_block_cache_bytes"), 0.0) << text;
+  EXPECT_GE(value("sluice_state_memtable_bytes"), 0.0) << text;
+  EXPECT_GT(value("sluice_allocator_in_use_bytes"), 0.0) << text;
+  EXPECT_GE(value("sluice_allocator_free_bytes"), 0.0) << text;
+  app.close();
+}
+
 TEST(embedded_app, a_windowed_store_changelog_is_compacted_and_deleted_after_retention_plus_a_day) {
   // Kafka Streams' windowed changelogs: compact,delete, retention.ms = the store's retention
   // (window size + grace) + windowstore.changelog.additional.retention.ms (1 day), so the

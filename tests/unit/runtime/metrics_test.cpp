@@ -41,6 +41,17 @@ TEST(metrics, a_retired_gauge_leaves_the_text_and_comes_back_with_its_value_when
             std::string::npos);
 }
 
+TEST(metrics, a_refresh_sets_its_gauges_before_every_read) {
+  sluice::metrics_registry r;
+  int reads = 0;
+  r.add_refresh([&] { r.get_gauge("sluice_allocator_in_use_bytes").set(++reads * 1000); });
+  EXPECT_NE(r.prometheus_text().find("sluice_allocator_in_use_bytes 1000\n"), std::string::npos);
+  EXPECT_EQ(r.total("sluice_allocator_in_use_bytes"), 2000);  // total() reads a snapshot
+  EXPECT_NE(r.prometheus_text().find("# HELP sluice_allocator_in_use_bytes Memory the process's allocator"),
+            std::string::npos);
+  EXPECT_EQ(reads, 3);
+}
+
 TEST(metrics, gauges_kept_in_microseconds_are_exposed_in_seconds) {
   sluice::metrics_registry r;
   r.get_gauge("sluice_kafka_broker_rtt_avg_us", "broker=\"1\"").set(2500);
