@@ -45,11 +45,12 @@ consumer::consumer(const config_map& config, statistics_callback on_statistics)
   effective.try_emplace("partition.assignment.strategy", "range");
   // librdkafka 2.0.2 stops fetching a partition once its local queue passes
   // queued.min.messages (100,000) or queued.max.messages.kbytes (64 MiB), and is slow to
-  // start again: a backlog, a restore or a reader then waits on fetches. Count-bound by a
-  // million, byte-bound by 32 MiB per consumer (bench/README.md, "Consumer prefetch":
-  // 2,000,000 records passthrough 12.3 -> 4.5 s wall at 184 MB peak RSS; restore 131,000 ->
-  // 595,000 records/s).
-  effective.try_emplace("queued.min.messages", "1000000");
+  // start again: a backlog, a restore or a reader then waits on fetches (bench/README.md,
+  // "Consumer prefetch"; wake_stalled_fetch wakes it now). Byte-bound by 32 MiB per consumer
+  // and count-bound by 250,000: the byte bound counts keys and values only, while librdkafka
+  // spends about 300 bytes more on each queued record, so a million small records held about
+  // 300 MB (bench/README.md, "Long-run memory").
+  effective.try_emplace("queued.min.messages", "250000");
   effective.try_emplace("queued.max.messages.kbytes", "32768");
   const auto* group = find(effective, "group.id");
   has_group_ = group && !group->empty();
