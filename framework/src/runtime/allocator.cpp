@@ -22,8 +22,7 @@ struct tcmalloc_functions {
 const tcmalloc_functions& tcmalloc() {
   static const tcmalloc_functions f = [] {
     tcmalloc_functions out;
-    out.get_property =
-        reinterpret_cast<get_property_fn>(::dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty"));
+    out.get_property = reinterpret_cast<get_property_fn>(::dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty"));
     out.release = reinterpret_cast<release_fn>(::dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
     if (!out.get_property || !out.release) out = {};
     return out;
@@ -66,9 +65,9 @@ void release_free_memory() {
 
 void release_free_memory_every(std::chrono::milliseconds interval) {
   static std::atomic<std::int64_t> last_ms{0};
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::steady_clock::now().time_since_epoch())
-                               .count();
+  const std::int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
   std::int64_t last = last_ms.load(std::memory_order_relaxed);
   if (now - last < interval.count()) return;
   if (!last_ms.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;  // another thread does it
