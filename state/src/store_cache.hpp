@@ -120,6 +120,9 @@ class store_cache {
   std::size_t clean_bytes() const noexcept { return clean_bytes_; }
   /// Entries in the map, clean and dirty.
   std::size_t size() const noexcept { return map_.size(); }
+  /// The map's buckets and the dirty list's capacity: what the map holds beyond its entries.
+  std::size_t bucket_count() const noexcept { return map_.bucket_count(); }
+  std::size_t dirty_capacity() const noexcept { return dirty_.capacity(); }
 
   /// After the dirty entries and range deletes reached RocksDB: clean entries under a range
   /// go (one pass over the map, only when a range was written), puts become clean, deletes
@@ -149,6 +152,7 @@ class store_cache {
     ordered_.clear();
     ordered_built_ = false;
     evict();
+    trim();
   }
 
   /// Drops every dirty entry (abort): RocksDB still holds the value they replaced, so the
@@ -247,6 +251,15 @@ class store_cache {
     if (ordered_built_) {
       ordered_.insert(&s);
     }
+  }
+
+  // After a commit: the bucket array and the dirty list keep the size of the largest commit
+  // (a burst of hundreds of thousands of keys, written through); once the map holds far
+  // fewer entries they shrink to it, so a burst's memory does not stay for the store's life.
+  void trim() {
+    constexpr std::size_t floor = 4096;
+    if (map_.bucket_count() > floor && map_.bucket_count() > 4 * map_.size()) map_.rehash(0);
+    if (dirty_.capacity() > floor && dirty_.capacity() > 4 * map_.size()) std::vector<slot*>().swap(dirty_);
   }
 
   // Called with no dirty entries. Second chance: clean entries not referenced since the

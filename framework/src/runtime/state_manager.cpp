@@ -88,6 +88,12 @@ void changelog_logger::drop() noexcept {
 
 void changelog_logger::clear_buffer() noexcept {
   index_.clear();
+  // Entries kept for reuse: as many as this buffer just held. A steady load reuses them all;
+  // a burst's (hundreds of thousands of small writes under the byte bound) goes with the next
+  // smaller commit instead of staying for the life of the task.
+  if (buffer_.size() > live_) {
+    buffer_.resize(live_);
+  }
   live_ = 0;
   if (budget_ != nullptr) add_bytes(-buffered_bytes_);
 }

@@ -100,6 +100,9 @@ class changelog_logger final : public detail::changelog_writer {
   std::size_t buffered() const noexcept { return live_; }
   /// Key and value bytes waiting in the buffer.
   std::int64_t buffered_bytes() const noexcept { return buffered_bytes_; }
+  /// Entries whose storage the buffer holds: those buffered and those kept for reuse (at
+  /// most as many as the last send() or drop() emptied).
+  std::size_t kept_entries() const noexcept { return buffer_.size(); }
   /// After a commit: the count starts again. Precondition: send() since the last write.
   void reset() noexcept { sent_ = 0; }
 

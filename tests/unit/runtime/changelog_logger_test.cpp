@@ -75,6 +75,22 @@ TEST(changelog_logger, the_next_commit_starts_empty_whatever_the_entries_kept_fr
   EXPECT_EQ(f.budget.used, 0);
 }
 
+TEST(changelog_logger, a_bursts_entries_go_with_the_next_smaller_send) {
+  // The entries kept for reuse are as many as the last send emptied: a burst of 10,000 keys
+  // in one commit does not keep 10,000 entries for the life of the task.
+  logger_fixture f;
+  for (int i = 0; i < 10000; ++i) f.logger.log("key-" + std::to_string(i), "v", i);
+  f.logger.send();
+  EXPECT_EQ(f.logger.kept_entries(), 10000u);
+  for (int i = 0; i < 10; ++i) f.logger.log("key-" + std::to_string(i), "w", i);
+  f.logger.send();
+  EXPECT_EQ(f.logger.kept_entries(), 10u);
+  EXPECT_EQ(f.sender.sent.size(), 10010u);
+  EXPECT_EQ(f.sender.sent.back(), (sent_record{"cl", 3, "key-9", "w", 9}));
+  f.logger.send();  // nothing buffered: nothing kept
+  EXPECT_EQ(f.logger.kept_entries(), 0u);
+}
+
 TEST(changelog_logger, a_tombstone_replaces_a_value_and_a_value_a_tombstone) {
   logger_fixture f;
   f.logger.log("a", "1", 1);
