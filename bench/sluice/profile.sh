@@ -6,6 +6,7 @@
 #
 #   bench/sluice/profile.sh passthrough|count|overflow at_least_once|exactly_once RECORDS OUT [perf record args...]
 #
+# The input has 100-byte values over ${KEYS:-10000} keys.
 # Needs SLUICE_BOOTSTRAP (a broker), perf, and the programs built in ${BUILD_DIR:-build-bench}
 # (bench/run builds them). Writes OUT.data (open it with perf report -i OUT.data) and prints
 # the inclusive (children) percentages of the main entries. Default perf arguments:
@@ -23,7 +24,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$repo/build-bench}
 bin=$build/bench
 bootstrap=${SLUICE_BOOTSTRAP:?set SLUICE_BOOTSTRAP to a broker}
-keys=10000
+keys=${KEYS:-10000}
 id=profile-$workload-$(date +%s)-$$
 create=$id-out
 value_format=()
