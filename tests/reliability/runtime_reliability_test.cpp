@@ -458,7 +458,9 @@ TEST_F(runtime_reliability, second_instance_on_the_same_state_dir_exits_at_once_
 // configuration). The broker fences one consumer with FENCED_INSTANCE_ID, a fatal error;
 // it used to be retried as a transaction problem, tens of thousands of times, each new
 // producer fencing the healthy instance. Now the fenced instance stops with a message that
-// says what to do, the other keeps counting, and the output is exact.
+// says what to do, the other keeps counting, and the output is exact. The twins also share
+// the transactional.id: which one stops first, on its consumer's fencings or on its
+// producers' (error_classification.hpp), depends on which the broker serves first.
 TEST_F(runtime_reliability, an_instance_fenced_by_its_twin_stops_with_advice_and_the_other_keeps_counting) {
   SLUICE_REQUIRE_BROKER();
   sluice::topic_reader progress(cfg_, {output_}, sluice::isolation::read_committed);
@@ -486,7 +488,8 @@ TEST_F(runtime_reliability, an_instance_fenced_by_its_twin_stops_with_advice_and
                               << "\nb: " << tail_of(b.log(), 5);
   auto st = stopped->wait_exit(0ms);
   EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << describe_status(st);
-  EXPECT_TRUE(log_says(*stopped, "FENCED_INSTANCE_ID")) << tail_of(stopped->log(), 5);
+  EXPECT_TRUE(log_says(*stopped, "FENCED_INSTANCE_ID") || log_says(*stopped, "producers fenced in"))
+      << tail_of(stopped->log(), 5);
   EXPECT_TRUE(log_says(*stopped, "give every instance its own instance.id")) << tail_of(stopped->log(), 5);
   std::cout << "fenced and stopped: " << stopped->log() << "\n";
 

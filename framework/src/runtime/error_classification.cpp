@@ -3,6 +3,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
+
 #include "sluice/error.hpp"
 
 namespace sluice::runtime {
@@ -108,6 +110,10 @@ std::string fatal_advice(const std::exception& e) {
            "instance.id, or a copied configuration) and took its place; give every instance its own instance.id "
            "(and state.dir), then restart this one";
   return {};
+}
+
+std::chrono::milliseconds producer_twin_window(std::chrono::milliseconds transaction_timeout) noexcept {
+  return std::min<std::chrono::milliseconds>(std::chrono::seconds(5), transaction_timeout / 2);
 }
 
 bool fencing_record::twin_after(std::uint64_t incarnation, clock_type::time_point now) {

@@ -14,6 +14,7 @@
 #include <deque>
 #include <exception>
 #include <string>
+#include <string_view>
 
 namespace sluice::runtime {
 
@@ -40,6 +41,18 @@ enum class failure_kind {
 /// txn_requires_abort) and code, anything else (a user's exception) is `record`.
 failure_kind classify_failure(const std::exception& e) noexcept;
 
+/// How soon after its init_transactions a fenced producer counts toward a twin: 5 s, or half
+/// of `transaction_timeout` if that is shorter. An outage fences a producer only once the
+/// broker aborted its open transaction, transaction.timeout.ms after it began, so never this
+/// soon; a twin's producer fences this one's within a second.
+std::chrono::milliseconds producer_twin_window(std::chrono::milliseconds transaction_timeout) noexcept;
+
+/// The advice a thread stops with when a twin keeps fencing its producers.
+inline constexpr std::string_view producer_twin_advice =
+    "another instance keeps fencing this one's producers with the same transactional.id (it has the same "
+    "instance.id: a copied configuration); give every instance its own instance.id (and state.dir), then restart "
+    "this one";
+
 /// What a person should do about a fatal failure `e`, appended to the message the job stops
 /// with ("another instance joined ... give each instance its own instance.id"); empty when
 /// the error's own message already says it.
@@ -58,7 +71,13 @@ std::string fatal_advice(const std::exception& e);
 /// poll during a recovery's backoff, a close): those repeats are the same fencing, counted
 /// once by the consumer's incarnation number.
 ///
-/// Lifecycle and threading: one per stream thread, used by that thread only.
+/// The same count serves a thread's producers under exactly-once, fed only the fencings of a
+/// producer that came within producer_twin_window() of its init_transactions: a twin's new
+/// producer fences this one's at once (and a twin whose own init waits on this one's
+/// transaction can keep its thread blocked in init_transactions for most of a minute, so the
+/// consumer fencings of that twin can come half a minute apart).
+///
+/// Lifecycle and threading: one per stream thread and kind of client, used by that thread only.
 class fencing_record {
  public:
   using clock_type = std::chrono::steady_clock;

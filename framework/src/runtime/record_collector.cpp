@@ -29,7 +29,9 @@ void record_collector::make_producer() {
   options.on_statistics = [this](std::string_view json) { statistics_.on_statistics(json); };
   producer_ =
       std::make_unique<kafka::producer>(config_, options, [this](const kafka::delivery_report& r) { on_delivery(r); });
+  ++producer_incarnation_;
   if (guarantee_ == processing_guarantee::exactly_once) producer_->init_transactions(60s);
+  producer_ready_at_ = std::chrono::steady_clock::now();
   in_transaction_ = false;
 }
 

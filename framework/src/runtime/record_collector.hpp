@@ -77,6 +77,10 @@ class record_collector final : public record_sender {
   void abort_transaction();
   /// Drops the producer and makes a fresh one (after fencing or an unknown outcome).
   void recreate();
+  /// Numbers the producers made (1 for the first); with when the current one became ready
+  /// (its init_transactions returned), for telling a twin's fencings from an outage's.
+  std::uint64_t producer_incarnation() const noexcept { return producer_incarnation_; }
+  std::chrono::steady_clock::time_point producer_ready_at() const noexcept { return producer_ready_at_; }
 
   /// The next offset after the last delivered record of a changelog partition (sent with
   /// send_changelog()), if any was delivered since the last reset_changelog_offsets().
@@ -113,6 +117,8 @@ class record_collector final : public record_sender {
   counter& sent_;
   counter& failed_;
   std::unique_ptr<kafka::producer> producer_;
+  std::uint64_t producer_incarnation_ = 0;
+  std::chrono::steady_clock::time_point producer_ready_at_;
   bool in_transaction_ = false;
   // Records of send() produced and not yet reported, delivered or failed (the reports without
   // a slot): a changelog record waits for them under at-least-once.

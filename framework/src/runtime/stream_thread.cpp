@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "runtime/allocator.hpp"
@@ -20,6 +21,18 @@ namespace {
 
 /// How often the process gives its allocator's free memory back (runtime/allocator.hpp).
 constexpr auto allocator_release_interval = 10s;
+
+/// The producer's transaction.timeout.ms (app.cpp sets it under exactly-once), librdkafka's
+/// default of 60 s when absent or unreadable (librdkafka refuses the producer then anyway).
+std::chrono::milliseconds transaction_timeout(const kafka::config_map& producer) {
+  std::int64_t ms = 60000;
+  if (auto it = producer.find("transaction.timeout.ms"); it != producer.end()) {
+    std::int64_t parsed = 0;
+    const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), parsed);
+    if (ec == std::errc() && end == it->second.data() + it->second.size() && parsed > 0) ms = parsed;
+  }
+  return std::chrono::milliseconds(ms);
+}
 
 /// A partition's lag gauge is labelled by the partition alone: whichever thread owns it.
 std::string lag_labels(const kafka::topic_partition& p) {
@@ -92,7 +105,9 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       recoveries_(services.metrics->get_counter("sluice_task_recoveries_total", label_)),
       group_fetch_wakes_(services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"group\"")),
       restore_fetch_wakes_(
-          services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"restore\"")) {}
+          services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"restore\"")) {
+  producer_twin_window_ = producer_twin_window(transaction_timeout(settings_.producer));
+}
 
 stream_thread::~stream_thread() {
   request_stop();
@@ -528,7 +543,14 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
       consumer_fenced_ = true;
       break;
     }
-    case failure_kind::retriable: break;
+    case failure_kind::retriable:
+      if (twin_fenced_producer(e)) {
+        throw sluice::error(errc::kafka_fatal,
+                            std::string(e.what()) + "; " + std::to_string(producer_fencings_.count()) +
+                                " producers fenced in " + std::to_string(producer_fencings_.span().count()) +
+                                " s, each within seconds of its start; " + std::string(producer_twin_advice));
+      }
+      break;
     default: throw;  // rethrows the exception being handled by the caller's catch
   }
   note_failure(e);
@@ -545,6 +567,16 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
   drop_uncommitted(producer_after_abort::keep);  // recovery recreates it
   recovery_pending_ = true;
   try_recovery();
+}
+
+bool stream_thread::twin_fenced_producer(const std::exception& e) {
+  auto* se = dynamic_cast<const sluice::error*>(&e);
+  if (!se || se->code() != errc::fenced || !collector_) return false;
+  const auto now = clock_type::now();
+  // A fencing long after the producer started is an outage's (its transaction timed out):
+  // it is left out, and it does not end a twin's run of quick fencings either.
+  if (now - collector_->producer_ready_at() >= producer_twin_window_) return false;
+  return producer_fencings_.twin_after(collector_->producer_incarnation(), now);
 }
 
 void stream_thread::try_recovery() {

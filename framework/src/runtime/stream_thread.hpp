@@ -139,6 +139,9 @@ class stream_thread final : kafka::rebalance_listener {
   /// now, the tasks are closed dirty and recovery is tried at once; a fenced consumer is
   /// recreated each time and is fatal when fencing_record takes its fencings for a twin's.
   void on_failure(const std::exception& e, recovery_attempt attempt);
+  /// Whether `e` fenced the producer soon after its start, again: producer_fencings_ takes
+  /// such fencings for a twin's with the same transactional.id.
+  bool twin_fenced_producer(const std::exception& e);
   /// recover_from_failure(); a retriable failure of it is noted and left for the next loop.
   void try_recovery();
   /// Aborts the transaction, closes the tasks dirty, recreates the producer, recreates the
@@ -187,6 +190,10 @@ class stream_thread final : kafka::rebalance_listener {
   bool consumer_fenced_ = false;            ///< recovery recreates the consumer too
   std::uint64_t consumer_incarnation_ = 0;  ///< numbers the consumers made, for fencings_
   fencing_record fencings_;
+  /// Exactly-once: the fencings of producers that came within producer_twin_window_ of
+  /// their start, numbered by record_collector::producer_incarnation.
+  fencing_record producer_fencings_;
+  std::chrono::milliseconds producer_twin_window_{};
   std::string failure_;
   std::thread thread_;
   std::mutex finished_mutex_;

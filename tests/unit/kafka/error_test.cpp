@@ -6,10 +6,13 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include <thread>
+#include <vector>
 
+#include "kafka/consumer.hpp"
 #include "kafka/error.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "kafka/producer.hpp"
+#include "kafka_test_util.hpp"
 
 namespace sluice::kafka {
 namespace {
@@ -148,6 +151,46 @@ TEST(kafka_error, produce_after_a_fatal_error_throws_it) {
   }
   ASSERT_TRUE(p.fatal_error().has_value());
   EXPECT_EQ(p.fatal_error()->code(), errc::kafka_fatal);
+}
+
+// A consumer's fatal error (here the FENCED_INSTANCE_ID a twin's join causes) is thrown by
+// the next poll, ahead of the records fetched before it: a stream thread learns that its
+// consumer was fenced at once, not after draining what was queued.
+TEST(kafka_error, a_consumers_fatal_error_is_thrown_before_the_records_fetched_ahead_of_it) {
+  mock_cluster cluster;
+  cluster.create_topic("fetched-ahead", 1);
+  test::write_numbered(cluster.bootstrap_servers(), "fetched-ahead", 0, 2000);
+  consumer c(config_map{{"bootstrap.servers", cluster.bootstrap_servers()},
+                        {"group.id", "fetched-ahead"},
+                        {"group.instance.id", "fetched-ahead-0"},
+                        {"heartbeat.interval.ms", "100"},
+                        {"auto.offset.reset", "earliest"}});
+  c.subscribe({"fetched-ahead"});
+  std::vector<message> batch;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {}
+  ASSERT_EQ(batch.size(), 1u);
+  // The rest is fetched and queued; then the coordinator answers a heartbeat with
+  // FENCED_INSTANCE_ID, as it does once a twin joined with this group.instance.id.
+  rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(c.native());
+  while (rd_kafka_queue_length(queue) < 1999 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(10ms);
+  const auto queued = rd_kafka_queue_length(queue);
+  rd_kafka_queue_destroy(queue);
+  ASSERT_GE(queued, 1999u);
+  rd_kafka_mock_push_request_errors(cluster.native(), 12 /* Heartbeat */, 1, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+  while (rd_kafka_fatal_error(c.native(), nullptr, 0) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(rd_kafka_fatal_error(c.native(), nullptr, 0), RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+  try {
+    c.poll_batch(batch, 1, 100ms);
+    FAIL() << "poll_batch returned a record (offset " << (batch.empty() ? -1 : batch[0].offset)
+           << ") after the consumer's fatal error";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), errc::kafka_fatal) << e.what();
+    EXPECT_EQ(e.kafka().code, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID) << e.what();
+  }
 }
 
 // An abortable transaction error keeps txn_requires_abort and maps to transaction_aborted.

@@ -101,6 +101,13 @@ TEST(fencing_record, fencings_further_apart_than_30_s_are_separate_faults) {
   EXPECT_TRUE(r.twin_after(4, t + std::chrono::seconds(45)));
 }
 
+TEST(fencing_record, a_producer_counts_toward_a_twin_only_when_fenced_sooner_than_a_transaction_can_time_out) {
+  using std::chrono::seconds;
+  EXPECT_EQ(producer_twin_window(seconds(10)), seconds(5));  // the exactly-once default transaction.timeout.ms
+  EXPECT_EQ(producer_twin_window(seconds(60)), seconds(5));
+  EXPECT_EQ(producer_twin_window(seconds(4)), seconds(2));
+}
+
 TEST(error_classification, refusals_no_retry_can_fix_stop_the_job) {
   for (auto code :
        {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_RECORD,

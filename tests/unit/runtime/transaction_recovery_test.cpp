@@ -172,6 +172,28 @@ TEST(transaction_recovery, a_fenced_producer_is_replaced_and_loses_nothing) {
   expect_recovered_with_nothing_lost(job);
 }
 
+// A twin instance with a copied instance.id shares the transactional.id: each new producer
+// one of them makes fences the other's at once. Producers fenced within seconds of their
+// start, three times in 30 s, stop the app with that advice, where it used to recreate its
+// producer every half second for as long as the twin ran (an outage's fencing comes a
+// transaction timeout after the transaction began, never this soon).
+TEST(transaction_recovery, producers_fenced_again_and_again_right_after_their_start_stop_the_app_with_advice) {
+  counting_job job;
+  job.feed(400);
+  expect_recovered_with_nothing_lost(job);
+
+  rd_kafka_mock_push_request_errors(job.mock(), 26 /* EndTxn */, 3, RD_KAFKA_RESP_ERR_PRODUCER_FENCED,
+                                    RD_KAFKA_RESP_ERR_PRODUCER_FENCED, RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
+  job.feed(400);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (job.app().state() != sluice::app_state::error && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(job.app().state(), sluice::app_state::error);
+  EXPECT_NE(job.app().error_message().find("3 producers fenced in"), std::string::npos) << job.app().error_message();
+  EXPECT_NE(job.app().error_message().find("give every instance its own instance.id"), std::string::npos)
+      << job.app().error_message();
+}
+
 /// Forwards its input, and while `armed` emits a tick every 20 ms of wall clock: output with no
 /// input behind it.
 class ticker : public sluice::processor<std::string, std::string, std::string, std::string> {
