@@ -35,6 +35,9 @@ constexpr config_key keys[] = {
     {"statestore.changelog.buffer.bytes", "4194304",
      "Per task: a key-value store's changelog gets the last write per key of each commit; the task buffers up to "
      "this many key and value bytes of them before sending early. 0 sends every write at once."},
+    {"statestore.read.cache.bytes", "1048576",
+     "Per RocksDB key-value store: entries already written that the store keeps in memory for reads (keys, values "
+     "and bookkeeping). 0 turns it off."},
     {"replication.factor", "-1",
      "Replication factor of the internal topics sluice creates (repartition, changelog, dead letter); -1 = the "
      "broker's default.replication.factor."},
@@ -97,6 +100,7 @@ constexpr numeric_range ranges[] = {
     {"state.memory.budget.bytes", std::int64_t{8} << 20, std::int64_t{1} << 40,
      "RocksDB needs 8 MiB for its block cache and write buffers"},
     {"statestore.changelog.buffer.bytes", 0, std::int64_t{1} << 40, "0 turns buffering off"},
+    {"statestore.read.cache.bytes", 0, std::int64_t{1} << 40, "0 turns the read cache off"},
     {"replication.factor", -1, 32767, "-1 is the broker's default.replication.factor; Kafka's limit is 32767"},
 };
 

@@ -392,6 +392,7 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
   s.dead_letter_topic = cfg.dead_letter_topic();
   s.max_task_idle_ms = cfg.max_task_idle_ms();
   s.changelog_buffer_bytes = cfg.get_int("statestore.changelog.buffer.bytes", 0, std::int64_t{1} << 40);
+  s.read_cache_bytes = cfg.get_int("statestore.read.cache.bytes", 0, std::int64_t{1} << 40);
   s.rocksdb = rocksdb.get();
   s.metrics = &metrics;
   s.global_views = globals->views();

@@ -108,6 +108,7 @@ std::unique_ptr<state::kv_store> open_storage(const detail::store_spec& spec, co
   options.mode = services.guarantee == processing_guarantee::exactly_once ? state::write_mode::hold_until_commit
                                                                           : state::write_mode::write_through;
   options.ttl = spec.ttl;
+  options.read_cache_bytes = static_cast<std::size_t>(services.read_cache_bytes);
   // TTL runs on the task's stream time, for live writes and restored entries alike (the
   // changelog carries each write's stream time), so a restart changes no expiry: on the
   // wall clock, replaying old input after a crash forgot every restored entry.

@@ -73,6 +73,9 @@ struct task_services {
   /// between commits before sending early (key-value stores: the last write per key; other
   /// kinds under at-least-once: every write); 0 sends every write at once.
   std::int64_t changelog_buffer_bytes = 0;
+  /// statestore.read.cache.bytes: per RocksDB key-value store, the entries already written
+  /// that it keeps in memory for reads (state::store_options::read_cache_bytes).
+  std::int64_t read_cache_bytes = std::int64_t{1} << 20;
 };
 
 class stream_task final : public detail::task_context {

@@ -252,6 +252,7 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   s.record_limits = runtime::record_size_limits(runtime::producer_max_message_bytes(d.cfg));
   s.max_task_idle_ms = d.cfg.max_task_idle_ms();
   s.changelog_buffer_bytes = d.cfg.get_int("statestore.changelog.buffer.bytes", 0, std::int64_t{1} << 40);
+  s.read_cache_bytes = d.cfg.get_int("statestore.read.cache.bytes", 0, std::int64_t{1} << 40);
   s.metrics = &d.metrics;
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };
