@@ -347,6 +347,20 @@ std::chrono::milliseconds config::commit_interval() const {
   return interval;
 }
 
+std::chrono::milliseconds config::transaction_timeout() const {
+  const auto client = client_properties("producer");
+  const auto set = client.find("transaction.timeout.ms");
+  if (set == client.end())
+    return std::chrono::milliseconds(std::max<std::int64_t>(10000, 2 * commit_interval().count()));
+  const auto& text = set->second;
+  std::int64_t ms = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc{} || end != text.data() + text.size() || ms < 1)
+    invalid("producer.transaction.timeout.ms", text,
+            "a positive number of milliseconds, at most the broker's transaction.max.timeout.ms (default 900000)");
+  return std::chrono::milliseconds(ms);
+}
+
 int config::num_stream_threads() const { return static_cast<int>(get_int("num.stream.threads", 1, 256)); }
 
 std::filesystem::path config::state_dir() const { return require("state.dir"); }

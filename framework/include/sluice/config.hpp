@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -68,8 +69,10 @@ class config {
 
   /// Typed reads; a malformed value throws errc::invalid_config naming key, value and
   /// what is allowed. For sluice's own numeric keys (poll.ms, commit.interval.ms, ...) the
-  /// range is also limited to what the runtime can honour (docs/configuration.md).
-  std::int64_t get_int(std::string_view key, std::int64_t min, std::int64_t max) const;
+  /// range is also limited to what the runtime can honour (docs/configuration.md); such a
+  /// key needs no range of its own here.
+  std::int64_t get_int(std::string_view key, std::int64_t min = std::numeric_limits<std::int64_t>::min(),
+                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) const;
   std::chrono::milliseconds get_ms(std::string_view key) const;
   /// A comma-separated list ("a, b,c"), each item trimmed of spaces and tabs; absent or blank
   /// gives an empty list. An empty item ("a,,b", "a,") throws errc::invalid_config naming
@@ -88,6 +91,10 @@ class config {
   /// producer.transaction.timeout.ms at most 450000 (the broker's default
   /// transaction.max.timeout.ms is twice that).
   std::chrono::milliseconds commit_interval() const;
+  /// The producers' transaction.timeout.ms under exactly-once: producer.transaction.timeout.ms
+  /// when set, else max(10000, 2 x commit_interval()). A crashed instance's open transaction
+  /// holds back read_committed reads until the broker aborts it this long after it began.
+  std::chrono::milliseconds transaction_timeout() const;
   int num_stream_threads() const;
   std::filesystem::path state_dir() const;
   std::string bootstrap_servers() const;

@@ -383,16 +383,9 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
   const auto app_id = cfg.application_id();
   const auto guarantee = cfg.guarantee();
   auto& s = services;
+  runtime::read_task_settings(cfg, s);
   s.topo = &topo;
-  s.application_id = app_id;
-  s.guarantee = guarantee;
   s.state_dir = cfg.state_dir();
-  s.on_deserialization_error = cfg.get_error_policy("deserialization.error.handler");
-  s.on_processing_error = cfg.get_error_policy("processing.error.handler");
-  s.dead_letter_topic = cfg.dead_letter_topic();
-  s.max_task_idle_ms = cfg.max_task_idle_ms();
-  s.changelog_buffer_bytes = cfg.get_int("statestore.changelog.buffer.bytes", 0, std::int64_t{1} << 40);
-  s.read_cache_bytes = cfg.get_int("statestore.read.cache.bytes", 0, std::int64_t{1} << 40);
   s.rocksdb = rocksdb.get();
   s.metrics = &metrics;
   s.global_views = globals->views();
@@ -473,9 +466,10 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
     // partition it wrote (repartition topics included) until the broker aborts it after
     // transaction.timeout.ms: librdkafka's 60 s default stalls the new owner of the crashed
     // instance's partitions for a minute. Kafka Streams uses 10 s; so do we, unless set.
-    if (guarantee == processing_guarantee::exactly_once)
-      settings.producer.try_emplace("transaction.timeout.ms",
-                                    std::to_string(std::max<std::int64_t>(10000, 2 * cfg.commit_interval().count())));
+    if (guarantee == processing_guarantee::exactly_once) {
+      settings.transaction_timeout = cfg.transaction_timeout();
+      settings.producer["transaction.timeout.ms"] = std::to_string(settings.transaction_timeout.count());
+    }
     settings.transactional_id = app_id + "-" + instance + "-" + std::to_string(i);
     threads.push_back(std::make_unique<runtime::stream_thread>(
         std::move(settings), services, [this, i](runtime::thread_state st) { on_thread_state(i, st); }));

@@ -130,4 +130,9 @@ std::chrono::seconds fencing_record::span() const noexcept {
   return std::chrono::duration_cast<std::chrono::seconds>(fencings_.back() - fencings_.front());
 }
 
+std::string fencing_record::twin_evidence(std::string_view clients, std::string_view when) const {
+  return std::to_string(count()) + " " + std::string(clients) + " fenced in " + std::to_string(span().count()) +
+         " s, each " + std::string(when);
+}
+
 }  // namespace sluice::runtime

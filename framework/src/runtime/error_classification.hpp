@@ -92,6 +92,9 @@ class fencing_record {
   /// last, for the message the instance stops with.
   std::size_t count() const noexcept { return fencings_.size(); }
   std::chrono::seconds span() const noexcept;
+  /// "3 <clients> fenced in 12 s, each <when>": the evidence of a twin, for the message the
+  /// thread stops with.
+  std::string twin_evidence(std::string_view clients, std::string_view when) const;
 
  private:
   std::deque<clock_type::time_point> fencings_;

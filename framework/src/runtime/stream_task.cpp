@@ -12,6 +12,17 @@
 
 namespace sluice::runtime {
 
+void read_task_settings(const config& cfg, task_services& s) {
+  s.application_id = cfg.application_id();
+  s.guarantee = cfg.guarantee();
+  s.on_deserialization_error = cfg.get_error_policy("deserialization.error.handler");
+  s.on_processing_error = cfg.get_error_policy("processing.error.handler");
+  s.dead_letter_topic = cfg.dead_letter_topic();
+  s.max_task_idle_ms = cfg.max_task_idle_ms();
+  s.changelog_buffer_bytes = cfg.get_int("statestore.changelog.buffer.bytes");
+  s.read_cache_bytes = cfg.get_int("statestore.read.cache.bytes");
+}
+
 stream_task::stream_task(runtime::task_id id, const task_services& services, record_sender& sender,
                          std::string thread_label)
     : stream_task(id, services, sender, std::move(thread_label), open_task_storage(id, services)) {}

@@ -78,6 +78,12 @@ struct task_services {
   std::int64_t read_cache_bytes = std::int64_t{1} << 20;
 };
 
+/// Sets the task settings read from the configuration (application id, guarantee, error
+/// handlers, dead-letter topic, idling, changelog buffer, read cache), as sluice::app and the
+/// TopologyTestDriver both take them; the other fields (topology, clock, stores, limits) are
+/// the caller's and left as they are.
+void read_task_settings(const config& cfg, task_services& s);
+
 class stream_task final : public detail::task_context {
  public:
   /// Opens the task directory (when it has persistent stores) and its stores.

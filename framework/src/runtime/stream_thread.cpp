@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 
 #include "runtime/allocator.hpp"
@@ -21,18 +20,6 @@ namespace {
 
 /// How often the process gives its allocator's free memory back (runtime/allocator.hpp).
 constexpr auto allocator_release_interval = 10s;
-
-/// The producer's transaction.timeout.ms (app.cpp sets it under exactly-once), librdkafka's
-/// default of 60 s when absent or unreadable (librdkafka refuses the producer then anyway).
-std::chrono::milliseconds transaction_timeout(const kafka::config_map& producer) {
-  std::int64_t ms = 60000;
-  if (auto it = producer.find("transaction.timeout.ms"); it != producer.end()) {
-    std::int64_t parsed = 0;
-    const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), parsed);
-    if (ec == std::errc() && end == it->second.data() + it->second.size() && parsed > 0) ms = parsed;
-  }
-  return std::chrono::milliseconds(ms);
-}
 
 /// A partition's lag gauge is labelled by the partition alone: whichever thread owns it.
 std::string lag_labels(const kafka::topic_partition& p) {
@@ -106,7 +93,7 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       group_fetch_wakes_(services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"group\"")),
       restore_fetch_wakes_(
           services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"restore\"")) {
-  producer_twin_window_ = producer_twin_window(transaction_timeout(settings_.producer));
+  producer_twin_window_ = producer_twin_window(settings_.transaction_timeout);
 }
 
 stream_thread::~stream_thread() {
@@ -535,10 +522,10 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
       if (fencings_.twin_after(consumer_incarnation_, clock_type::now())) {
         // Fenced again and again right after rejoining: a twin keeps taking the identity back.
         auto* se = dynamic_cast<const sluice::error*>(&e);
-        throw sluice::error(errc::kafka_fatal,
-                            std::string(e.what()) + "; fenced " + std::to_string(fencings_.count()) + " times in " +
-                                std::to_string(fencings_.span().count()) + " s after rejoining",
-                            se ? se->kafka() : kafka_flags{});
+        throw sluice::error(
+            errc::kafka_fatal,
+            std::string(e.what()) + "; " + fencings_.twin_evidence("consumers", "right after rejoining"),
+            se ? se->kafka() : kafka_flags{});
       }
       consumer_fenced_ = true;
       break;
@@ -546,9 +533,9 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
     case failure_kind::retriable:
       if (twin_fenced_producer(e)) {
         throw sluice::error(errc::kafka_fatal,
-                            std::string(e.what()) + "; " + std::to_string(producer_fencings_.count()) +
-                                " producers fenced in " + std::to_string(producer_fencings_.span().count()) +
-                                " s, each within seconds of its start; " + std::string(producer_twin_advice));
+                            std::string(e.what()) + "; " +
+                                producer_fencings_.twin_evidence("producers", "within seconds of its start") + "; " +
+                                std::string(producer_twin_advice));
       }
       break;
     default: throw;  // rethrows the exception being handled by the caller's catch

@@ -50,6 +50,9 @@ struct thread_settings {
   kafka::config_map restore_consumer;
   kafka::config_map producer;
   std::string transactional_id;
+  /// The producer's transaction.timeout.ms (app.cpp puts it into `producer` under
+  /// exactly-once; librdkafka's default otherwise): bounds the producer-twin window.
+  std::chrono::milliseconds transaction_timeout{60000};
   error_policy on_production_error = error_policy::fail;
   std::chrono::milliseconds commit_interval{30000};
   std::chrono::milliseconds poll_timeout{100};

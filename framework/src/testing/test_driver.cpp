@@ -239,20 +239,13 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   runtime::validate_config(d.cfg);  // refuses exactly what sluice::app refuses
 
   auto& s = d.services;
-  s.topo = &d.topo;
-  s.application_id = d.cfg.application_id();
   // Stores hold writes until the commit under exactly-once, as in a job (the driver has no
   // transactions to abort: every commit succeeds).
-  s.guarantee = d.cfg.guarantee();
-  s.on_deserialization_error = d.cfg.get_error_policy("deserialization.error.handler");
-  s.on_processing_error = d.cfg.get_error_policy("processing.error.handler");
-  s.dead_letter_topic = d.cfg.dead_letter_topic();
+  runtime::read_task_settings(d.cfg, s);
+  s.topo = &d.topo;
   // The producer's limit as the app's producer would use it; the driver's topics have no
   // max.message.bytes of their own.
   s.record_limits = runtime::record_size_limits(runtime::producer_max_message_bytes(d.cfg));
-  s.max_task_idle_ms = d.cfg.max_task_idle_ms();
-  s.changelog_buffer_bytes = d.cfg.get_int("statestore.changelog.buffer.bytes", 0, std::int64_t{1} << 40);
-  s.read_cache_bytes = d.cfg.get_int("statestore.read.cache.bytes", 0, std::int64_t{1} << 40);
   s.metrics = &d.metrics;
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };

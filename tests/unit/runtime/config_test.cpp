@@ -281,6 +281,20 @@ TEST(config, an_exactly_once_commit_interval_the_broker_would_refuse_as_a_transa
   EXPECT_EQ(cfg.commit_interval().count(), 3600000);
 }
 
+TEST(config, the_transaction_timeout_is_twice_the_commit_interval_and_at_least_10_s_unless_set) {
+  sluice::config cfg;
+  cfg.set("application.id", "a").set("processing.guarantee", "exactly_once");
+  EXPECT_EQ(cfg.transaction_timeout().count(), 10000);
+  cfg.set("commit.interval.ms", "7000");
+  EXPECT_EQ(cfg.transaction_timeout().count(), 14000);
+  cfg.set("producer.transaction.timeout.ms", "3000");
+  EXPECT_EQ(cfg.transaction_timeout().count(), 3000);
+  cfg.set("producer.transaction.timeout.ms", "3 s");
+  auto msg = error_of([&] { cfg.transaction_timeout(); }, sluice::errc::invalid_config);
+  EXPECT_NE(msg.find("producer.transaction.timeout.ms"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a positive number of milliseconds"), std::string::npos) << msg;
+}
+
 TEST(config, a_misspelt_sluice_key_gets_did_you_mean_not_a_librdkafka_error) {
   sluice::config c;
   c.set("application.id", "a").set("procesing.guarantee", "exactly_once");

@@ -89,6 +89,8 @@ TEST(fencing_record, three_consumers_fenced_within_30_s_are_a_twin) {
   EXPECT_TRUE(r.twin_after(3, t + std::chrono::seconds(4)));
   EXPECT_EQ(r.count(), 3u);
   EXPECT_EQ(r.span(), std::chrono::seconds(4));
+  EXPECT_EQ(r.twin_evidence("consumers", "right after rejoining"),
+            "3 consumers fenced in 4 s, each right after rejoining");
 }
 
 TEST(fencing_record, fencings_further_apart_than_30_s_are_separate_faults) {
