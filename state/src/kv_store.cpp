@@ -1,5 +1,6 @@
 // kv_iterator bookkeeping and the checks every store shares.
 #include "sluice/state/kv_store.hpp"
+#include "sluice/state/kv_backed_store.hpp"
 
 #include <cstdio>
 #include <exception>
@@ -8,6 +9,10 @@
 #include "store_common.hpp"
 
 namespace sluice::state {
+
+kv_backed_store::kv_backed_store(std::unique_ptr<kv_store> storage, const char* kind) : storage_(std::move(storage)) {
+  if (!storage_) throw error(errc::invalid_topology, std::string(kind) + " opened without a kv_store to hold its data");
+}
 
 kv_iterator::kv_iterator(std::unique_ptr<detail::kv_iterator_impl> impl, std::size_t* open_count) noexcept
     : impl_(std::move(impl)), open_count_(open_count) {

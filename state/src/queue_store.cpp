@@ -72,18 +72,11 @@ std::string queue_entry_key(std::string_view queue, queue_sequence sequence) {
 }
 
 queue_store::queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog, queue_store_options options)
-    : storage_(std::move(storage)), changelog_(changelog), options_(options) {
-  if (!storage_) {
-    throw sluice::error(errc::invalid_topology, "queue store opened without a kv_store");
-  }
+    : kv_backed_store(std::move(storage), "queue store"), changelog_(changelog), options_(options) {
   load_non_empty();
 }
 
 queue_store::~queue_store() { close(); }
-
-const std::string& queue_store::name() const noexcept { return storage_->name(); }
-
-std::optional<changelog_offset> queue_store::committed_offset() const noexcept { return storage_->committed_offset(); }
 
 void queue_store::commit(changelog_offset next_changelog_offset) {
   storage_->commit(next_changelog_offset);
@@ -180,14 +173,6 @@ void queue_store::restore(std::span<const restore_record> batch, changelog_offse
     }
   }
 }
-
-void queue_store::flush() { storage_->flush(); }
-
-std::size_t queue_store::pending_bytes() const noexcept { return storage_->pending_bytes(); }
-
-std::optional<std::uint64_t> queue_store::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
-
-bool queue_store::begin_flush() { return storage_->begin_flush(); }
 
 void queue_store::close() {
   if (closed_) {

@@ -109,11 +109,10 @@ struct ranked_index::index_table final : memory_consumer {
 };
 
 ranked_index::ranked_index(std::unique_ptr<kv_store> storage, changelog_sink* changelog, ranked_index_options options)
-    : storage_(std::move(storage)),
+    : kv_backed_store(std::move(storage), "ranked index"),
       changelog_(changelog),
       options_(std::move(options)),
       indexes_(std::make_unique<index_table>()) {
-  if (!storage_) throw error(errc::invalid_topology, "ranked_index: no kv_store to hold the index");
   indexes_->now = resolve_clock(options_);
 }
 
@@ -326,10 +325,6 @@ std::uint64_t ranked_index::count(std::string_view index) {
   return n;
 }
 
-const std::string& ranked_index::name() const noexcept { return storage_->name(); }
-
-std::optional<changelog_offset> ranked_index::committed_offset() const noexcept { return storage_->committed_offset(); }
-
 void ranked_index::commit(changelog_offset next_changelog_offset) {
   std::lock_guard lock(indexes_->mutex);
   storage_->commit(next_changelog_offset);
@@ -351,14 +346,6 @@ void ranked_index::restore(std::span<const restore_record> batch, changelog_offs
   for (const auto& r : batch)
     if (auto index = index_of_key(r.key)) indexes_->drop(*index);
 }
-
-void ranked_index::flush() { storage_->flush(); }
-
-std::size_t ranked_index::pending_bytes() const noexcept { return storage_->pending_bytes(); }
-
-std::optional<std::uint64_t> ranked_index::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
-
-bool ranked_index::begin_flush() { return storage_->begin_flush(); }
 
 void ranked_index::close() {
   if (!indexes_) return;

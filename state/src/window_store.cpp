@@ -64,7 +64,7 @@ std::string window_entry_key(std::string_view key, std::int64_t start, std::chro
 }
 
 window_store::window_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog, window_store_options options)
-    : storage_(std::move(storage)),
+    : kv_backed_store(std::move(storage), "window store"),
       changelog_(changelog),
       retention_(options.retention),
       segment_interval_(checked_interval(options, storage_->name())) {
@@ -72,10 +72,6 @@ window_store::window_store(std::unique_ptr<kv_store> storage, changelog_sink* ch
 }
 
 window_store::~window_store() { close(); }
-
-const std::string& window_store::name() const noexcept { return storage_->name(); }
-
-std::optional<changelog_offset> window_store::committed_offset() const noexcept { return storage_->committed_offset(); }
 
 std::int64_t window_store::read_observed_from_storage() {
   // The newest segment is the last key's; the highest start is somewhere in that segment.
@@ -139,14 +135,6 @@ void window_store::restore(std::span<const restore_record> batch, changelog_offs
   if (dropped_below_ != dropped) storage_->commit(next_offset);
   committed_observed_ = observed_;
 }
-
-void window_store::flush() { storage_->flush(); }
-
-std::size_t window_store::pending_bytes() const noexcept { return storage_->pending_bytes(); }
-
-std::optional<std::uint64_t> window_store::unflushed_entries() const noexcept { return storage_->unflushed_entries(); }
-
-bool window_store::begin_flush() { return storage_->begin_flush(); }
 
 void window_store::close() {
   if (closed_) return;

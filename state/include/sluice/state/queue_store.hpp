@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/state/kv_backed_store.hpp"
 #include "sluice/state/kv_store.hpp"
 #include "sluice/state/state_store.hpp"
 
@@ -98,23 +99,17 @@ struct queue_store_options {
 ///
 /// Errors: storage failures throw sluice::error(errc::state); a meta record that cannot be
 /// decoded throws errc::state naming the store (wipe it to rebuild from the changelog).
-class queue_store final : public state_store {
+class queue_store final : public kv_backed_store {
  public:
   /// Takes ownership of `storage`; logs to `changelog` unless it is nullptr. Reads the meta
   /// records once to learn which queues are non-empty (O(queues ever used)).
   queue_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog, queue_store_options options = {});
   ~queue_store() override;
 
-  const std::string& name() const noexcept override;
-  std::optional<changelog_offset> committed_offset() const noexcept override;
   void commit(changelog_offset next_changelog_offset) override;
   /// Drops pending writes and re-reads the meta of the queues they touched.
   void abort() override;
   void restore(std::span<const restore_record> batch, changelog_offset next_offset) override;
-  void flush() override;
-  std::size_t pending_bytes() const noexcept override;
-  std::optional<std::uint64_t> unflushed_entries() const noexcept override;
-  bool begin_flush() override;
   void close() override;
 
   /// Adds `value` at `sequence` to `queue` (see append_result for replays). `timestamp_ms`
@@ -140,9 +135,6 @@ class queue_store final : public state_store {
   /// never scans empty queues. Valid until the next write, abort or restore.
   const std::set<std::string, std::less<>>& non_empty_queues() const noexcept { return non_empty_; }
 
-  /// The kv_store underneath (tests, diagnostics).
-  kv_store& storage() noexcept { return *storage_; }
-
  private:
   struct meta {
     queue_sequence head{};
@@ -156,7 +148,6 @@ class queue_store final : public state_store {
   void track(std::string_view queue, const meta& m);
   void load_non_empty();
 
-  std::unique_ptr<kv_store> storage_;
   changelog_sink* changelog_;
   std::set<std::string, std::less<>> non_empty_;
   std::set<std::string, std::less<>> touched_;  ///< queues written since the last commit

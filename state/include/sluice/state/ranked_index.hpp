@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/state/kv_backed_store.hpp"
 #include "sluice/state/kv_store.hpp"
 #include "sluice/state/memory_budget.hpp"
 #include "sluice/state/state_store.hpp"
@@ -72,7 +73,7 @@ struct loaded_index;
 /// Writes (upsert, remove) take the timestamp their changelog record carries (the task's
 /// stream time). Reads see pending writes (read-your-writes), like the kv_store's.
 /// Errors: the kv_store's (sluice::error(errc::state) on I/O or corruption).
-class ranked_index final : public state_store, public memory_charged_store {
+class ranked_index final : public kv_backed_store, public memory_charged_store {
  public:
   /// Takes ownership of `storage`; `changelog` may be null (the store is not logged) and
   /// must outlive the index otherwise. Its lists are charged to no budget (only idle eviction
@@ -119,20 +120,11 @@ class ranked_index final : public state_store, public memory_charged_store {
   /// moves the account).
   void charge_memory_to(memory_budget& memory) override;
 
-  /// The kv_store holding the data (for the runtime and tests).
-  kv_store& storage() noexcept { return *storage_; }
-
-  // state_store: forwarded to the kv_store; abort() and restore() also drop the in-memory
-  // lists of the indexes they change.
-  const std::string& name() const noexcept override;
-  std::optional<changelog_offset> committed_offset() const noexcept override;
+  // state_store (the rest is kv_backed_store's): abort() and restore() also drop the
+  // in-memory lists of the indexes they change.
   void commit(changelog_offset next_changelog_offset) override;
   void abort() override;
   void restore(std::span<const restore_record> batch, changelog_offset next_offset) override;
-  void flush() override;
-  std::size_t pending_bytes() const noexcept override;
-  std::optional<std::uint64_t> unflushed_entries() const noexcept override;
-  bool begin_flush() override;
   void close() override;
 
   /// The kv key of (`index`, `member`): varint(index length), index, member. Exposed for
@@ -151,7 +143,6 @@ class ranked_index final : public state_store, public memory_charged_store {
   /// With the mutex released: asks the budget to release memory when it is over its limit.
   void enforce_budget() noexcept;
 
-  std::unique_ptr<kv_store> storage_;
   changelog_sink* changelog_;
   ranked_index_options options_;
   struct index_table;

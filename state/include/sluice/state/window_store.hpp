@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/state/kv_backed_store.hpp"
 #include "sluice/state/kv_store.hpp"
 #include "sluice/state/state_store.hpp"
 
@@ -71,22 +72,16 @@ struct window_entry {
 ///
 /// Errors: storage failures throw sluice::error(errc::state); invalid options and negative
 /// window starts throw errc::invalid_config / errc::state naming the store.
-class window_store final : public state_store {
+class window_store final : public kv_backed_store {
  public:
   /// Takes ownership of `storage`; logs to `changelog` unless it is nullptr.
   window_store(std::unique_ptr<kv_store> storage, changelog_sink* changelog, window_store_options options);
   ~window_store() override;
 
-  const std::string& name() const noexcept override;
-  std::optional<changelog_offset> committed_offset() const noexcept override;
   void commit(changelog_offset next_changelog_offset) override;
   /// Drops pending writes and the observed stream time they advanced.
   void abort() override;
   void restore(std::span<const restore_record> batch, changelog_offset next_offset) override;
-  void flush() override;
-  std::size_t pending_bytes() const noexcept override;
-  std::optional<std::uint64_t> unflushed_entries() const noexcept override;
-  bool begin_flush() override;
   void close() override;
 
   /// Sets the window of `key` starting at `window_start` to `value`. Advances observed
@@ -114,9 +109,6 @@ class window_store final : public state_store {
   /// The segment a window starting at `start` belongs to.
   std::int64_t segment_of(std::int64_t start) const noexcept { return start / segment_interval_.count(); }
 
-  /// The kv_store underneath (tests, diagnostics).
-  kv_store& storage() noexcept { return *storage_; }
-
  private:
   /// The earliest live window start at the current observed time.
   std::int64_t min_live_start() const noexcept;
@@ -125,7 +117,6 @@ class window_store final : public state_store {
   void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp_ms);
   std::int64_t read_observed_from_storage();
 
-  std::unique_ptr<kv_store> storage_;
   changelog_sink* changelog_;
   std::chrono::milliseconds retention_;
   std::chrono::milliseconds segment_interval_;
