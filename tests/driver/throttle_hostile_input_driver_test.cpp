@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "text.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
 #include "sluice/topologies/throttle.hpp"
@@ -18,13 +19,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using sluice::test::header_text;
+
 /// `levels` nested arrays around an empty one: "[[[…]]]".
 std::string nested_arrays(std::size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
-
-std::string header_text(const sluice::raw_message& m, std::string_view name) {
-  auto* h = m.headers.last(name);
-  return h && h->has_value() ? **h : std::string();
-}
 
 throttle_options by_workflow_and_recipient(std::int64_t limit) {
   throttle_options o;

@@ -29,23 +29,19 @@
 #include "job_process.hpp"
 #include "loop_volume.hpp"
 #include "test_seed.hpp"
+#include "text.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
+using sluice::test::file_text;
+
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 using sluice::test::describe_exit;
 using sluice::test::job_process;
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class job_storage_fault : public ::testing::Test {
  protected:
@@ -275,7 +271,7 @@ TEST_F(job_storage_fault,
   ASSERT_TRUE(st.has_value()) << "the job still runs after " << rounds << " rounds of 5000 lines; "
                               << volume_->free_bytes() << " bytes free on the volume";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << job.log() << ": " << describe_exit(st);
-  const auto log = read_text(job.log());
+  const auto log = file_text(job.log());
   EXPECT_NE(log.find("No space left on device"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
   EXPECT_NE(log.find("is full: free space on it"), std::string::npos) << sluice::test::last_lines(job.log(), 10);
   EXPECT_NE(log.find(state_dir.string()), std::string::npos) << sluice::test::last_lines(job.log(), 10);
@@ -292,7 +288,7 @@ TEST_F(job_storage_fault,
   auto full_st = full.wait_exit(180s);
   ASSERT_TRUE(full_st.has_value()) << "the job runs on a full volume: " << sluice::test::last_lines(full.log(), 10);
   EXPECT_TRUE(WIFEXITED(*full_st) && WEXITSTATUS(*full_st) == 1) << describe_exit(full_st);
-  const auto full_log = read_text(full.log());
+  const auto full_log = file_text(full.log());
   EXPECT_NE(full_log.find("is full: free space on it"), std::string::npos) << sluice::test::last_lines(full.log(), 10);
   EXPECT_EQ(full_log.find("wiping it"), std::string::npos) << sluice::test::last_lines(full.log(), 10);
   // A compaction may have merged tables meanwhile; a wipe leaves none.
@@ -371,7 +367,7 @@ TEST_F(job_storage_fault, damaged_store_files_are_detected_wiped_and_restored_fr
       ASSERT_TRUE(counted) << "the counts did not reach the reference within 300 s";
       stop_cleanly(job);
     }
-    const auto log = read_text(job.log());
+    const auto log = file_text(job.log());
     for (auto pos = log.find("wiping it and restoring"); pos != std::string::npos;
          pos = log.find("wiping it and restoring", pos + 1))
       ++wipes;

@@ -34,11 +34,14 @@
 #include "group_offsets.hpp"
 #include "job_process.hpp"
 #include "test_seed.hpp"
+#include "text.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
+
+using sluice::test::file_text;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -46,19 +49,12 @@ using sluice::test::job_process;  // tests/support/job_process.hpp
 
 std::string describe_status(const std::optional<int>& st) { return sluice::test::describe_exit(st); }
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string tail_of(const std::filesystem::path& p, std::size_t lines) { return sluice::test::last_lines(p, lines); }
 
 /// Input partitions named on the last "assigned" line of a job's log (empty when none).
 std::set<int> last_assignment(const std::filesystem::path& log, const std::string& input) {
   std::set<int> out;
-  std::istringstream in(read_file(log));
+  std::istringstream in(file_text(log));
   std::string line, last;
   while (std::getline(in, line))
     if (line.find(": assigned ") != std::string::npos) last = line;
@@ -421,7 +417,7 @@ namespace {
 
 /// Whether `text` occurs in the job's log.
 bool log_says(const job_process& job, const std::string& text) {
-  return read_file(job.log()).find(text) != std::string::npos;
+  return file_text(job.log()).find(text) != std::string::npos;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "text.hpp"
+
 extern char** environ;
 
 namespace sluice::test {
@@ -95,10 +97,7 @@ inline std::string describe_exit(const std::optional<int>& st) {
 
 /// The last `lines` lines of a text file (for failure messages).
 inline std::string last_lines(const std::filesystem::path& p, std::size_t lines) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  auto text = s.str();
+  const auto text = file_text(p);
   std::size_t pos = text.size();
   for (std::size_t n = 0; pos > 0 && n <= lines; ++n) {
     auto nl = text.rfind('\n', pos - 1);

@@ -24,6 +24,7 @@
 #include "hostile_corpus.hpp"
 #include "http_client.hpp"
 #include "job_fixture.hpp"
+#include "text.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -31,17 +32,8 @@ using sluice::test::job_process;
 
 namespace {
 
-std::string header_text(const sluice::raw_message& m, std::string_view name) {
-  auto* h = m.headers.last(name);
-  return h && h->has_value() ? **h : std::string();
-}
-
-std::string file_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using sluice::test::file_text;
+using sluice::test::header_text;
 
 /// The sum of `family`'s samples whose labels contain `label`, in Prometheus text.
 double metric_sum(const std::string& text, const std::string& family, const std::string& label) {

@@ -14,16 +14,14 @@
 
 #include "hostile_corpus.hpp"
 #include "job_fixture.hpp"
+#include "text.hpp"
 #include "sluice/sluice.hpp"
 
 namespace {
 
-using namespace std::chrono_literals;
+using sluice::test::header_text;
 
-std::string header_text(const sluice::raw_message& m, std::string_view name) {
-  auto* h = m.headers.last(name);
-  return h && h->has_value() ? **h : std::string();
-}
+using namespace std::chrono_literals;
 
 class overflow_buffer_hostile : public sluice::test::job_fixture, public ::testing::WithParamInterface<const char*> {};
 

@@ -20,11 +20,14 @@
 
 #include "broker_env.hpp"
 #include "group_offsets.hpp"
+#include "text.hpp"
 #include "sluice/app.hpp"
 #include "sluice/builder.hpp"
 #include "sluice/client.hpp"
 
 namespace {
+
+using sluice::test::header_text;
 
 using namespace std::chrono_literals;
 
@@ -113,11 +116,6 @@ TEST(topic_limits, only_the_record_over_the_limit_is_skipped_under_at_least_once
   EXPECT_NE(run.state, sluice::app_state::error) << run.error;
   EXPECT_EQ(run.delivered, 400u);
   EXPECT_FALSE(run.big_delivered);
-}
-
-std::string header_text(const sluice::raw_message& m, std::string_view key) {
-  const auto* h = m.headers.last(key);
-  return h && *h ? **h : std::string();
 }
 
 // Under exactly-once the 50 KB record failed the transaction at the broker, and the job

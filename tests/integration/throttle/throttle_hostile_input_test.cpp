@@ -24,6 +24,7 @@
 #include "broker_env.hpp"
 #include "hostile_corpus.hpp"
 #include "job_fixture.hpp"
+#include "text.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -31,17 +32,8 @@ using sluice::test::job_process;
 
 namespace {
 
-std::string header_text(const sluice::raw_message& m, std::string_view name) {
-  auto* h = m.headers.last(name);
-  return h && h->has_value() ? **h : std::string();
-}
-
-std::string file_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using sluice::test::file_text;
+using sluice::test::header_text;
 
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
