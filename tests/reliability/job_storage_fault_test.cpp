@@ -29,6 +29,7 @@
 #include "job_process.hpp"
 #include "loop_volume.hpp"
 #include "test_seed.hpp"
+#include "word_lines.hpp"
 #include "text.hpp"
 #include "sluice/sluice.hpp"
 
@@ -82,7 +83,7 @@ class job_storage_fault : public ::testing::Test {
     for (int i = 0; i < count; ++i) {
       std::string w = "w" + std::to_string(i) + "x";
       while (w.size() < length) w.push_back(static_cast<char>(letter(rng_)));
-      vocabulary_.push_back(std::move(w));
+      words_.vocabulary.push_back(std::move(w));
     }
   }
 
@@ -109,24 +110,12 @@ class job_storage_fault : public ::testing::Test {
     return *jobs_.back();
   }
 
-  /// Writes `lines` lines of three words and counts them into the reference.
-  void feed(int lines) {
-    std::uniform_int_distribution<std::size_t> pick(0, vocabulary_.size() - 1);
-    for (int i = 0; i < lines; ++i) {
-      std::string line;
-      for (int k = 0; k < 3; ++k) {
-        const auto& w = vocabulary_[pick(rng_)];
-        line += (k ? " " : "") + w;
-        ++reference_[w];
-      }
-      writer_->send_raw(input_, std::nullopt, line);
-    }
-    writer_->flush();
-  }
+  /// Writes `lines` lines of three words (no key: spread over the partitions) and counts them.
+  void feed(int lines) { words_.feed(*writer_, input_, lines, rng_); }
 
   /// Whether every word reached its reference count in the output read so far.
   bool all_counted() const {
-    for (const auto& [word, n] : reference_) {
+    for (const auto& [word, n] : words_.reference) {
       auto it = highest_.find(word);
       if (it == highest_.end() || it->second < n) return false;
     }
@@ -181,7 +170,7 @@ class job_storage_fault : public ::testing::Test {
     for (const auto& m : reader.read_to_end(120s))
       if (m.key && m.value) values[*m.key].push_back(sluice::int64_serde::deserialize(*m.value));
     int wrong = 0;
-    for (const auto& [word, n] : reference_) {
+    for (const auto& [word, n] : words_.reference) {
       const auto it = values.find(word);
       std::vector<std::int64_t> expected(static_cast<std::size_t>(n));
       for (std::int64_t i = 0; i < n; ++i) expected[static_cast<std::size_t>(i)] = i + 1;
@@ -193,7 +182,7 @@ class job_storage_fault : public ::testing::Test {
       }
     }
     EXPECT_EQ(wrong, 0) << "words whose counts are not exactly 1..N";
-    EXPECT_EQ(values.size(), reference_.size()) << "counts for words never fed";
+    EXPECT_EQ(values.size(), words_.reference.size()) << "counts for words never fed";
   }
 
   sluice::config cfg_;
@@ -201,8 +190,7 @@ class job_storage_fault : public ::testing::Test {
   std::string app_id_, input_, output_;
   std::unique_ptr<sluice::topic_writer> writer_;
   std::unique_ptr<sluice::topic_reader> progress_;
-  std::vector<std::string> vocabulary_;
-  std::map<std::string, std::int64_t> reference_;
+  sluice::test::word_lines words_;
   std::map<std::string, std::int64_t> highest_;
   std::mt19937 rng_;
   std::unique_ptr<sluice::test::loop_volume> volume_;

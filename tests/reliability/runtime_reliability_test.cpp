@@ -34,6 +34,7 @@
 #include "group_offsets.hpp"
 #include "job_process.hpp"
 #include "test_seed.hpp"
+#include "word_lines.hpp"
 #include "text.hpp"
 #include "sluice/sluice.hpp"
 
@@ -122,7 +123,7 @@ class runtime_reliability : public ::testing::Test {
     admin.create_topic(input_, 4);
     admin.create_topic(output_, 4);
     writer_ = std::make_unique<sluice::topic_writer>(cfg_);
-    for (int i = 0; i < 200; ++i) vocabulary_.push_back("word" + std::to_string(i));
+    for (int i = 0; i < 200; ++i) words_.vocabulary.push_back("word" + std::to_string(i));
     sluice::test::seed_test_rng(rng_, work_);
   }
 
@@ -167,29 +168,16 @@ class runtime_reliability : public ::testing::Test {
   }
 
   /// Writes `lines` lines of three words (no key: spread over the partitions) and counts them.
-  void feed(int lines) {
-    std::uniform_int_distribution<std::size_t> pick(0, vocabulary_.size() - 1);
-    for (int i = 0; i < lines; ++i) {
-      std::string line;
-      for (int k = 0; k < 3; ++k) {
-        const auto& w = vocabulary_[pick(rng_)];
-        line += (k ? " " : "") + w;
-        ++reference_[w];
-      }
-      writer_->send_raw(input_, std::nullopt, line);
-    }
-    writer_->flush();
-    lines_fed_ += lines;
-  }
+  void feed(int lines) { words_.feed(*writer_, input_, lines, rng_); }
 
   /// Polls `reader` into `counts` until every word reached its reference count, a watched
   /// job exits, or `timeout` passes. Returns whether the counts were reached.
   bool wait_until_counted(sluice::topic_reader& reader, emitted_counts& counts, std::chrono::seconds timeout,
                           const std::vector<job_process*>& watched) {
     auto deadline = clock_type::now() + timeout;
-    while (!counts.reached(reference_)) {
+    while (!counts.reached(words_.reference)) {
       if (clock_type::now() >= deadline) {
-        ADD_FAILURE() << "after " << timeout.count() << " s: " << counts.shortfall(reference_);
+        ADD_FAILURE() << "after " << timeout.count() << " s: " << counts.shortfall(words_.reference);
         return false;
       }
       for (auto* j : watched)
@@ -220,7 +208,7 @@ class runtime_reliability : public ::testing::Test {
   /// exactly_once: for every word, the emitted counts are 1, 2, ..., N, N = reference.
   void expect_exactly_once(const emitted_counts& counts) {
     int reported = 0;
-    for (const auto& [word, n] : reference_) {
+    for (const auto& [word, n] : words_.reference) {
       auto it = counts.values.find(word);
       std::vector<std::int64_t> expected(static_cast<std::size_t>(n));
       for (std::int64_t i = 0; i < n; ++i) expected[static_cast<std::size_t>(i)] = i + 1;
@@ -236,13 +224,13 @@ class runtime_reliability : public ::testing::Test {
     }
     EXPECT_EQ(reported, 0) << "words whose counts are not exactly 1..N";
     for (const auto& [word, v] : counts.values)
-      EXPECT_TRUE(reference_.contains(word)) << "a count for a word never fed: '" << word << "'";
+      EXPECT_TRUE(words_.reference.contains(word)) << "a count for a word never fed: '" << word << "'";
   }
 
   /// at_least_once: no loss; every word reached at least its reference count.
   void expect_no_loss(const emitted_counts& counts) {
     int lost = 0;
-    for (const auto& [word, n] : reference_) {
+    for (const auto& [word, n] : words_.reference) {
       auto it = counts.highest.find(word);
       auto got = it == counts.highest.end() ? 0 : it->second;
       if (got < n && ++lost <= 10) ADD_FAILURE() << "word '" << word << "': highest count " << got << " < " << n;
@@ -257,9 +245,7 @@ class runtime_reliability : public ::testing::Test {
   std::filesystem::path work_;
   std::string app_id_, input_, output_;
   std::unique_ptr<sluice::topic_writer> writer_;
-  std::vector<std::string> vocabulary_;
-  std::map<std::string, std::int64_t> reference_;
-  int lines_fed_ = 0;
+  sluice::test::word_lines words_;
   std::mt19937 rng_;
   std::vector<std::unique_ptr<job_process>> jobs_;
   std::vector<std::filesystem::path> logs_;
@@ -285,7 +271,7 @@ TEST_F(runtime_reliability, exactly_once_survives_repeated_sigkill) {
     if (round % 2 == 1) {
       auto deadline = base + 120s;
       while (seen.records == before && job.running() && clock_type::now() < deadline) {
-        if (lines_fed_ < total_lines - 5000) feed(100);
+        if (words_.lines_fed < total_lines - 5000) feed(100);
         seen.add(progress.poll(100ms));
       }
       ASSERT_GT(seen.records, before) << "round " << round << ": the job emitted nothing within 120 s ("
@@ -294,7 +280,7 @@ TEST_F(runtime_reliability, exactly_once_survives_repeated_sigkill) {
     }
     auto kill_at = base + std::chrono::milliseconds(delay_ms(rng_));
     while (clock_type::now() < kill_at) {
-      if (lines_fed_ < total_lines - 5000) feed(100);
+      if (words_.lines_fed < total_lines - 5000) feed(100);
       seen.add(progress.poll(100ms));
     }
     if (seen.records > before) ++kills_while_processing;
@@ -303,10 +289,11 @@ TEST_F(runtime_reliability, exactly_once_survives_repeated_sigkill) {
     job.signal(SIGKILL);
     auto st = job.wait_exit(30s);
     ASSERT_TRUE(st && WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << describe_status(st);
-    std::cout << "round " << round << ": killed; " << seen.records << " counts seen, " << lines_fed_ << " lines fed\n";
+    std::cout << "round " << round << ": killed; " << seen.records << " counts seen, " << words_.lines_fed
+              << " lines fed\n";
   }
   EXPECT_GE(kills_while_processing, kills / 2) << "kills that landed while the job was processing";
-  feed(total_lines - lines_fed_);
+  feed(total_lines - words_.lines_fed);
 
   auto& last = start_job("a", "exactly_once");
   ASSERT_TRUE(wait_until_counted(progress, seen, 300s, {&last})) << "the counts did not reach the reference";
@@ -385,7 +372,7 @@ void runtime_reliability::two_instances_take_over(int stop_signal, const std::st
     // (a final commit) nothing, after a SIGKILL at most the words a had not committed,
     // whether repeated as extra output records or as counts run past the reference.
     std::int64_t fed = 0, overcount = 0;
-    for (const auto& [word, n] : reference_) {
+    for (const auto& [word, n] : words_.reference) {
       fed += n;
       overcount += std::max<std::int64_t>(counts.highest.count(word) ? counts.highest.at(word) - n : 0, 0);
     }
@@ -476,7 +463,7 @@ TEST_F(runtime_reliability, an_instance_fenced_by_its_twin_stops_with_advice_and
     else if (!b.running())
       stopped = &b, survivor = &a;
     else {
-      if (lines_fed_ < 40000) feed(500);
+      if (words_.lines_fed < 40000) feed(500);
       seen.add(progress.poll(100ms));
     }
   }
@@ -577,8 +564,8 @@ TEST_F(broker_outage, exactly_once_word_count_rides_out_five_broker_kills) {
     auto back = kafka("start");
     ASSERT_NE(back.find("127.0.0.1:"), std::string::npos) << "round " << round << ": the broker did not restart";
     ++outages;
-    std::cout << "round " << round << ": broker killed, down " << down.count() << " ms before restart; " << lines_fed_
-              << " lines fed; job " << describe_status(job.wait_exit(0ms)) << "\n";
+    std::cout << "round " << round << ": broker killed, down " << down.count() << " ms before restart; "
+              << words_.lines_fed << " lines fed; job " << describe_status(job.wait_exit(0ms)) << "\n";
   }
   EXPECT_EQ(outages, rounds);
   sluice::topic_reader all(cfg_, {output_}, sluice::isolation::read_committed);
