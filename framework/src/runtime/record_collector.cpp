@@ -9,12 +9,14 @@ using namespace std::chrono_literals;
 
 record_collector::record_collector(kafka::config_map producer_config, processing_guarantee guarantee,
                                    std::string transactional_id, error_policy on_production_error,
-                                   metrics_registry& metrics, std::string thread_label)
+                                   metrics_registry& metrics, std::string thread_label,
+                                   std::function<bool()> stop_requested)
     : config_(std::move(producer_config)),
       guarantee_(guarantee),
       transactional_id_(std::move(transactional_id)),
       on_error_(on_production_error),
       statistics_(metrics, thread_label, client_kind::producer),
+      stop_requested_(std::move(stop_requested)),
       sent_(metrics.get_counter("sluice_records_sent_total", thread_label)),
       failed_(metrics.get_counter("sluice_production_errors_total", thread_label)) {
   make_producer();
@@ -30,9 +32,28 @@ void record_collector::make_producer() {
   producer_ =
       std::make_unique<kafka::producer>(config_, options, [this](const kafka::delivery_report& r) { on_delivery(r); });
   ++producer_incarnation_;
-  if (guarantee_ == processing_guarantee::exactly_once) producer_->init_transactions(60s);
+  if (guarantee_ == processing_guarantee::exactly_once) init_transactions();
   producer_ready_at_ = std::chrono::steady_clock::now();
   in_transaction_ = false;
+}
+
+void record_collector::init_transactions() {
+  // The coordinator can hold the init back for most of a minute (away in an outage, or
+  // answering CONCURRENT_TRANSACTIONS while a twin's transaction is open). In one-second
+  // slices a stop request is served meanwhile. A slice that runs out reports the last
+  // retriable error librdkafka met (CONCURRENT_TRANSACTIONS, or its own timeout); the next
+  // call resumes the init or begins it again.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    try {
+      producer_->init_transactions(1s);
+      return;
+    } catch (const sluice::error& e) {
+      if (!e.kafka().retriable || std::chrono::steady_clock::now() >= deadline ||
+          (stop_requested_ && stop_requested_()))
+        throw;
+    }
+  }
 }
 
 void record_collector::recreate() {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,8 +44,12 @@ class record_sender {
 
 class record_collector final : public record_sender {
  public:
+  /// Makes the producer (under exactly-once also initializes its transactions, which can
+  /// wait up to a minute on the coordinator; `stop_requested`, when given, cuts that wait
+  /// short within a second: the wait's timeout error is thrown, a retriable failure).
   record_collector(kafka::config_map producer_config, processing_guarantee guarantee, std::string transactional_id,
-                   error_policy on_production_error, metrics_registry& metrics, std::string thread_label);
+                   error_policy on_production_error, metrics_registry& metrics, std::string thread_label,
+                   std::function<bool()> stop_requested = {});
 
   /// Sends one record; under exactly-once begins the transaction first if none is open.
   void send(std::string_view topic, std::int32_t partition, const std::optional<std::string_view>& key,
@@ -75,7 +80,8 @@ class record_collector final : public record_sender {
                           const kafka::consumer_group_metadata& group);
   /// Exactly-once: aborts the open transaction if any (best effort; errors are logged).
   void abort_transaction();
-  /// Drops the producer and makes a fresh one (after fencing or an unknown outcome).
+  /// Drops the producer and makes a fresh one (after fencing or an unknown outcome); the
+  /// same wait as the constructor's.
   void recreate();
   /// Numbers the producers made (1 for the first); with when the current one became ready
   /// (its init_transactions returned), for telling a twin's fencings from an outage's.
@@ -91,6 +97,8 @@ class record_collector final : public record_sender {
 
  private:
   void make_producer();
+  /// Exactly-once: init_transactions in slices, up to a minute, while no stop is requested.
+  void init_transactions();
   void on_delivery(const kafka::delivery_report& report);
 
   /// The next offset slot of a changelog partition, made on its first record. A slot's
@@ -104,6 +112,7 @@ class record_collector final : public record_sender {
   std::string transactional_id_;
   error_policy on_error_;
   client_statistics statistics_;  ///< of every producer it makes
+  std::function<bool()> stop_requested_;
   // Before producer_, which flushes on destruction: the delivery reports it serves then still
   // find them.
   // Per changelog topic, per partition: the slot (-1 = none delivered since the last reset).

@@ -135,7 +135,8 @@ void stream_thread::set_state(thread_state s) {
 void stream_thread::run() {
   try {
     collector_ = std::make_unique<record_collector>(settings_.producer, services_.guarantee, settings_.transactional_id,
-                                                    settings_.on_production_error, *services_.metrics, label_);
+                                                    settings_.on_production_error, *services_.metrics, label_,
+                                                    [this] { return stop_.load(); });
     reader_ = std::make_unique<changelog_reader>(settings_.restore_consumer, settings_.restore_log_interval,
                                                  restore_metrics_);
     consumer_ = make_consumer();
@@ -166,6 +167,13 @@ void stream_thread::run() {
     queries_.close();
     set_state(thread_state::dead);
   } catch (const std::exception& e) {
+    if (!collector_ && stop_.load() && classify_failure(e) == failure_kind::retriable) {
+      // Stopped while the first producer waited on the coordinator: nothing ran yet.
+      spdlog::info("stream thread {}: stopped before its producer was ready ({})", settings_.index, e.what());
+      queries_.close();
+      set_state(thread_state::dead);
+      return;
+    }
     failure_ = e.what();
     if (auto advice = fatal_advice(e); !advice.empty()) failure_ += "; " + advice;
     spdlog::error("stream thread {} stops: {}", settings_.index, failure_);

@@ -25,12 +25,14 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "broker_env.hpp"
 #include "kafka/mock_cluster.hpp"
@@ -45,7 +47,8 @@ constexpr int input_partitions = 2;
 /// An exactly-once count per key on a private mock cluster, fed and checked by the test.
 class counting_job {
  public:
-  counting_job() {
+  /// `before_start` may set the mock cluster up (inject errors) before the app starts.
+  explicit counting_job(const std::function<void(rd_kafka_mock_cluster_t*)>& before_start = {}) {
     cluster_.create_topic(input_, input_partitions);
     cluster_.create_topic(output_, input_partitions);
     cfg_.set("application.id", sluice::test::unique_name("txn-recovery"));
@@ -57,6 +60,7 @@ class counting_job {
     sluice::streams_builder b;
     b.stream<std::string, std::string>(input_).group_by_key().count("counts").to_stream().to(output_);
     app_.emplace(b.build(), cfg_);
+    if (before_start) before_start(cluster_.native());
     app_->start();
   }
   ~counting_job() {
@@ -68,14 +72,16 @@ class counting_job {
   sluice::app& app() { return *app_; }
 
   /// Sends `n` records over 20 keys and remembers them in the tally.
+  /// One writer for the whole test: its producer initializes once, before any error a test
+  /// injects into the coordinator's answers.
   void feed(int n) {
-    sluice::topic_writer writer(cfg_);
+    if (!writer_) writer_.emplace(cfg_);
     for (int i = 0; i < n; ++i) {
       const std::string key = "k" + std::to_string(next_++ % 20);
-      writer.send<std::string, std::string>(input_, key, "v");
+      writer_->send<std::string, std::string>(input_, key, "v");
       ++tally_[key];
     }
-    writer.flush();
+    writer_->flush();
   }
 
   /// The committed counts, once every key has counted at least as many records as were fed
@@ -117,6 +123,7 @@ class counting_job {
   std::string input_ = sluice::test::unique_name("words"), output_ = sluice::test::unique_name("word-counts");
   sluice::config cfg_;
   std::optional<sluice::app> app_;
+  std::optional<sluice::topic_writer> writer_;
   std::map<std::string, std::int64_t> tally_;
   std::int64_t next_ = 0;
 };
@@ -192,6 +199,45 @@ TEST(transaction_recovery, producers_fenced_again_and_again_right_after_their_st
   EXPECT_NE(job.app().error_message().find("3 producers fenced in"), std::string::npos) << job.app().error_message();
   EXPECT_NE(job.app().error_message().find("give every instance its own instance.id"), std::string::npos)
       << job.app().error_message();
+}
+
+// A new producer's init_transactions can be held back for most of a minute (the coordinator
+// away, or answering CONCURRENT_TRANSACTIONS while a twin's transaction is open). It waits in
+// one-second slices, so a close requested meanwhile ends the thread promptly: here the init
+// would be refused for longer than the whole minute it may take, and the close, given a third
+// of that, finds the app stopped. It used to wait the minute out.
+TEST(transaction_recovery, a_close_while_init_transactions_is_held_back_is_served_without_waiting_it_out) {
+  counting_job job;
+  job.feed(400);
+  expect_recovered_with_nothing_lost(job);
+  const double retries = job.metric("sluice_task_retries_total");
+
+  // Every InitProducerId from here on answers CONCURRENT_TRANSACTIONS (librdkafka retries
+  // it every 100 ms: 2,000 answers last over three minutes); then a fencing at the next
+  // commit makes the thread recreate its producer.
+  std::vector<rd_kafka_resp_err_t> held_back(2000, RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS);
+  rd_kafka_mock_push_request_errors_array(job.mock(), 22 /* InitProducerId */, held_back.size(), held_back.data());
+  rd_kafka_mock_push_request_errors(job.mock(), 26 /* EndTxn */, 1, RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
+  job.feed(100);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (job.metric("sluice_task_retries_total") == retries && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_GT(job.metric("sluice_task_retries_total"), retries) << "the fencing was not noted";
+
+  job.app().close(20s);
+  EXPECT_EQ(job.app().state(), sluice::app_state::not_running) << job.app().error_message();
+}
+
+// The same wait for the first producer, before the thread ran anything: the close stops the
+// app cleanly (not_running, no error), as a close during the start of a job should.
+TEST(transaction_recovery, a_close_while_the_first_producer_waits_on_the_coordinator_stops_the_app_cleanly) {
+  counting_job job([](rd_kafka_mock_cluster_t* mock) {
+    std::vector<rd_kafka_resp_err_t> held_back(2000, RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS);
+    rd_kafka_mock_push_request_errors_array(mock, 22 /* InitProducerId */, held_back.size(), held_back.data());
+  });
+  job.app().close(20s);
+  EXPECT_EQ(job.app().state(), sluice::app_state::not_running) << job.app().error_message();
+  EXPECT_EQ(job.app().error_message(), "");
 }
 
 /// Forwards its input, and while `armed` emits a tick every 20 ms of wall clock: output with no
