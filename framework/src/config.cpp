@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "sluice/error.hpp"
@@ -126,6 +127,14 @@ std::string trim(std::string_view s) {
   if (b == std::string_view::npos) return {};
   auto e = s.find_last_not_of(" \t\r\f");
   return std::string(s.substr(b, e - b + 1));
+}
+
+/// The whole of `text` read as a decimal integer, or nothing when any of it is not one.
+std::optional<std::int64_t> whole_integer(std::string_view text) {
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return v;
 }
 
 [[noreturn]] void invalid(std::string_view key, std::string_view value, std::string_view allowed) {
@@ -269,13 +278,11 @@ std::int64_t config::get_int(std::string_view key, std::int64_t min, std::int64_
     max = std::min(max, r->max);
     why = " (" + std::string(r->why) + ")";
   }
-  auto text = require(key);
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  const auto allowed = "an integer from " + std::to_string(min) + " to " + std::to_string(max) + why;
-  if (ec != std::errc{} || p != text.data() + text.size()) invalid(key, text, allowed);
-  if (v < min || v > max) invalid(key, text, allowed);
-  return v;
+  const auto text = require(key);
+  const auto v = whole_integer(text);
+  if (!v || *v < min || *v > max)
+    invalid(key, text, "an integer from " + std::to_string(min) + " to " + std::to_string(max) + why);
+  return *v;
 }
 
 std::chrono::milliseconds config::get_ms(std::string_view key) const {
@@ -352,13 +359,11 @@ std::chrono::milliseconds config::transaction_timeout() const {
   const auto set = client.find("transaction.timeout.ms");
   if (set == client.end())
     return std::chrono::milliseconds(std::max<std::int64_t>(10000, 2 * commit_interval().count()));
-  const auto& text = set->second;
-  std::int64_t ms = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
-  if (ec != std::errc{} || end != text.data() + text.size() || ms < 1)
-    invalid("producer.transaction.timeout.ms", text,
+  const auto ms = whole_integer(set->second);
+  if (!ms || *ms < 1)
+    invalid("producer.transaction.timeout.ms", set->second,
             "a positive number of milliseconds, at most the broker's transaction.max.timeout.ms (default 900000)");
-  return std::chrono::milliseconds(ms);
+  return std::chrono::milliseconds(*ms);
 }
 
 int config::num_stream_threads() const { return static_cast<int>(get_int("num.stream.threads", 1, 256)); }

@@ -403,6 +403,7 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
   base.restore_log_interval = cfg.get_ms("restore.log.interval.ms");
   base.on_production_error = cfg.get_error_policy("production.error.handler");
   base.task_timeout = cfg.get_ms("task.timeout.ms");
+  if (guarantee == processing_guarantee::exactly_once) base.transaction_timeout = cfg.transaction_timeout();
   for (const auto& sub : topo.subtopologies())
     for (auto i : sub.nodes) {
       const auto& n = detail::topology_access::nodes(topo)[i];
@@ -466,10 +467,8 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
     // partition it wrote (repartition topics included) until the broker aborts it after
     // transaction.timeout.ms: librdkafka's 60 s default stalls the new owner of the crashed
     // instance's partitions for a minute. Kafka Streams uses 10 s; so do we, unless set.
-    if (guarantee == processing_guarantee::exactly_once) {
-      settings.transaction_timeout = cfg.transaction_timeout();
+    if (guarantee == processing_guarantee::exactly_once)
       settings.producer["transaction.timeout.ms"] = std::to_string(settings.transaction_timeout.count());
-    }
     settings.transactional_id = app_id + "-" + instance + "-" + std::to_string(i);
     threads.push_back(std::make_unique<runtime::stream_thread>(
         std::move(settings), services, [this, i](runtime::thread_state st) { on_thread_state(i, st); }));

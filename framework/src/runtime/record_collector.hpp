@@ -46,7 +46,8 @@ class record_collector final : public record_sender {
  public:
   /// Makes the producer (under exactly-once also initializes its transactions, which can
   /// wait up to a minute on the coordinator; `stop_requested`, when given, cuts that wait
-  /// short within a second: the wait's timeout error is thrown, a retriable failure).
+  /// short within a second: the last retriable error librdkafka reported for the wait is
+  /// thrown, often CONCURRENT_TRANSACTIONS rather than a timeout).
   record_collector(kafka::config_map producer_config, processing_guarantee guarantee, std::string transactional_id,
                    error_policy on_production_error, metrics_registry& metrics, std::string thread_label,
                    std::function<bool()> stop_requested = {});

@@ -48,6 +48,10 @@ constexpr std::string_view to_string(failure_reason r) noexcept {
 }
 
 /// What every task of an app shares: read-only settings and process-wide resources.
+/// read_task_settings fills the fields that come from the configuration (application id,
+/// guarantee, error handlers, dead-letter topic, idling, changelog buffer, read cache); the
+/// caller sets the rest (topology, state directory and RocksDB environment, metrics, global views,
+/// clock, memory-only stores, partition counts, record limits).
 struct task_services {
   const topology* topo = nullptr;
   std::string application_id;
