@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/sliced_wait.hpp"
+
 namespace sluice::runtime {
 
 using namespace std::chrono_literals;
@@ -38,22 +40,11 @@ void record_collector::make_producer() {
 }
 
 void record_collector::init_transactions() {
-  // The coordinator can hold the init back for most of a minute (away in an outage, or
-  // answering CONCURRENT_TRANSACTIONS while a twin's transaction is open). In one-second
-  // slices a stop request is served meanwhile. A slice that runs out reports the last
-  // retriable error librdkafka met (CONCURRENT_TRANSACTIONS, or its own timeout); the next
-  // call resumes the init or begins it again.
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  for (;;) {
-    try {
-      producer_->init_transactions(1s);
-      return;
-    } catch (const sluice::error& e) {
-      if (!e.kafka().retriable || std::chrono::steady_clock::now() >= deadline ||
-          (stop_requested_ && stop_requested_()))
-        throw;
-    }
-  }
+  // A slice that runs out reports the last retriable error librdkafka met
+  // (CONCURRENT_TRANSACTIONS, or its own timeout); the next call resumes the init or begins
+  // it again.
+  wait_in_slices(60s, stop_requested_,
+                 [this](std::chrono::milliseconds slice) { producer_->init_transactions(slice); });
 }
 
 void record_collector::recreate() {

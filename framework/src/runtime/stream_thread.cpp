@@ -9,6 +9,7 @@
 
 #include "runtime/allocator.hpp"
 #include "runtime/error_classification.hpp"
+#include "runtime/sliced_wait.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::runtime {
@@ -381,7 +382,7 @@ std::vector<kafka::topic_partition_offset> stream_thread::fencing_offsets() {
     if (task->running())
       for (auto& p : task->inputs_without_offset()) unknown.push_back(std::move(p));
   if (unknown.empty()) return {};
-  auto committed = consumer_->committed(unknown, 30s);
+  auto committed = committed_offsets(unknown);
   for (auto& [id, task] : tasks_->tasks())
     if (task->running()) task->learn_start_offsets(committed);
   auto offsets = running_offsets(true);
@@ -550,6 +551,10 @@ void stream_thread::on_failure(const std::exception& e, recovery_attempt attempt
   }
   note_failure(e);
   if (attempt == recovery_attempt::next_loop) {
+    if (stop_.load()) {
+      spdlog::info("stream thread {}: stopping with its recovery cut short ({})", settings_.index, last_failure_);
+      return;
+    }
     spdlog::warn("stream thread {}: recovery failed ({}); retrying in {} ms", settings_.index, last_failure_,
                  settings_.recovery_backoff.count());
     return;
@@ -611,6 +616,13 @@ void stream_thread::recover_from_failure() {
   spdlog::info("stream thread {}: recovered; resuming from the last committed offsets", settings_.index);
 }
 
+std::vector<kafka::topic_partition_offset> stream_thread::committed_offsets(
+    const std::vector<kafka::topic_partition>& parts) {
+  return wait_in_slices(
+      30s, [this] { return stop_.load(); },
+      [&](std::chrono::milliseconds slice) { return consumer_->committed(parts, slice); });
+}
+
 void stream_thread::set_degraded(bool degraded) {
   if (degraded_.exchange(degraded) == degraded) return;
   if (on_state_change_) on_state_change_(state_.load());
@@ -619,7 +631,7 @@ void stream_thread::set_degraded(bool degraded) {
 void stream_thread::rewind_to_committed() {
   drop_held_records();
   if (assignment_.empty()) return;
-  for (const auto& c : consumer_->committed(assignment_, 30s)) {
+  for (const auto& c : committed_offsets(assignment_)) {
     auto offset = c.offset >= 0 ? c.offset : kafka::offset_beginning;
     try {
       consumer_->seek({c.topic, c.partition, offset}, 10s);

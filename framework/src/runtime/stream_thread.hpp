@@ -153,6 +153,9 @@ class stream_thread final : kafka::rebalance_listener {
   /// failure on the way leaves recovery_pending_ set for the next loop to try again.
   void recover_from_failure();
   void rewind_to_committed();
+  /// The group's committed offsets of `parts`, waited for up to 30 s in slices: a stop
+  /// request cuts the wait short (its last error is thrown).
+  std::vector<kafka::topic_partition_offset> committed_offsets(const std::vector<kafka::topic_partition>& parts);
   void set_degraded(bool degraded);
   /// Feeds queued records to their tasks (lowest timestamp first, until a processor pauses
   /// the input or the task idles for an empty input: max.task.idle.ms); pauses/resumes

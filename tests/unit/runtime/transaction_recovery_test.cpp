@@ -228,6 +228,30 @@ TEST(transaction_recovery, a_close_while_init_transactions_is_held_back_is_serve
   EXPECT_EQ(job.app().state(), sluice::app_state::not_running) << job.app().error_message();
 }
 
+// The recovery's rewind asks the group for its committed offsets, which can be held back as
+// long (the coordinator away or still loading its offsets): that wait is sliced the same way.
+// Here every offset fetch after the fencing answers "coordinator loading" (librdkafka asks
+// again every 100 ms, for longer than the 30 s the rewind may take), and the close, given 20 s,
+// finds the app stopped. It used to wait the 30 s out.
+TEST(transaction_recovery, a_close_while_the_rewind_waits_for_the_committed_offsets_is_served_without_waiting_it_out) {
+  counting_job job;
+  job.feed(400);
+  expect_recovered_with_nothing_lost(job);
+  const double retries = job.metric("sluice_task_retries_total");
+
+  std::vector<rd_kafka_resp_err_t> held_back(2000, RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS);
+  rd_kafka_mock_push_request_errors_array(job.mock(), 9 /* OffsetFetch */, held_back.size(), held_back.data());
+  rd_kafka_mock_push_request_errors(job.mock(), 26 /* EndTxn */, 1, RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
+  job.feed(100);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (job.metric("sluice_task_retries_total") == retries && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_GT(job.metric("sluice_task_retries_total"), retries) << "the fencing was not noted";
+
+  job.app().close(20s);
+  EXPECT_EQ(job.app().state(), sluice::app_state::not_running) << job.app().error_message();
+}
+
 // The same wait for the first producer, before the thread ran anything: the close stops the
 // app cleanly (not_running, no error), as a close during the start of a job should.
 TEST(transaction_recovery, a_close_while_the_first_producer_waits_on_the_coordinator_stops_the_app_cleanly) {
