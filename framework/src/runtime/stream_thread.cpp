@@ -135,9 +135,9 @@ void stream_thread::set_state(thread_state s) {
 
 void stream_thread::run() {
   try {
-    collector_ = std::make_unique<record_collector>(settings_.producer, services_.guarantee, settings_.transactional_id,
-                                                    settings_.on_production_error, *services_.metrics, label_,
-                                                    [this] { return stop_.load(); });
+    collector_ =
+        std::make_unique<record_collector>(settings_.producer, services_.guarantee, settings_.transactional_id,
+                                           settings_.on_production_error, *services_.metrics, label_, stop_requested_);
     reader_ = std::make_unique<changelog_reader>(settings_.restore_consumer, settings_.restore_log_interval,
                                                  restore_metrics_);
     consumer_ = make_consumer();
@@ -618,9 +618,8 @@ void stream_thread::recover_from_failure() {
 
 std::vector<kafka::topic_partition_offset> stream_thread::committed_offsets(
     const std::vector<kafka::topic_partition>& parts) {
-  return wait_in_slices(
-      30s, [this] { return stop_.load(); },
-      [&](std::chrono::milliseconds slice) { return consumer_->committed(parts, slice); });
+  return wait_in_slices(30s, stop_requested_,
+                        [&](std::chrono::milliseconds slice) { return consumer_->committed(parts, slice); });
 }
 
 void stream_thread::set_degraded(bool degraded) {

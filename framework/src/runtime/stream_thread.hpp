@@ -187,6 +187,9 @@ class stream_thread final : kafka::rebalance_listener {
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_;
   query_inbox queries_;
   std::atomic<bool> stop_{false};
+  /// Asked by the waits that may last long on the coordinator (the producer's init, the
+  /// rewind's committed offsets), so that a stop cuts them short.
+  const std::function<bool()> stop_requested_ = [this] { return stop_.load(); };
   std::atomic<thread_state> state_{thread_state::created};
   std::atomic<bool> degraded_{false};
   /// Since when failures have kept the thread from committing (task.timeout.ms counts from it).
