@@ -201,18 +201,23 @@ TEST(transaction_recovery, producers_fenced_again_and_again_right_after_their_st
       << job.app().error_message();
 }
 
-/// Holds back 2,000 answers to the request `api_key` with `error` (librdkafka asks again every
-/// 100 ms: over three minutes), makes the next commit's EndTxn fenced so that the thread
-/// recovers into that wait, and closes the app once the fencing is noted: the close, given
-/// 20 s, must find the app stopped.
+/// Answers the next 2,000 requests `api_key` with `error`: librdkafka asks again every 100 ms,
+/// so the answer is held back for over three minutes.
+void hold_back(rd_kafka_mock_cluster_t* mock, std::int16_t api_key, rd_kafka_resp_err_t error) {
+  std::vector<rd_kafka_resp_err_t> held_back(2000, error);
+  rd_kafka_mock_push_request_errors_array(mock, api_key, held_back.size(), held_back.data());
+}
+
+/// Holds back the answers to the request `api_key` (hold_back), makes the next commit's EndTxn
+/// fenced so that the thread recovers into that wait, and closes the app once the fencing is
+/// noted: the close, given 20 s, must find the app stopped.
 void expect_a_close_during_a_held_back_recovery_served(std::int16_t api_key, rd_kafka_resp_err_t error) {
   counting_job job;
   job.feed(400);
   expect_recovered_with_nothing_lost(job);
   const double retries = job.metric("sluice_task_retries_total");
 
-  std::vector<rd_kafka_resp_err_t> held_back(2000, error);
-  rd_kafka_mock_push_request_errors_array(job.mock(), api_key, held_back.size(), held_back.data());
+  hold_back(job.mock(), api_key, error);
   rd_kafka_mock_push_request_errors(job.mock(), 26 /* EndTxn */, 1, RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
   job.feed(100);
   const auto deadline = std::chrono::steady_clock::now() + 60s;
@@ -246,8 +251,7 @@ TEST(transaction_recovery, a_close_while_the_rewind_waits_for_the_committed_offs
 // app cleanly (not_running, no error), as a close during the start of a job should.
 TEST(transaction_recovery, a_close_while_the_first_producer_waits_on_the_coordinator_stops_the_app_cleanly) {
   counting_job job([](rd_kafka_mock_cluster_t* mock) {
-    std::vector<rd_kafka_resp_err_t> held_back(2000, RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS);
-    rd_kafka_mock_push_request_errors_array(mock, 22 /* InitProducerId */, held_back.size(), held_back.data());
+    hold_back(mock, 22 /* InitProducerId */, RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS);
   });
   job.app().close(20s);
   EXPECT_EQ(job.app().state(), sluice::app_state::not_running) << job.app().error_message();
