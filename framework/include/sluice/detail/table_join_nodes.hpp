@@ -172,27 +172,9 @@ class table_join_side_node final : public typed_node<K, I> {
 /// The merge point of a table–table join: applies each result of either side to the join's
 /// store (a value puts, nullopt deletes), kept with the result's timestamp
 /// (value_format::timestamped, as Kafka Streams' KTableKTableJoinMerger keeps it in a
-/// TimestampedKeyValueStore), and passes it on unchanged, tombstones included.
+/// TimestampedKeyValueStore), and passes it on unchanged, tombstones included: what a table
+/// read from a topic does with its updates, so it is that node.
 template <class K, class VO>
-class table_join_merge_node final : public typed_node<K, std::optional<VO>>, public prior_value_keeper<VO> {
- public:
-  explicit table_join_merge_node(std::string store) : store_name_(std::move(store)) {}
-  void init(task_context& task) override {
-    node::init(task);
-    store_.init(task, store_name_);
-  }
-  void on_record(const record<K, std::optional<VO>>& r) override {
-    if (this->sends_prior_values()) this->set_prior(store_.get(r.key));
-    if (r.value)
-      store_.put(r.key, *r.value, r.timestamp);
-    else
-      store_.remove(r.key, r.timestamp);
-    this->forward_erased(&r);
-  }
-
- private:
-  std::string store_name_;
-  timestamped_store<K, VO> store_;
-};
+using table_join_merge_node = table_node<K, VO>;
 
 }  // namespace sluice::detail
