@@ -1,6 +1,7 @@
 // The nodes behind windowed aggregations (kgrouped_stream::windowed_by(...).count /
-// reduce / aggregate): Kafka Streams 3.9's KStreamWindowAggregate (tumbling, hopping) and
-// KStreamSlidingWindowAggregate (sliding), over a window store.
+// reduce / aggregate): Kafka Streams 3.9's KStreamWindowAggregate (tumbling, hopping),
+// KStreamSlidingWindowAggregate (sliding) and KStreamSessionWindowAggregate (sessions), each
+// over a window store, on one base that holds what they share.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +25,44 @@ template <class K, class A>
 using window_aggregate_store_handle = window_store_handle<K, value_and_timestamp<A>, default_state_serde<K>,
                                                           value_and_timestamp_serde<default_state_serde<A>>>;
 
+/// What the windowed aggregations below share: their store (Handle), the observed stream
+/// time (the highest record timestamp the node has seen, continued from the store's after a
+/// restart: windows the store has dropped cannot be updated again), the counter of records
+/// too late for a window (sluice_window_late_records_dropped_total) and the emitted record,
+/// reused. Created and used on its task's thread, as every node.
+template <class K, class V, class A, class Handle, class OutKey, class OutValue>
+class window_aggregation_node : public typed_node<K, V>, public prior_value_keeper<A> {
+ public:
+  void init(task_context& task) override {
+    node::init(task);
+    store_.emplace(task.store(store_name_), &task);
+    observed_ = std::max(observed_, store_->observed_stream_time());
+    late_ = &task.metrics().get_counter("sluice_window_late_records_dropped_total",
+                                        "task=\"" + std::string(task.task_id()) + "\",store=\"" + store_name_ + "\"");
+  }
+
+ protected:
+  explicit window_aggregation_node(std::string store) : store_name_(std::move(store)) {}
+
+  /// Emits `value` for `window` of the record's key at `timestamp`, with the record's headers.
+  void emit_window(const record<K, V>& r, const time_window& window, OutValue value, std::int64_t timestamp) {
+    out_.key.key = r.key;
+    out_.key.window = window;
+    out_.value = std::move(value);
+    out_.timestamp = timestamp;
+    out_.headers = r.headers;
+    this->forward_erased(&out_);
+  }
+
+  std::optional<Handle> store_;
+  std::int64_t observed_ = -1;
+  counter* late_ = nullptr;
+
+ private:
+  std::string store_name_;
+  record<OutKey, OutValue> out_;
+};
+
 /// Folds each record into every window it belongs to and emits each window's new
 /// aggregate, keyed windowed<K>, at the highest timestamp folded into the window.
 ///
@@ -40,23 +79,18 @@ using window_aggregate_store_handle = window_store_handle<K, value_and_timestamp
 /// Fold(key, value, std::optional<A> current) -> A, current being the window's aggregate or
 /// Initial()'s value, makes count, reduce and aggregate one node.
 template <class K, class V, class A, class Initial, class Fold>
-class window_aggregate_node final : public typed_node<K, V>, public prior_value_keeper<A> {
+class window_aggregate_node final
+    : public window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A> {
+  using base = window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A>;
+  using base::late_;
+  using base::observed_;
+  using base::store_;
+
  public:
   using stored = value_and_timestamp<A>;
-  using store_handle = window_aggregate_store_handle<K, A>;
 
   window_aggregate_node(std::string store, time_windows windows, Initial initial, Fold fold)
-      : store_name_(std::move(store)), windows_(windows), initial_(std::move(initial)), fold_(std::move(fold)) {}
-
-  void init(task_context& task) override {
-    node::init(task);
-    store_.emplace(task.store(store_name_), &task);
-    // After a restart the store knows how far its windows went; windows it has dropped
-    // cannot be updated again.
-    observed_ = std::max(observed_, store_->observed_stream_time());
-    late_ = &task.metrics().get_counter("sluice_window_late_records_dropped_total",
-                                        "task=\"" + std::string(task.task_id()) + "\",store=\"" + store_name_ + "\"");
-  }
+      : base(std::move(store)), windows_(windows), initial_(std::move(initial)), fold_(std::move(fold)) {}
 
   void on_record(const record<K, V>& r) override {
     observed_ = std::max(observed_, r.timestamp);
@@ -72,24 +106,14 @@ class window_aggregate_node final : public typed_node<K, V>, public prior_value_
       if (this->sends_prior_values()) this->set_prior(agg);
       A next = fold_(r.key, r.value, std::move(agg));
       store_->put(r.key, w.start, stored{next, ts});
-      out_.key.key = r.key;
-      out_.key.window = w;
-      out_.value = std::move(next);
-      out_.timestamp = ts;
-      out_.headers = r.headers;
-      this->forward_erased(&out_);
+      this->emit_window(r, w, std::move(next), ts);
     });
   }
 
  private:
-  std::string store_name_;
   time_windows windows_;
   Initial initial_;
   Fold fold_;
-  std::optional<store_handle> store_;
-  std::int64_t observed_ = -1;
-  counter* late_ = nullptr;
-  record<windowed<K>, A> out_;
 };
 
 /// Sliding-window aggregation, exactly as Kafka Streams 3.9's KStreamSlidingWindowAggregate
@@ -113,21 +137,18 @@ class window_aggregate_node final : public typed_node<K, V>, public prior_value_
 /// window's aggregate passes that aggregate; a record's right window, created holding the
 /// later records' aggregate, passes none.
 template <class K, class V, class A, class Initial, class Fold>
-class sliding_window_aggregate_node final : public typed_node<K, V>, public prior_value_keeper<A> {
+class sliding_window_aggregate_node final
+    : public window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A> {
+  using base = window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A>;
+  using base::late_;
+  using base::observed_;
+  using base::store_;
+
  public:
   using stored = value_and_timestamp<A>;
-  using store_handle = window_aggregate_store_handle<K, A>;
 
   sliding_window_aggregate_node(std::string store, sliding_windows windows, Initial initial, Fold fold)
-      : store_name_(std::move(store)), windows_(windows), initial_(std::move(initial)), fold_(std::move(fold)) {}
-
-  void init(task_context& task) override {
-    node::init(task);
-    store_.emplace(task.store(store_name_), &task);
-    observed_ = std::max(observed_, store_->observed_stream_time());
-    late_ = &task.metrics().get_counter("sluice_window_late_records_dropped_total",
-                                        "task=\"" + std::string(task.task_id()) + "\",store=\"" + store_name_ + "\"");
-  }
+      : base(std::move(store)), windows_(windows), initial_(std::move(initial)), fold_(std::move(fold)) {}
 
   void on_record(const record<K, V>& r) override {
     const std::int64_t ts = r.timestamp, d = windows_.time_difference().count();
@@ -242,23 +263,13 @@ class sliding_window_aggregate_node final : public typed_node<K, V>, public prio
   }
 
   void emit(const record<K, V>& r, std::int64_t start, A value, std::int64_t timestamp) {
-    out_.key.key = r.key;
-    out_.key.window = time_window{start, start + windows_.time_difference().count()};
-    out_.value = std::move(value);
-    out_.timestamp = timestamp;
-    out_.headers = r.headers;
-    this->forward_erased(&out_);
+    this->emit_window(r, time_window{start, start + windows_.time_difference().count()}, std::move(value), timestamp);
   }
 
-  std::string store_name_;
   sliding_windows windows_;
   Initial initial_;
   Fold fold_;
-  std::optional<store_handle> store_;
-  std::int64_t observed_ = -1;
-  counter* late_ = nullptr;
   std::vector<std::int64_t> starts_;
-  record<windowed<K>, A> out_;
 };
 
 /// The typed handle to a session aggregation's store: per (key, session end), the aggregate
@@ -279,21 +290,19 @@ using session_aggregate_store_handle =
 /// Store: a window store keyed by (key, session end) holding session_value{aggregate,
 /// start}; sessions of one key never overlap, so their ends are distinct.
 template <class K, class V, class A, class Fold, class Merge>
-class session_aggregate_node final : public typed_node<K, V>, public prior_value_keeper<A> {
+class session_aggregate_node final : public window_aggregation_node<K, V, A, session_aggregate_store_handle<K, A>,
+                                                                    session_windowed<K>, std::optional<A>> {
+  using base =
+      window_aggregation_node<K, V, A, session_aggregate_store_handle<K, A>, session_windowed<K>, std::optional<A>>;
+  using base::late_;
+  using base::observed_;
+  using base::store_;
+
  public:
   using stored = session_value<A>;
-  using store_handle = session_aggregate_store_handle<K, A>;
 
   session_aggregate_node(std::string store, session_windows windows, Fold fold, Merge merge)
-      : store_name_(std::move(store)), windows_(windows), fold_(std::move(fold)), merge_(std::move(merge)) {}
-
-  void init(task_context& task) override {
-    node::init(task);
-    store_.emplace(task.store(store_name_), &task);
-    observed_ = std::max(observed_, store_->observed_stream_time());
-    late_ = &task.metrics().get_counter("sluice_window_late_records_dropped_total",
-                                        "task=\"" + std::string(task.task_id()) + "\",store=\"" + store_name_ + "\"");
-  }
+      : base(std::move(store)), windows_(windows), fold_(std::move(fold)), merge_(std::move(merge)) {}
 
   void on_record(const record<K, V>& r) override {
     const std::int64_t ts = r.timestamp, gap = windows_.inactivity_gap().count();
@@ -334,25 +343,16 @@ class session_aggregate_node final : public typed_node<K, V>, public prior_value
   }
 
  private:
+  /// A session's update or tombstone, at the session's end.
   void emit(const record<K, V>& r, const time_window& window, std::optional<A> value) {
-    out_.key.key = r.key;
-    out_.key.window = window;
-    out_.value = std::move(value);
-    out_.timestamp = window.end;
-    out_.headers = r.headers;
-    this->forward_erased(&out_);
+    this->emit_window(r, window, std::move(value), window.end);
   }
 
-  std::string store_name_;
   session_windows windows_;
   Fold fold_;
   Merge merge_;
-  std::optional<store_handle> store_;
-  std::int64_t observed_ = -1;
-  counter* late_ = nullptr;
   std::vector<time_window> merged_;
   std::vector<A> merged_values_;
-  record<session_windowed<K>, std::optional<A>> out_;
 };
 
 }  // namespace sluice::detail
