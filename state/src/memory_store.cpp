@@ -31,13 +31,7 @@ class memory_store final : public kv_store {
 
   const std::string& name() const noexcept override { return name_; }
 
-  std::optional<std::string> get(std::string_view key) override {
-    std::string out;
-    if (!get(key, out)) {
-      return std::nullopt;
-    }
-    return out;
-  }
+  using kv_store::get;
 
   bool get(std::string_view key, std::string& out) override {
     const std::string* stored = nullptr;

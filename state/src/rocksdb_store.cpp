@@ -258,13 +258,7 @@ class rocksdb_store final : public kv_store {
 
   const std::string& name() const noexcept override { return name_; }
 
-  std::optional<std::string> get(std::string_view key) override {
-    std::string out;
-    if (!get(key, out)) {
-      return std::nullopt;
-    }
-    return out;
-  }
+  using kv_store::get;
 
   bool get(std::string_view key, std::string& out) override {
     serve();

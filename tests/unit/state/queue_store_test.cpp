@@ -22,6 +22,7 @@
 #include "sluice/state/rocksdb_store.hpp"
 #include "recording_changelog.hpp"
 #include "state_test_util.hpp"
+#include "forwarding_store.hpp"
 
 namespace sluice::state {
 namespace {
@@ -349,47 +350,19 @@ TEST_F(queue_store_rocksdb, restore_leaves_no_point_tombstones_in_front_of_a_hea
 }
 
 /// An in-memory kv_store that records the compactions asked of it.
-class compaction_recording_store final : public kv_store {
+class compaction_recording_store final : public test::forwarding_store {
  public:
   struct request {
     std::string from, to;
     compaction_mode mode;
   };
   explicit compaction_recording_store(std::vector<request>* requests)
-      : inner_(open_memory_store({.name = "q"})), requests_(requests) {}
-  ~compaction_recording_store() override { close(); }
-  const std::string& name() const noexcept override { return inner_->name(); }
-  std::optional<std::string> get(std::string_view key) override { return inner_->get(key); }
-  bool get(std::string_view key, std::string& out) override { return inner_->get(key, out); }
-  void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
-  bool put_if_absent(std::string_view key, std::string_view value) override {
-    return inner_->put_if_absent(key, value);
-  }
-  void remove(std::string_view key) override { inner_->remove(key); }
-  void remove_range(std::string_view from, std::string_view to) override { inner_->remove_range(from, to); }
+      : forwarding_store(open_memory_store({.name = "q"})), requests_(requests) {}
   void compact_range(std::string_view from, std::string_view to, compaction_mode mode) override {
     requests_->push_back({std::string(from), std::string(to), mode});
   }
-  std::uint64_t approximate_count() override { return inner_->approximate_count(); }
-  std::optional<changelog_offset> committed_offset() const noexcept override { return inner_->committed_offset(); }
-  void commit(changelog_offset o) override { inner_->commit(o); }
-  void abort() override { inner_->abort(); }
-  void restore(std::span<const restore_record> b, changelog_offset o) override { inner_->restore(b, o); }
-  void flush() override { inner_->flush(); }
-  std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
-  void close() override {
-    if (inner_) inner_->close();
-  }
-
- protected:
-  kv_iterator make_range(std::string_view f, std::string_view t, direction d) override {
-    return inner_->range(f, t, d);
-  }
-  kv_iterator make_prefix(std::string_view p, direction d) override { return inner_->prefix(p, d); }
-  kv_iterator make_all(direction d) override { return inner_->all(d); }
 
  private:
-  std::unique_ptr<kv_store> inner_;
   std::vector<request>* requests_;
 };
 

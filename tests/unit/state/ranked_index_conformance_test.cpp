@@ -18,6 +18,7 @@
 #include "sluice/state/ranked_index.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 #include "recording_changelog.hpp"
+#include "forwarding_store.hpp"
 #include "state_test_util.hpp"
 
 namespace sluice::state {
@@ -39,47 +40,24 @@ void PrintTo(const backend& b, std::ostream* os) { *os << b.name; }
 
 /// A kv_store that forwards to another and counts the scans opened on it: evidence that a
 /// query read no range of the store.
-class scan_counting_store final : public kv_store {
+class scan_counting_store final : public test::forwarding_store {
  public:
-  explicit scan_counting_store(std::unique_ptr<kv_store> inner) : inner_(std::move(inner)) {}
-  ~scan_counting_store() override { close(); }
-  const std::string& name() const noexcept override { return inner_->name(); }
-  std::optional<std::string> get(std::string_view key) override { return inner_->get(key); }
-  bool get(std::string_view key, std::string& out) override { return inner_->get(key, out); }
-  void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
-  bool put_if_absent(std::string_view key, std::string_view value) override {
-    return inner_->put_if_absent(key, value);
-  }
-  void remove(std::string_view key) override { inner_->remove(key); }
-  void remove_range(std::string_view from, std::string_view to) override { inner_->remove_range(from, to); }
-  std::uint64_t approximate_count() override { return inner_->approximate_count(); }
-  std::optional<changelog_offset> committed_offset() const noexcept override { return inner_->committed_offset(); }
-  void commit(changelog_offset o) override { inner_->commit(o); }
-  void abort() override { inner_->abort(); }
-  void restore(std::span<const restore_record> b, changelog_offset o) override { inner_->restore(b, o); }
-  void flush() override { inner_->flush(); }
-  std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
-  void close() override {
-    if (inner_) inner_->close();
-  }
+  using forwarding_store::forwarding_store;
   int* scans = nullptr;
 
  protected:
   kv_iterator make_range(std::string_view f, std::string_view t, direction d) override {
     ++*scans;
-    return inner_->range(f, t, d);
+    return forwarding_store::make_range(f, t, d);
   }
   kv_iterator make_prefix(std::string_view p, direction d) override {
     ++*scans;
-    return inner_->prefix(p, d);
+    return forwarding_store::make_prefix(p, d);
   }
   kv_iterator make_all(direction d) override {
     ++*scans;
-    return inner_->all(d);
+    return forwarding_store::make_all(d);
   }
-
- private:
-  std::unique_ptr<kv_store> inner_;
 };
 
 std::string be32(std::uint32_t v) {

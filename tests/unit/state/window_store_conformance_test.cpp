@@ -17,6 +17,7 @@
 #include "rocksdb_internals.hpp"
 #include "recording_changelog.hpp"
 #include "state_test_util.hpp"
+#include "forwarding_store.hpp"
 
 namespace sluice::state {
 namespace {
@@ -37,47 +38,19 @@ struct backend {
 void PrintTo(const backend& b, std::ostream* os) { *os << b.name; }
 
 /// Forwards to another kv_store and counts deletes: evidence of how retention removes.
-class delete_counting_store final : public kv_store {
+class delete_counting_store final : public test::forwarding_store {
  public:
-  explicit delete_counting_store(std::unique_ptr<kv_store> inner) : inner_(std::move(inner)) {}
-  ~delete_counting_store() override { close(); }
-  const std::string& name() const noexcept override { return inner_->name(); }
-  std::optional<std::string> get(std::string_view key) override { return inner_->get(key); }
-  bool get(std::string_view key, std::string& out) override { return inner_->get(key, out); }
-  void put(std::string_view key, std::string_view value) override { inner_->put(key, value); }
-  bool put_if_absent(std::string_view key, std::string_view value) override {
-    return inner_->put_if_absent(key, value);
-  }
+  using forwarding_store::forwarding_store;
   void remove(std::string_view key) override {
     ++point_deletes;
-    inner_->remove(key);
+    forwarding_store::remove(key);
   }
   void remove_range(std::string_view from, std::string_view to) override {
     ++range_deletes;
-    inner_->remove_range(from, to);
-  }
-  std::uint64_t approximate_count() override { return inner_->approximate_count(); }
-  std::optional<changelog_offset> committed_offset() const noexcept override { return inner_->committed_offset(); }
-  void commit(changelog_offset o) override { inner_->commit(o); }
-  void abort() override { inner_->abort(); }
-  void restore(std::span<const restore_record> b, changelog_offset o) override { inner_->restore(b, o); }
-  void flush() override { inner_->flush(); }
-  std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
-  void close() override {
-    if (inner_) inner_->close();
+    forwarding_store::remove_range(from, to);
   }
   int point_deletes = 0;
   int range_deletes = 0;
-
- protected:
-  kv_iterator make_range(std::string_view f, std::string_view t, direction d) override {
-    return inner_->range(f, t, d);
-  }
-  kv_iterator make_prefix(std::string_view p, direction d) override { return inner_->prefix(p, d); }
-  kv_iterator make_all(direction d) override { return inner_->all(d); }
-
- private:
-  std::unique_ptr<kv_store> inner_;
 };
 
 std::vector<std::pair<std::int64_t, std::string>> windows(window_store& s, std::string_view key, std::int64_t from,

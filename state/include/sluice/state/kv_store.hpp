@@ -201,8 +201,12 @@ class kv_iterator {
 /// flush() does nothing.
 class kv_store : public state_store {
  public:
-  /// The value of `key`, or nullopt if absent or expired.
-  virtual std::optional<std::string> get(std::string_view key) = 0;
+  /// The value of `key`, or nullopt if absent or expired (get(key, out) into a new string).
+  std::optional<std::string> get(std::string_view key) {
+    std::string out;
+    if (!get(key, out)) return std::nullopt;
+    return out;
+  }
   /// Like get(key), writing into `out` (reusing its capacity): true if found; `out` is
   /// unspecified when false.
   virtual bool get(std::string_view key, std::string& out) = 0;
