@@ -63,6 +63,11 @@ class window_aggregation_node : public typed_node<K, V>, public prior_value_keep
   record<OutKey, OutValue> out_;
 };
 
+/// The base of the aggregations over time windows (tumbling, hopping, sliding).
+template <class K, class V, class A>
+using time_window_aggregation_node =
+    window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A>;
+
 /// Folds each record into every window it belongs to and emits each window's new
 /// aggregate, keyed windowed<K>, at the highest timestamp folded into the window.
 ///
@@ -79,9 +84,8 @@ class window_aggregation_node : public typed_node<K, V>, public prior_value_keep
 /// Fold(key, value, std::optional<A> current) -> A, current being the window's aggregate or
 /// Initial()'s value, makes count, reduce and aggregate one node.
 template <class K, class V, class A, class Initial, class Fold>
-class window_aggregate_node final
-    : public window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A> {
-  using base = window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A>;
+class window_aggregate_node final : public time_window_aggregation_node<K, V, A> {
+  using base = time_window_aggregation_node<K, V, A>;
   using base::late_;
   using base::observed_;
   using base::store_;
@@ -137,9 +141,8 @@ class window_aggregate_node final
 /// window's aggregate passes that aggregate; a record's right window, created holding the
 /// later records' aggregate, passes none.
 template <class K, class V, class A, class Initial, class Fold>
-class sliding_window_aggregate_node final
-    : public window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A> {
-  using base = window_aggregation_node<K, V, A, window_aggregate_store_handle<K, A>, windowed<K>, A>;
+class sliding_window_aggregate_node final : public time_window_aggregation_node<K, V, A> {
+  using base = time_window_aggregation_node<K, V, A>;
   using base::late_;
   using base::observed_;
   using base::store_;
