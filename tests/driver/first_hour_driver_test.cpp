@@ -64,3 +64,41 @@ TEST(first_hour, reading_a_topic_the_topology_never_writes_says_so_and_lists_tho
   EXPECT_NO_THROW(((void)d.output_topic<std::string, std::int64_t>("doubled")));
   EXPECT_NO_THROW(((void)d.output_topic<std::string, std::string>(d.application_id() + "-dlq")));
 }
+
+// A job configured with an empty or mistyped topic (`--set output.topic=`, a space, a slash)
+// is refused when its topology is built, naming the topic, where the topology uses it and
+// Kafka's rule; it used to be refused only after a metadata request, blamed on the broker.
+TEST(first_hour, a_topic_name_kafka_refuses_is_refused_when_the_topology_is_built) {
+  const auto refusal = [](const std::string& in, const std::string& out, const std::string& table) {
+    sluice::streams_builder b;
+    auto s = b.stream<std::string, std::string>(in);
+    if (!table.empty()) {
+      auto t = b.global_table<std::string, std::string>(table);
+      s = s.join(
+          t, [](const std::string& k, const std::string&) { return k; },
+          [](const std::string& v, const std::string& w) { return v + w; });
+    }
+    s.to(out);
+    return error_of([&] { (void)b.build(); }, sluice::errc::invalid_topology);
+  };
+  auto msg = refusal("", "out", "");
+  EXPECT_NE(msg.find("topic '' (read by node '"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is not a valid Kafka topic name: it is empty"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'"), std::string::npos) << msg;
+
+  msg = refusal("in", "push out", "");
+  EXPECT_NE(msg.find("topic 'push out' (written by node '"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("it holds ' '"), std::string::npos) << msg;
+
+  msg = refusal("in", "out", "rates/eu");
+  EXPECT_NE(msg.find("topic 'rates/eu' (the table of global store '"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("it holds '/'"), std::string::npos) << msg;
+
+  EXPECT_NE(refusal("..", "out", "").find("'.' and '..' are reserved"), std::string::npos);
+  EXPECT_NE(refusal("in", std::string(250, 'a'), "").find("it is 250 characters long"), std::string::npos);
+
+  // Every legal character, and the longest name, build.
+  sluice::streams_builder ok;
+  ok.stream<std::string, std::string>("Orders.v2_eu-west").to(std::string(249, 'z'));
+  EXPECT_NO_THROW((void)ok.build());
+}

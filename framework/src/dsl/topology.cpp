@@ -184,6 +184,32 @@ std::string list(const std::vector<std::string>& items) {
   return out + "]";
 }
 
+/// Throws unless `topic` is a name Kafka accepts (its own rule: 1 to 249 of a-z, A-Z, 0-9,
+/// '.', '_' and '-', neither "." nor ".."), so that a job configured with an empty or
+/// mistyped topic is refused when its topology is built, not after a broker round trip that
+/// blames the cluster. `where` says where the topology uses it.
+void check_topic_name(const std::string& topic, const std::string& where) {
+  const auto legal = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  };
+  std::string problem;
+  if (topic.empty()) {
+    problem = "it is empty";
+  } else if (topic.size() > 249) {
+    problem = "it is " + std::to_string(topic.size()) + " characters long";
+  } else if (topic == "." || topic == "..") {
+    problem = "'.' and '..' are reserved";
+  } else if (auto bad = std::find_if_not(topic.begin(), topic.end(), legal); bad != topic.end()) {
+    problem = "it holds '" + std::string(1, *bad) + "'";
+  }
+  if (problem.empty()) return;
+  throw error(errc::invalid_topology, "topic '" + topic + "' (" + where +
+                                          ") is not a valid Kafka topic name: " + problem +
+                                          "; a topic name is 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-' (for a "
+                                          "shipped job, check its *.topic settings)");
+}
+
 }  // namespace
 
 topology streams_builder::build() const { return topology(g_->nodes, g_->stores, g_->endpoints); }
@@ -194,12 +220,18 @@ topology::topology(std::vector<detail::node_spec> nodes, std::vector<detail::sto
   if (nodes_.empty()) throw error(errc::invalid_topology, "the topology has no nodes: add a stream() and an operation");
   for (const auto& n : nodes_) {
     if (!n.factory) throw error(errc::invalid_topology, "node '" + n.name + "' has nothing to run (an empty split()?)");
+    if (n.kind != detail::node_kind::processor) {
+      const char* role = n.kind == detail::node_kind::source ? "read by node '" : "written by node '";
+      for (const auto& t : n.topics) check_topic_name(t, role + n.name + "'");
+    }
     for (const auto& s : n.stores) {
       if (!find_store(s))
         throw error(errc::invalid_topology, "processor '" + n.name + "' uses store '" + s +
                                                 "' which was never added; declare it with add_state_store()");
     }
   }
+  for (const auto& st : stores_)
+    if (st.global) check_topic_name(st.source_topic, "the table of global store '" + st.name + "'");
   // Union-find: nodes joined by an edge or a (non-global) store share a sub-topology.
   std::vector<std::size_t> parent(nodes_.size());
   std::iota(parent.begin(), parent.end(), 0);
