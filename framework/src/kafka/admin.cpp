@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
+#include <string>
 #include <thread>
 
 #include "kafka/error.hpp"
@@ -33,6 +35,19 @@ admin_options_ptr options_for(rd_kafka_t* rk, rd_kafka_admin_op_t op, std::chron
   if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS || op == RD_KAFKA_ADMIN_OP_DELETETOPICS)
     rd_kafka_AdminOptions_set_operation_timeout(opts.get(), static_cast<int>(timeout.count()), reason, sizeof reason);
   return opts;
+}
+
+/// Throws the first of a create or delete request's per-topic results that failed, as
+/// "`action` 'name'"; `done_already` (the topic exists, or is gone) counts as success.
+void throw_first_failure(std::span<const rd_kafka_topic_result_t*> results, rd_kafka_resp_err_t done_already,
+                         const char* action) {
+  for (const auto* result : results) {
+    const auto err = rd_kafka_topic_result_error(result);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == done_already) continue;
+    const char* reason = rd_kafka_topic_result_error_string(result);
+    throw make_error(err, std::string(action) + " '" + rd_kafka_topic_result_name(result) + "'", {},
+                     reason ? reason : "");
+  }
 }
 
 }  // namespace
@@ -93,13 +108,7 @@ void admin::create_topics(const std::vector<new_topic>& topics, std::chrono::mil
     auto ev = wait_for(RD_KAFKA_EVENT_CREATETOPICS_RESULT, timeout, "create topics");
     std::size_t n = 0;
     const auto** results = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto err = rd_kafka_topic_result_error(results[i]);
-      if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) continue;
-      const char* reason = rd_kafka_topic_result_error_string(results[i]);
-      throw make_error(err, std::string("create topic '") + rd_kafka_topic_result_name(results[i]) + "'", {},
-                       reason ? reason : "");
-    }
+    throw_first_failure({results, n}, RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, "create topic");
   }
   // The controller answered. Wait until every partition takes writes: metadata can name a
   // leader before that broker has applied the creation, and an idempotent producer's first
@@ -148,13 +157,7 @@ void admin::delete_topics(const std::vector<std::string>& topics, std::chrono::m
   auto ev = wait_for(RD_KAFKA_EVENT_DELETETOPICS_RESULT, timeout, "delete topics");
   std::size_t n = 0;
   const auto** results = rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev.get()), &n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto err = rd_kafka_topic_result_error(results[i]);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) continue;
-    const char* reason = rd_kafka_topic_result_error_string(results[i]);
-    throw make_error(err, std::string("delete topic '") + rd_kafka_topic_result_name(results[i]) + "'", {},
-                     reason ? reason : "");
-  }
+  throw_first_failure({results, n}, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "delete topic");
 }
 
 std::optional<int> admin::partition_count(const std::string& topic, std::chrono::milliseconds timeout) {

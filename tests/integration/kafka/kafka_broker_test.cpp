@@ -81,6 +81,16 @@ TEST(kafka_broker, admin_error_names_the_topic) {
     EXPECT_EQ(e.kafka().code, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) << e.what();
     EXPECT_THAT(e.what(), ::testing::HasSubstr("missing"));
   }
+  // A creation the broker refuses names the topic; deleting a topic that is gone is not an error.
+  const auto refused = sluice::test::unique_name("admin-refused");
+  try {
+    a.create_topics({new_topic{refused, 1, -1, {{"cleanup.policy", "sometimes"}}}}, 30s);
+    FAIL() << "a topic with cleanup.policy=sometimes was created";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.kafka().code, RD_KAFKA_RESP_ERR_INVALID_CONFIG) << e.what();
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("create topic '" + refused + "'"));
+  }
+  EXPECT_NO_THROW(a.delete_topics({sluice::test::unique_name("never-created")}, 30s));
 }
 
 TEST(kafka_broker, ten_thousand_keyed_records_arrive_once_in_key_order_through_a_group) {
