@@ -40,6 +40,8 @@ class forwarding_store : public kv_store {
   void abort() override { inner_->abort(); }
   void restore(std::span<const restore_record> b, changelog_offset o) override { inner_->restore(b, o); }
   void flush() override { inner_->flush(); }
+  bool begin_flush() override { return inner_->begin_flush(); }
+  std::optional<std::uint64_t> unflushed_entries() const noexcept override { return inner_->unflushed_entries(); }
   std::size_t pending_bytes() const noexcept override { return inner_->pending_bytes(); }
   void close() override {
     if (inner_) inner_->close();

@@ -20,9 +20,9 @@
 
 #include "sluice/state/queue_store.hpp"
 #include "sluice/state/rocksdb_store.hpp"
+#include "forwarding_store.hpp"
 #include "recording_changelog.hpp"
 #include "state_test_util.hpp"
-#include "forwarding_store.hpp"
 
 namespace sluice::state {
 namespace {

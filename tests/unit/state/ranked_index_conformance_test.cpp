@@ -17,8 +17,8 @@
 #include "sluice/state/kv_store.hpp"
 #include "sluice/state/ranked_index.hpp"
 #include "sluice/state/rocksdb_store.hpp"
-#include "recording_changelog.hpp"
 #include "forwarding_store.hpp"
+#include "recording_changelog.hpp"
 #include "state_test_util.hpp"
 
 namespace sluice::state {

@@ -14,10 +14,10 @@
 #include "sluice/state/kv_store.hpp"
 #include "sluice/state/rocksdb_store.hpp"
 #include "sluice/state/window_store.hpp"
+#include "forwarding_store.hpp"
 #include "rocksdb_internals.hpp"
 #include "recording_changelog.hpp"
 #include "state_test_util.hpp"
-#include "forwarding_store.hpp"
 
 namespace sluice::state {
 namespace {
