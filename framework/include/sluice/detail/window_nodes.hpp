@@ -54,6 +54,14 @@ class window_aggregation_node : public typed_node<K, V>, public prior_value_keep
     this->forward_erased(&out_);
   }
 
+  /// Advances the observed stream time to `timestamp` and returns the close time: a window
+  /// ending at or before it, `open_after` having passed since (grace, plus a session's
+  /// gap), takes no more records.
+  std::int64_t advance_stream_time(std::int64_t timestamp, std::chrono::milliseconds open_after) {
+    observed_ = std::max(observed_, timestamp);
+    return observed_ - open_after.count();
+  }
+
   std::optional<Handle> store_;
   std::int64_t observed_ = -1;
   counter* late_ = nullptr;
@@ -87,7 +95,6 @@ template <class K, class V, class A, class Initial, class Fold>
 class window_aggregate_node final : public time_window_aggregation_node<K, V, A> {
   using base = time_window_aggregation_node<K, V, A>;
   using base::late_;
-  using base::observed_;
   using base::store_;
 
  public:
@@ -97,8 +104,7 @@ class window_aggregate_node final : public time_window_aggregation_node<K, V, A>
       : base(std::move(store)), windows_(windows), initial_(std::move(initial)), fold_(std::move(fold)) {}
 
   void on_record(const record<K, V>& r) override {
-    observed_ = std::max(observed_, r.timestamp);
-    const std::int64_t close_time = observed_ - windows_.grace().count();
+    const std::int64_t close_time = this->advance_stream_time(r.timestamp, windows_.grace());
     windows_.for_each_window(r.timestamp, [&](const time_window& w) {
       if (w.end <= close_time) {
         late_->add();
@@ -144,7 +150,6 @@ template <class K, class V, class A, class Initial, class Fold>
 class sliding_window_aggregate_node final : public time_window_aggregation_node<K, V, A> {
   using base = time_window_aggregation_node<K, V, A>;
   using base::late_;
-  using base::observed_;
   using base::store_;
 
  public:
@@ -155,8 +160,7 @@ class sliding_window_aggregate_node final : public time_window_aggregation_node<
 
   void on_record(const record<K, V>& r) override {
     const std::int64_t ts = r.timestamp, d = windows_.time_difference().count();
-    observed_ = std::max(observed_, ts);
-    const std::int64_t close_time = observed_ - windows_.grace().count();
+    const std::int64_t close_time = this->advance_stream_time(ts, windows_.grace());
     if (ts + 1 + d <= close_time) {
       late_->add();
       return;
@@ -298,7 +302,6 @@ class session_aggregate_node final : public window_aggregation_node<K, V, A, ses
   using base =
       window_aggregation_node<K, V, A, session_aggregate_store_handle<K, A>, session_windowed<K>, std::optional<A>>;
   using base::late_;
-  using base::observed_;
   using base::store_;
 
  public:
@@ -309,12 +312,11 @@ class session_aggregate_node final : public window_aggregation_node<K, V, A, ses
 
   void on_record(const record<K, V>& r) override {
     const std::int64_t ts = r.timestamp, gap = windows_.inactivity_gap().count();
-    observed_ = std::max(observed_, ts);
     // Kafka Streams' close time for sessions: a session ending at e can still grow until
     // stream time passes e + gap, so it closes at e + gap + grace.
-    const std::int64_t close_time = observed_ - windows_.grace().count() - gap;
+    const std::int64_t close_time = this->advance_stream_time(ts, windows_.grace() + windows_.inactivity_gap());
     // Sessions ending in [t - gap, ...]: none ends after the highest timestamp seen.
-    auto sessions = store_->fetch(r.key, std::max<std::int64_t>(0, ts - gap), std::max(observed_, ts + gap));
+    auto sessions = store_->fetch(r.key, std::max<std::int64_t>(0, ts - gap), std::max(this->observed_, ts + gap));
     merged_.clear();
     merged_values_.clear();
     time_window window{ts, ts};
