@@ -767,6 +767,13 @@ TEST(overflow_buffer, invalid_options_are_rejected_with_the_allowed_range) {
 TEST(overflow_buffer, alarm_line_reads_as_the_issue_shows) {
   EXPECT_EQ(sluice::topologies::overflow_detail::alarm_line("c-42", 12000, 2, 6'000'000, 3'600'000),
             "customer c-42: 12,000 buffered at 2/s drain in 100 min; TTL 60 min: records will expire");
+  // A key is data: one that is not printable ASCII (a line feed would forge a second log
+  // line) or longer than 100 bytes shows quoted, escaped and cut.
+  EXPECT_EQ(sluice::topologies::overflow_detail::alarm_line("c-1\ncustomer c-2", 1, 0, 0, 60'000),
+            "customer 'c-1\\x0acustomer c-2': 1 buffered at 0/s not draining (rate 0); TTL 1 min: records will expire");
+  EXPECT_EQ(sluice::topologies::overflow_detail::alarm_line(std::string(101, 'c') + "\n", 1, 0, 0, 60'000),
+            "customer '" + std::string(100, 'c') +
+                "...': 1 buffered at 0/s not draining (rate 0); TTL 1 min: records will expire");
 }
 
 TEST(overflow_buffer, backlog_alarm_is_raised_at_most_once_per_customer_per_alarm_interval) {
@@ -1201,11 +1208,11 @@ double sample(topology_test_driver& d, const std::string& name, const std::strin
 }  // namespace
 
 // The gauges of the issue's metrics list, refreshed once a second: records buffered now,
-// customers buffering, the oldest buffered age, and the sizes of the N largest backlogs by
-// rank (N = top_backlogs; ranks beyond the buffering customers read 0).
+// customers buffering, the oldest buffered age, and the backlogs of the N largest, one series
+// per customer (N = top_backlogs): a customer leaving the top N loses its series.
 TEST(overflow_buffer, gauges_show_the_backlog_customers_oldest_age_and_top_backlogs) {
   auto o = rate_opts(0);  // everything stays buffered
-  o.top_backlogs = 4;
+  o.top_backlogs = 2;
   harness h(o);
   for (int i = 0; i < 10; ++i) h.pipe("c1", msg(i));
   for (int i = 0; i < 5; ++i) h.pipe("c2", msg(i));
@@ -1215,18 +1222,57 @@ TEST(overflow_buffer, gauges_show_the_backlog_customers_oldest_age_and_top_backl
   EXPECT_EQ(sample(d, "sluice_overflow_buffered"), 16);
   EXPECT_EQ(sample(d, "sluice_overflow_customers_buffering"), 3);
   EXPECT_EQ(sample(d, "sluice_overflow_oldest_buffered_age_ms"), 100);
-  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"1\""), 10);
-  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"2\""), 5);
-  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"3\""), 1);
-  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"4\""), 0);
-  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"5\""), -1) << "no series beyond top_backlogs";
-  // c2's rate goes up: its backlog drains, and the next report shows it gone.
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "customer=\"c1\""), 10);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "customer=\"c2\""), 5);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "customer=\"c3\""), -1) << "c3 is not among the top 2";
+  // c2's rate goes up: its backlog drains, and the next report shows c3 in its place.
   h.rate("c2", R"({"rate_per_second":1000})");
   h.run_for(1000);
   EXPECT_EQ(h.take("out").size(), 5u);
   EXPECT_EQ(sample(d, "sluice_overflow_buffered"), 11);
   EXPECT_EQ(sample(d, "sluice_overflow_customers_buffering"), 2);
   EXPECT_EQ(sample(d, "sluice_overflow_oldest_buffered_age_ms"), 1100);
-  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"2\""), 1);
-  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "rank=\"3\""), 0);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "customer=\"c1\""), 10);
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "customer=\"c2\""), -1) << "c2 left the top 2";
+  EXPECT_EQ(sample(d, "sluice_overflow_top_backlog", "customer=\"c3\""), 1);
+  std::size_t series = 0;
+  for (const auto& s : d.metrics().snapshot()) series += s.name == "sluice_overflow_top_backlog";
+  EXPECT_EQ(series, 2u);
+}
+
+// A task leaving the instance (a rebalance, a shutdown) takes its gauges along: the task
+// goes on elsewhere, whose values these would contradict. Its counters stay.
+TEST(overflow_buffer, a_closed_task_leaves_no_backlog_gauges_behind) {
+  sluice::metrics_registry registry;  // outlives the driver
+  auto gauges = [&registry] {
+    std::vector<std::string> names;
+    for (const auto& s : registry.snapshot())
+      if (s.name == "sluice_overflow_buffered" || s.name == "sluice_overflow_customers_buffering" ||
+          s.name == "sluice_overflow_oldest_buffered_age_ms" || s.name == "sluice_overflow_top_backlog")
+        names.push_back(s.name);
+    return names;
+  };
+  {
+    sluice::testing::driver_options d;
+    d.metrics = &registry;
+    harness h(rate_opts(0), {}, d);
+    h.pipe("c1", msg(0));
+    h.run_for(100);
+    EXPECT_EQ(gauges().size(), 4u);
+  }
+  EXPECT_TRUE(gauges().empty());
+  EXPECT_EQ(registry.total("sluice_overflow_buffered_total"), 1);
+}
+
+// A customer id is data: in the top-backlog label it is escaped for the Prometheus text
+// format (quote, backslash, line feed) and a byte that is not UTF-8 becomes U+FFFD, so
+// /metrics stays parseable whatever the keys.
+TEST(overflow_buffer, a_customer_id_in_a_metric_label_is_escaped) {
+  auto o = rate_opts(0);
+  harness h(o);
+  h.pipe(std::string("a\"b\\c\nd\xff", 8), msg(0));
+  h.run_for(100);
+  EXPECT_EQ(sample(*h.driver, "sluice_overflow_top_backlog", "customer=\"a\\\"b\\\\c\\nd\xEF\xBF\xBD\""), 1);
+  const std::string text = h.driver->metrics().prometheus_text();
+  EXPECT_NE(text.find("customer=\"a\\\"b\\\\c\\nd\xEF\xBF\xBD\"} 1"), std::string::npos) << text;
 }

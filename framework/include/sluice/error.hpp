@@ -6,8 +6,10 @@
 // co-partitioned sources need equal counts").
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace sluice {
@@ -55,6 +57,11 @@ class error : public std::runtime_error {
   errc code_;
   kafka_flags flags_;
 };
+
+/// A record key as error messages and log lines show it, safe for a terminal and bounded:
+/// quoted, printable ASCII as is, other bytes (and '\') as \xNN, at most 100 bytes then
+/// "..."; a null key as null. Stateless; safe from any thread.
+std::string printable_key(const std::optional<std::string_view>& key);
 
 }  // namespace sluice
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice {
@@ -53,6 +54,12 @@ class histogram {
   std::atomic<std::int64_t> sum_{0};
 };
 
+/// `value` written as a Prometheus label value (the text between the quotes of name="..."):
+/// backslash, double quote and line feed escaped, and each byte that is not part of
+/// well-formed UTF-8 replaced by U+FFFD, as the exposition format is UTF-8 text. For label
+/// values taken from data (a record key).
+std::string prometheus_label_value(std::string_view value);
+
 /// One named metric with its labels, as a snapshot shows it.
 struct metric_sample {
   std::string name;    ///< e.g. "sluice_records_processed_total"
@@ -77,6 +84,10 @@ class metrics_registry {
   /// that no longer describes this instance (the lag of a partition that moved elsewhere).
   /// Its object stays alive, so references held elsewhere stay valid.
   void retire_gauge(const std::string& name, const std::string& labels);
+  /// Destroys a gauge and its series, for a label set that comes and goes without bound over
+  /// a run (a customer among the N largest backlogs): retired, each would stay allocated.
+  /// Only for a gauge whose one holder drops its reference first.
+  void remove_gauge(const std::string& name, const std::string& labels);
   histogram& get_histogram(const std::string& name, const std::string& labels = {});
 
   /// Adds a function that snapshot() and prometheus_text() run first, for gauges whose value

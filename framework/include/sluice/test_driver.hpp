@@ -62,6 +62,11 @@ struct driver_options {
   /// pay one write batch per many records, as in a job. Must be at least 1.
   /// Default: 1.
   std::size_t commit_every_records = 1;
+  /// A registry to report metrics into instead of the driver's own; it must outlive the
+  /// driver. To read what the tasks leave behind once the driver is gone (the gauges a
+  /// processor's close() retires, as a task leaving an instance does).
+  /// Default: nullptr (the driver's own, metrics()).
+  metrics_registry* metrics = nullptr;
 };
 
 class topology_test_driver;

@@ -6,7 +6,6 @@
 #include <mutex>
 
 #include "runtime/error_classification.hpp"
-#include "runtime/printable_key.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::runtime {

@@ -5,7 +5,40 @@
 #include <charconv>
 #include <string_view>
 
+#include "sluice/serde/json.hpp"
+
 namespace sluice {
+
+std::string prometheus_label_value(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(value.data());
+  const auto* end = p + value.size();
+  while (p != end) {
+    const unsigned char c = *p;
+    if (c >= 0x80) {
+      const std::size_t n = serde_detail::json::utf8_sequence_length(p, end);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";
+        ++p;
+      } else {
+        out.append(reinterpret_cast<const char*>(p), n);
+        p += n;
+      }
+      continue;
+    }
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += static_cast<char>(c);
+    ++p;
+  }
+  return out;
+}
 
 void histogram::record(std::int64_t ms) noexcept {
   std::uint64_t v = ms <= 0 ? 0 : static_cast<std::uint64_t>(ms);
@@ -55,6 +88,12 @@ void metrics_registry::retire_gauge(const std::string& name, const std::string& 
   if (it == gauges_.end()) return;
   retired_gauges_[it->first] = std::move(it->second);
   gauges_.erase(it);
+}
+
+void metrics_registry::remove_gauge(const std::string& name, const std::string& labels) {
+  std::lock_guard lock(mutex_);
+  gauges_.erase({name, labels});
+  retired_gauges_.erase({name, labels});
 }
 
 histogram& metrics_registry::get_histogram(const std::string& name, const std::string& labels) {

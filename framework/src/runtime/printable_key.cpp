@@ -1,9 +1,9 @@
-// See printable_key.hpp.
-#include "runtime/printable_key.hpp"
+// How error messages and log lines show a record key (sluice/error.hpp).
+#include "sluice/error.hpp"
 
 #include <cstdio>
 
-namespace sluice::runtime {
+namespace sluice {
 
 std::string printable_key(const std::optional<std::string_view>& key) {
   if (!key) return "null";
@@ -23,4 +23,4 @@ std::string printable_key(const std::optional<std::string_view>& key) {
   return out + "'";
 }
 
-}  // namespace sluice::runtime
+}  // namespace sluice

@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "runtime/error_classification.hpp"
-#include "runtime/printable_key.hpp"
 #include "sluice/detail/dsl_nodes.hpp"
 #include "sluice/error.hpp"
 

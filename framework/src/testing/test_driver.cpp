@@ -85,7 +85,8 @@ struct topology_test_driver::impl final : runtime::record_sender {
   config cfg;
   driver_options options;
   std::size_t processed_since_commit = 0;  // records since the last commit()
-  metrics_registry metrics;
+  metrics_registry own_metrics;
+  metrics_registry* metrics = &own_metrics;  // or driver_options::metrics
   std::filesystem::path state_dir;
   std::unique_ptr<state::rocksdb_environment> rocksdb;
   runtime::task_services services;
@@ -246,7 +247,8 @@ topology_test_driver::topology_test_driver(topology t, config c, driver_options 
   // The producer's limit as the app's producer would use it; the driver's topics have no
   // max.message.bytes of their own.
   s.record_limits = runtime::record_size_limits(runtime::producer_max_message_bytes(d.cfg));
-  s.metrics = &d.metrics;
+  if (options.metrics) d.metrics = options.metrics;
+  s.metrics = d.metrics;
   s.memory_stores_only = !options.rocksdb_stores;
   s.wall_clock_ms = [&d] { return d.wall; };
   for (const auto& sub : d.topo.subtopologies()) s.subtopology_partitions[sub.id] = options.partitions;
@@ -309,7 +311,7 @@ void topology_test_driver::pipe_raw(const std::string& topic, const std::optiona
     m.timestamp = timestamp;
     m.key = key;
     m.value = value;
-    auto& skipped = d.metrics.get_counter("sluice_records_skipped_total", "global=\"true\"");
+    auto& skipped = d.metrics->get_counter("sluice_records_skipped_total", "global=\"true\"");
     if (!key ||
         !runtime::accept_global_record(*d.global_specs.at(topic), m, d.services.on_deserialization_error, skipped))
       return;
@@ -388,7 +390,7 @@ std::vector<std::string> topology_test_driver::topics() const {
 }
 
 const std::string& topology_test_driver::application_id() const noexcept { return impl_->services.application_id; }
-metrics_registry& topology_test_driver::metrics() noexcept { return impl_->metrics; }
+metrics_registry& topology_test_driver::metrics() noexcept { return *impl_->metrics; }
 interactive_queries& topology_test_driver::queries() noexcept { return *impl_->queries; }
 std::int64_t topology_test_driver::last_timestamp() const noexcept { return impl_->last_ts; }
 

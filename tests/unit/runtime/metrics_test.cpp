@@ -41,6 +41,29 @@ TEST(metrics, a_retired_gauge_leaves_the_text_and_comes_back_with_its_value_when
             std::string::npos);
 }
 
+TEST(metrics, a_removed_gauge_leaves_the_text_and_comes_back_new) {
+  sluice::metrics_registry r;
+  r.get_gauge("sluice_overflow_top_backlog", "customer=\"c-1\"").set(12);
+  r.remove_gauge("sluice_overflow_top_backlog", "customer=\"c-1\"");
+  EXPECT_EQ(r.prometheus_text().find("sluice_overflow_top_backlog"), std::string::npos);
+  EXPECT_EQ(r.get_gauge("sluice_overflow_top_backlog", "customer=\"c-1\"").value(), 0) << "a new gauge";
+  // A retired gauge is removed too, and removing an unknown one does nothing.
+  r.retire_gauge("sluice_overflow_top_backlog", "customer=\"c-1\"");
+  r.remove_gauge("sluice_overflow_top_backlog", "customer=\"c-1\"");
+  r.remove_gauge("sluice_overflow_top_backlog", "customer=\"c-2\"");
+  EXPECT_EQ(r.prometheus_text().find("sluice_overflow_top_backlog"), std::string::npos);
+}
+
+// The exposition format's escapes for a label value, and UTF-8 kept or replaced.
+TEST(metrics, a_label_value_from_data_is_escaped_for_the_text_format) {
+  EXPECT_EQ(sluice::prometheus_label_value("c-42"), "c-42");
+  EXPECT_EQ(sluice::prometheus_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  EXPECT_EQ(sluice::prometheus_label_value("caf\xC3\xA9"), "caf\xC3\xA9") << "UTF-8 kept";
+  EXPECT_EQ(sluice::prometheus_label_value("x\xC3"), "x\xEF\xBF\xBD") << "a cut sequence replaced";
+  EXPECT_EQ(sluice::prometheus_label_value("\xFF\xFE"), "\xEF\xBF\xBD\xEF\xBF\xBD") << "one U+FFFD per byte";
+  EXPECT_EQ(sluice::prometheus_label_value(std::string_view("a\0b", 3)), std::string("a\0b", 3));
+}
+
 TEST(metrics, a_refresh_sets_its_gauges_before_every_read) {
   sluice::metrics_registry r;
   int reads = 0;

@@ -264,8 +264,13 @@ std::optional<double> parse_rate(std::string_view json) {
 std::string alarm_line(std::string_view customer, std::uint64_t buffered, double rate, std::int64_t drain_ms,
                        std::int64_t ttl_ms) {
   std::string drain = rate > 0 ? "drain in " + format_minutes(drain_ms) : "not draining (rate 0)";
-  return "customer " + std::string(customer) + ": " + with_thousands(buffered) + " buffered at " + format_rate(rate) +
-         "/s " + drain + "; TTL " + format_minutes(ttl_ms) + ": records will expire";
+  // An id of printable ASCII shows as it is (the documented line); any other is quoted and
+  // escaped, so a key cannot break the log line or forge another.
+  const bool plain = customer.size() <= 100 && std::all_of(customer.begin(), customer.end(),
+                                                           [](char c) { return c >= 0x20 && c < 0x7f && c != '\\'; });
+  const std::string shown = plain ? std::string(customer) : printable_key(customer);
+  return "customer " + shown + ": " + with_thousands(buffered) + " buffered at " + format_rate(rate) + "/s " + drain +
+         "; TTL " + format_minutes(ttl_ms) + ": records will expire";
 }
 
 processor::processor(const overflow_buffer_options& options) : options_(options) {}
@@ -298,9 +303,8 @@ void processor::init(context_type& ctx) {
   buffered_now_ = &m.get_gauge("sluice_overflow_buffered", labels);
   customers_buffering_ = &m.get_gauge("sluice_overflow_customers_buffering", labels);
   oldest_age_ = &m.get_gauge("sluice_overflow_oldest_buffered_age_ms", labels);
+  task_labels_ = labels;
   top_.clear();
-  for (std::size_t i = 0; i < options_.top_backlogs; ++i)
-    top_.push_back(&m.get_gauge("sluice_overflow_top_backlog", labels + ",rank=\"" + std::to_string(i + 1) + "\""));
 
   // The buffer survives restarts (restored before init): every customer with entries gets a
   // look at the first drain, which sets its real wake-up time.
@@ -339,6 +343,13 @@ void processor::recount(const std::string& customer, waiting& w) {
 }
 
 void processor::close() {
+  // The task may go on in another instance: its gauges here would show stale values beside
+  // the live ones there. The counters stay, as Prometheus counters do.
+  auto& m = context().metrics();
+  for (const char* name :
+       {"sluice_overflow_buffered", "sluice_overflow_customers_buffering", "sluice_overflow_oldest_buffered_age_ms"})
+    m.retire_gauge(name, task_labels_);
+  remove_top_backlogs();
   live_.clear();  // a clean close's last commit wrote them back; a dirty one drops them
   dirty_.clear();
   waiting_.clear();
@@ -814,10 +825,46 @@ void processor::report(std::int64_t now) {
     }
   }
   oldest_age_->set(oldest);
-  const std::size_t n = std::min(top_.size(), sizes.size());
-  std::partial_sort(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(n), sizes.end(),
-                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (std::size_t i = 0; i < top_.size(); ++i) top_[i]->set(i < n ? static_cast<std::int64_t>(sizes[i].first) : 0);
+  publish_top_backlogs(sizes);
+}
+
+namespace {
+constexpr const char* top_backlog_metric = "sluice_overflow_top_backlog";
+std::string top_backlog_labels(const std::string& task_labels, std::string_view customer) {
+  return task_labels + ",customer=\"" + prometheus_label_value(customer) + "\"";
+}
+}  // namespace
+
+// One series per customer among the N largest backlogs, so at most N customer label values
+// per task at any time: a customer leaving the top N loses its series (removed, not kept
+// hidden, as the customers passing through the top N over a run are not bounded). Ties go
+// by customer id, so equal backlogs do not swap series from one report to the next.
+void processor::publish_top_backlogs(std::vector<std::pair<std::uint64_t, const std::string*>>& sizes) {
+  const std::size_t n = std::min(options_.top_backlogs, sizes.size());
+  std::partial_sort(
+      sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(n), sizes.end(),
+      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : *a.second < *b.second; });
+  std::map<std::string, gauge*> next;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& customer = *sizes[i].second;
+    gauge* g = nullptr;
+    if (auto kept = top_.find(customer); kept != top_.end()) {
+      g = kept->second;
+      top_.erase(kept);
+    } else {
+      g = &context().metrics().get_gauge(top_backlog_metric, top_backlog_labels(task_labels_, customer));
+    }
+    g->set(static_cast<std::int64_t>(sizes[i].first));
+    next.emplace(customer, g);
+  }
+  remove_top_backlogs();  // the customers that left the top N
+  top_ = std::move(next);
+}
+
+void processor::remove_top_backlogs() {
+  for (const auto& [customer, g] : top_)
+    context().metrics().remove_gauge(top_backlog_metric, top_backlog_labels(task_labels_, customer));
+  top_.clear();
 }
 
 }  // namespace overflow_detail

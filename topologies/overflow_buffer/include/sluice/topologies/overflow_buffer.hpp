@@ -66,7 +66,8 @@ struct overflow_buffer_options {
   /// Default: 5 minutes.
   std::chrono::milliseconds alarm_interval{5LL * 60 * 1000};
 
-  /// How many of the largest backlogs get per-rank gauges (sluice_overflow_top_backlog).
+  /// How many of the largest backlogs (per task) get a gauge labelled with their customer
+  /// (sluice_overflow_top_backlog{customer}); a customer leaving them loses its series.
   /// Default: 10.
   std::size_t top_backlogs = 10;
 
@@ -265,6 +266,10 @@ class processor final : public sluice::processor<bytes, bytes> {
   /// nothing left buffered).
   std::optional<std::int64_t> service(const std::string& customer, std::int64_t now);
   void report(std::int64_t now);
+  /// Sets the gauges of the N largest backlogs (sizes: backlog and customer, reordered).
+  void publish_top_backlogs(std::vector<std::pair<std::uint64_t, const std::string*>>& sizes);
+  /// Removes every top-backlog series this processor set.
+  void remove_top_backlogs();
   /// Re-reads the sizes of the customer's queues into its waiting entry.
   void recount(const std::string& customer, waiting& w);
 
@@ -299,7 +304,8 @@ class processor final : public sluice::processor<bytes, bytes> {
   gauge* buffered_now_ = nullptr;
   gauge* customers_buffering_ = nullptr;
   gauge* oldest_age_ = nullptr;
-  std::vector<gauge*> top_;
+  std::string task_labels_;            ///< task="..." of every metric of this processor
+  std::map<std::string, gauge*> top_;  ///< the last report's top-backlog customers and their gauges
 };
 
 }  // namespace overflow_detail
