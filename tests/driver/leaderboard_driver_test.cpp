@@ -619,10 +619,10 @@ TEST(leaderboard, http_endpoints_answer_pages_entries_and_neighbours_in_the_docu
        std::vector<bad>{{page,
                          {{"limit", "1001"}},
                          "limit 1001 is above the maximum 1000; ask for several pages with offset instead"},
-                        {page, {{"limit", "-1"}}, "limit '-1' is not a non-negative integer"},
-                        {page, {{"offset", "x"}}, "offset 'x' is not a non-negative integer"},
+                        {page, {{"limit", "-1"}}, "limit '-1' is not a whole number"},
+                        {page, {{"offset", "x"}}, "offset 'x' is not a whole number"},
                         {around, {{"n", "1001"}}, "n 1001 is above the maximum 1000"},
-                        {around, {{"n", ""}}, "n '' is not a non-negative integer"}}) {
+                        {around, {{"n", ""}}, "n '' is not a whole number"}}) {
     r = call(topo, b.pattern, stores, "/leaderboards/s1/overall",
              {{"segment", "s1"}, {"board", "overall"}, {"user", "bob"}}, b.query);
     EXPECT_EQ(r.status, 400) << b.says;

@@ -116,6 +116,14 @@ class request {
   /// A query parameter, percent-decoded (`+` is a space); nullopt when absent. The first
   /// one wins when a name repeats.
   std::optional<std::string_view> query(std::string_view name) const noexcept;
+  /// A whole-number query parameter (?limit=10): `fallback` when absent, else its decimal
+  /// digits' value within [min, max]. Otherwise nullopt, and `refusal` is the 400 that names
+  /// the parameter and the value: "limit 'x' is not a whole number", "limit 0 is below the
+  /// minimum 1", or "limit 1001 is above the maximum 1000" followed by `past_max_hint`
+  /// (e.g. how to page instead).
+  std::optional<std::uint64_t> whole_number_query(std::string_view name, std::uint64_t fallback, std::uint64_t min,
+                                                  std::uint64_t max, response& refusal,
+                                                  std::string_view past_max_hint = {}) const;
   const params& path_params() const noexcept { return path_params_; }
   const params& query_params() const noexcept { return query_; }
   /// The request target as received: path and query string, still percent-encoded.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 
 #include "sluice/error.hpp"
@@ -31,6 +32,26 @@ std::string_view request::path_param(std::string_view name) const noexcept {
 std::optional<std::string_view> request::query(std::string_view name) const noexcept {
   for (const auto& [n, v] : query_)
     if (n == name) return std::string_view(v);
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> request::whole_number_query(std::string_view name, std::uint64_t fallback,
+                                                         std::uint64_t min, std::uint64_t max, response& refusal,
+                                                         std::string_view past_max_hint) const {
+  const auto text = query(name);
+  if (!text) return fallback;
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  std::string problem;
+  if (text->empty() || ec != std::errc{} || end != text->data() + text->size())
+    problem = "'" + std::string(*text) + "' is not a whole number";
+  else if (v < min)
+    problem = std::string(*text) + " is below the minimum " + std::to_string(min);
+  else if (v > max)
+    problem = std::string(*text) + " is above the maximum " + std::to_string(max) + std::string(past_max_hint);
+  else
+    return v;
+  refusal = response::error(status::bad_request, std::string(name) + " " + problem);
   return std::nullopt;
 }
 

@@ -34,25 +34,6 @@ store_entry render(const detail::store_codec* codec, std::string_view key, std::
   return {nlohmann::json::parse(key_json), std::move(key_json), std::move(value_json), partition};
 }
 
-/// ?limit=: default_query_limit when absent; nullopt (with the 400 in `refusal`) when bad.
-std::optional<std::size_t> limit_of(const request& req, response& refusal) {
-  auto text = req.query("limit");
-  if (!text) return default_query_limit;
-  std::size_t n = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
-  if (ec != std::errc{} || end != text->data() + text->size() || n == 0) {
-    refusal = response::error(status::bad_request, "limit '" + std::string(*text) + "' is not a positive integer");
-    return std::nullopt;
-  }
-  if (n > max_query_limit) {
-    refusal = response::error(status::bad_request, "limit " + std::string(*text) + " is above the maximum " +
-                                                       std::to_string(max_query_limit) +
-                                                       "; page with from= set past the last key returned");
-    return std::nullopt;
-  }
-  return n;
-}
-
 class store_endpoints {
  public:
   store_endpoints(store_access& stores, const topology& topo, std::shared_ptr<const owner_forwarding> forwarding,
@@ -91,7 +72,8 @@ class store_endpoints {
     const detail::store_spec* spec = nullptr;
     if (auto r = find(store, spec)) return stamp(std::move(*r));
     response refusal;
-    auto limit = limit_of(req, refusal);
+    auto limit = req.whole_number_query("limit", default_query_limit, 1, max_query_limit, refusal,
+                                        "; page with from= set past the last key returned");
     if (!limit) return stamp(std::move(refusal));
     std::string from, to, prefix;
     bool everything = false;

@@ -88,6 +88,30 @@ TEST(http_query, parameters_are_split_and_decoded_with_plus_as_space) {
   EXPECT_FALSE(sluice::http::parse_query("a=%G1"));
 }
 
+// ?limit= and the like: absent gives the fallback; anything but digits within the range is a
+// 400 naming the parameter, the value and the bound.
+TEST(http_query, a_whole_number_parameter_is_read_or_refused_naming_it) {
+  auto q = sluice::http::parse_query("limit=25&zero=0&big=1001&neg=-1&plus=%2B5&empty=&huge=99999999999999999999");
+  ASSERT_TRUE(q);
+  sluice::http::request req("/x", {}, *q);
+  sluice::http::response refusal;
+  EXPECT_EQ(req.whole_number_query("limit", 10, 1, 1000, refusal), 25u);
+  EXPECT_EQ(req.whole_number_query("missing", 10, 1, 1000, refusal), 10u);
+  EXPECT_EQ(req.whole_number_query("zero", 10, 0, 1000, refusal), 0u);
+  auto refused = [&](std::string_view name, std::uint64_t min, std::string_view hint = {}) {
+    refusal = {};
+    EXPECT_FALSE(req.whole_number_query(name, 10, min, 1000, refusal, hint)) << name;
+    EXPECT_EQ(refusal.status, 400) << name;
+    return refusal.body;
+  };
+  EXPECT_NE(refused("zero", 1).find("zero 0 is below the minimum 1"), std::string::npos);
+  EXPECT_NE(refused("big", 1, "; page instead").find("big 1001 is above the maximum 1000; page instead"),
+            std::string::npos);
+  for (const char* bad : {"neg", "plus", "empty", "huge"})
+    EXPECT_NE(refused(bad, 0).find(std::string(bad) + " '"), std::string::npos) << refusal.body;
+  EXPECT_NE(refused("neg", 0).find("neg '-1' is not a whole number"), std::string::npos);
+}
+
 TEST(http_headers, requests_and_responses_find_a_header_by_name_whatever_its_case) {
   sluice::http::request req("/x", {}, {}, nullptr, "/x", {{"X-Sluice-Forwarded", "a:1"}});
   EXPECT_EQ(req.header("x-sluice-forwarded"), "a:1");

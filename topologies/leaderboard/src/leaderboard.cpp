@@ -440,29 +440,6 @@ ordered_json http_entry(const board_entry& e) {
 
 std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace); }
 
-/// A non-negative integer query parameter (`fallback` when absent) at most `max`; nullopt with
-/// the 400 in `refusal` otherwise.
-std::optional<std::uint64_t> count_param(const http::request& req, std::string_view name, std::uint64_t fallback,
-                                         std::uint64_t max, http::response& refusal) {
-  auto text = req.query(name);
-  if (!text) return fallback;
-  std::uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
-  if (text->empty() || ec != std::errc{} || end != text->data() + text->size()) {
-    refusal = http::response::error(http::status::bad_request,
-                                    std::string(name) + " '" + std::string(*text) + "' is not a non-negative integer");
-    return std::nullopt;
-  }
-  if (v > max) {
-    refusal = http::response::error(http::status::bad_request,
-                                    std::string(name) + " " + std::string(*text) + " is above the maximum " +
-                                        std::to_string(max) +
-                                        (name == "limit" ? "; ask for several pages with offset instead" : ""));
-    return std::nullopt;
-  }
-  return v;
-}
-
 /// Runs `fn(view)` on the task holding the request's segment, on committed state. nullopt when
 /// it ran; otherwise the answer to send: the owner's (when another instance runs the task) or
 /// a refusal (503 + Retry-After while the partition restores or moves).
@@ -510,9 +487,10 @@ void add_leaderboard_endpoints(streams_builder& builder, const leaderboard_optio
   const std::string store = options.board_store;
   builder.add_endpoint("/leaderboards/{segment}/{board}", [store](const http::request& req) {
     http::response refusal;
-    auto offset = count_param(req, "offset", 0, std::numeric_limits<std::int64_t>::max(), refusal);
+    auto offset = req.whole_number_query("offset", 0, 0, std::numeric_limits<std::int64_t>::max(), refusal);
     if (!offset) return refusal;
-    auto limit = count_param(req, "limit", 10, max_page_limit, refusal);
+    auto limit =
+        req.whole_number_query("limit", 10, 0, max_page_limit, refusal, "; ask for several pages with offset instead");
     if (!limit) return refusal;
     const auto segment = req.path_param("segment"), board = req.path_param("board");
     board_page page;
@@ -539,7 +517,7 @@ void add_leaderboard_endpoints(streams_builder& builder, const leaderboard_optio
   });
   builder.add_endpoint("/leaderboards/{segment}/{board}/users/{user}/around", [store](const http::request& req) {
     http::response refusal;
-    auto n = count_param(req, "n", 5, max_page_limit, refusal);
+    auto n = req.whole_number_query("n", 5, 0, max_page_limit, refusal);
     if (!n) return refusal;
     const auto segment = req.path_param("segment"), board = req.path_param("board"), user = req.path_param("user");
     std::vector<board_entry> entries;

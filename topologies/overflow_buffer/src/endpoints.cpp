@@ -392,16 +392,9 @@ void add_overflow_buffer_endpoints(streams_builder& builder, const overflow_buff
         .count();
   };
   builder.add_endpoint("/overflow/backlog", [o, wall_ms](const http::request& r) {
-    std::size_t limit = 10;
-    if (auto v = r.query("limit")) {
-      std::size_t n = 0;
-      auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-      if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > max_backlog_limit)
-        return http::response::error(http::status::bad_request, "limit must be a whole number from 1 to " +
-                                                                    std::to_string(max_backlog_limit) + " (got '" +
-                                                                    std::string(*v) + "')");
-      limit = n;
-    }
+    http::response refusal;
+    const auto limit = r.whole_number_query("limit", 10, 1, max_backlog_limit, refusal);
+    if (!limit) return refusal;
     const auto scope = r.query("scope").value_or("application");
     if (scope != "application" && scope != "instance")
       return http::response::error(http::status::bad_request,
@@ -410,8 +403,8 @@ void add_overflow_buffer_endpoints(streams_builder& builder, const overflow_buff
                                        std::string(scope) + "'");
     // A request forwarded by another instance's gather answers for this instance only (one hop).
     if (scope == "instance" || r.header(http::forwarded_header))
-      return overflow_backlog_response(r.stores(), o, limit, wall_ms());
-    return overflow_gathered_backlog(r, o, limit, wall_ms());
+      return overflow_backlog_response(r.stores(), o, *limit, wall_ms());
+    return overflow_gathered_backlog(r, o, *limit, wall_ms());
   });
   builder.add_endpoint("/overflow/customers/{customer}", [o, wall_ms](const http::request& r) {
     std::optional<std::int32_t> not_local;
