@@ -103,3 +103,26 @@ TEST(first_hour, a_topic_name_kafka_refuses_is_refused_when_the_topology_is_buil
   ok.stream<std::string, std::string>("Orders.v2_eu-west").to(std::string(249, 'z'));
   EXPECT_NO_THROW((void)ok.build());
 }
+
+// A store's name names its directory under the state dir and its changelog topic: as Kafka
+// Streams does, sluice takes only names that follow the topic rule, so "../x" cannot leave
+// the state dir and a changelog cannot fail to be created after the job started.
+TEST(first_hour, a_store_name_outside_the_topic_rule_is_refused_when_the_topology_is_built) {
+  const auto refusal = [](const std::string& store) {
+    sluice::streams_builder b;
+    b.stream<std::string, std::string>("in").group_by_key().count(store).to_stream().to("out");
+    return error_of([&] { (void)b.build(); }, sluice::errc::invalid_topology);
+  };
+  for (const auto& [store, problem] :
+       std::vector<std::pair<std::string, std::string>>{{"../counts", "it holds '/'"},
+                                                        {"word counts", "it holds ' '"},
+                                                        {"..", "'.' and '..' are reserved"},
+                                                        {std::string(250, 's'), "it is 250 characters long"}}) {
+    const auto msg = refusal(store);
+    EXPECT_NE(msg.find("store '" + store + "' does not have a valid name: " + problem), std::string::npos) << msg;
+    EXPECT_NE(msg.find("1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'"), std::string::npos) << msg;
+  }
+  sluice::streams_builder ok;
+  ok.stream<std::string, std::string>("in").group_by_key().count("Word.counts_v2-eu").to_stream().to("out");
+  EXPECT_NO_THROW((void)ok.build());
+}

@@ -184,30 +184,43 @@ std::string list(const std::vector<std::string>& items) {
   return out + "]";
 }
 
-/// Throws unless `topic` is a name Kafka accepts (its own rule: 1 to 249 of a-z, A-Z, 0-9,
-/// '.', '_' and '-', neither "." nor ".."), so that a job configured with an empty or
-/// mistyped topic is refused when its topology is built, not after a broker round trip that
-/// blames the cluster. `where` says where the topology uses it.
-void check_topic_name(const std::string& topic, const std::string& where) {
+/// Why `name` is not one Kafka accepts for a topic (its rule: 1 to 249 of a-z, A-Z, 0-9, '.',
+/// '_' and '-', neither "." nor ".."); empty when it is.
+std::string kafka_name_problem(const std::string& name) {
   const auto legal = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
            c == '-';
   };
-  std::string problem;
-  if (topic.empty()) {
-    problem = "it is empty";
-  } else if (topic.size() > 249) {
-    problem = "it is " + std::to_string(topic.size()) + " characters long";
-  } else if (topic == "." || topic == "..") {
-    problem = "'.' and '..' are reserved";
-  } else if (auto bad = std::find_if_not(topic.begin(), topic.end(), legal); bad != topic.end()) {
-    problem = "it holds '" + std::string(1, *bad) + "'";
-  }
+  if (name.empty()) return "it is empty";
+  if (name.size() > 249) return "it is " + std::to_string(name.size()) + " characters long";
+  if (name == "." || name == "..") return "'.' and '..' are reserved";
+  if (auto bad = std::find_if_not(name.begin(), name.end(), legal); bad != name.end())
+    return "it holds '" + std::string(1, *bad) + "'";
+  return {};
+}
+
+constexpr const char* kafka_name_rule = "1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'";
+
+/// Throws unless `topic` is a name Kafka accepts, so that a job configured with an empty or
+/// mistyped topic is refused when its topology is built, not after a broker round trip that
+/// blames the cluster. `where` says where the topology uses it.
+void check_topic_name(const std::string& topic, const std::string& where) {
+  const std::string problem = kafka_name_problem(topic);
   if (problem.empty()) return;
   throw error(errc::invalid_topology, "topic '" + topic + "' (" + where +
-                                          ") is not a valid Kafka topic name: " + problem +
-                                          "; a topic name is 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-' (for a "
-                                          "shipped job, check its *.topic settings)");
+                                          ") is not a valid Kafka topic name: " + problem + "; a topic name is " +
+                                          kafka_name_rule + " (for a shipped job, check its *.topic settings)");
+}
+
+/// Throws unless a store's name follows the topic rule, as Kafka Streams requires: it names
+/// the store's directory under the state dir (a '/' or ".." would leave it) and its changelog
+/// topic.
+void check_store_name(const std::string& store) {
+  const std::string problem = kafka_name_problem(store);
+  if (problem.empty()) return;
+  throw error(errc::invalid_topology, "store '" + store + "' does not have a valid name: " + problem +
+                                          "; a store name names its directory and its changelog topic, so it is " +
+                                          kafka_name_rule + " (Kafka Streams' rule for store names too)");
 }
 
 }  // namespace
@@ -230,8 +243,10 @@ topology::topology(std::vector<detail::node_spec> nodes, std::vector<detail::sto
                                                 "' which was never added; declare it with add_state_store()");
     }
   }
-  for (const auto& st : stores_)
+  for (const auto& st : stores_) {
     if (st.global) check_topic_name(st.source_topic, "the table of global store '" + st.name + "'");
+    check_store_name(st.name);
+  }
   // Union-find: nodes joined by an edge or a (non-global) store share a sub-topology.
   std::vector<std::size_t> parent(nodes_.size());
   std::iota(parent.begin(), parent.end(), 0);
