@@ -36,6 +36,18 @@ void partition_group::push(std::size_t input, kafka::message& m) {
   ++queued_;
 }
 
+partition_group::delivery partition_group::accept(std::size_t input, std::int64_t offset) noexcept {
+  auto& q = queues_[input];
+  if (q.accepted_end != none && offset < q.accepted_end) {
+    const bool first = !q.redelivering;
+    q.redelivering = true;
+    return first ? delivery::again_first : delivery::again;
+  }
+  q.redelivering = false;
+  q.accepted_end = offset + 1;
+  return delivery::fresh;
+}
+
 std::int64_t partition_group::head_time(std::size_t input) {
   auto& q = queues_[input];
   if (!order_time_) return q.records.front().timestamp;
@@ -147,7 +159,8 @@ void partition_group::clear(fetch_changes& out) {
     q.records.clear();
     q.head_time_known = false;
     // What is fetched next follows a seek or a new owner: ends noted before say nothing of it.
-    q.delivered_end = q.end_offset = q.idle_deadline = none;
+    q.delivered_end = q.accepted_end = q.end_offset = q.idle_deadline = none;
+    q.redelivering = false;
     if (!q.fetch_paused) continue;
     q.fetch_paused = false;
     out.resume.push_back(q.tp);

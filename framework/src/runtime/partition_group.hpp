@@ -111,6 +111,18 @@ class partition_group {
   std::size_t queued(std::size_t input) const noexcept { return queues_[input].records.size(); }
   /// Queues `m` behind the records of partition `input`; `m` is left holding a used slot.
   void push(std::size_t input, kafka::message& m);
+  /// What a record the consumer just delivered is to this task.
+  enum class delivery {
+    fresh,        ///< new: to be processed
+    again_first,  ///< delivered before; the first of a run of such records
+    again,        ///< delivered before, after another such record
+  };
+  /// Whether a record at `offset` of partition `input` is new to this task: not when its
+  /// offset is below the one after the last record accepted since the task was created or
+  /// clear() (a seek) ran. librdkafka 2.0.2 can restart a partition's fetch from an earlier
+  /// offset after a pause and resume (librdkafka #4637, #4686); such a record was handed to
+  /// the task already and must not be processed twice.
+  delivery accept(std::size_t input, std::int64_t offset) noexcept;
   /// The time a queued record of partition `input` is ordered by. Kafka Streams orders by the
   /// extracted timestamp; by default (no function) the record's own timestamp is used, which
   /// is the same without extractors. Asked once per record while it heads its partition.
@@ -164,6 +176,8 @@ class partition_group {
     bool fetch_paused = false;
     std::int64_t paused_at_ms = 0;
     std::int64_t delivered_end = none;  ///< offset after the last record pushed
+    std::int64_t accepted_end = none;   ///< offset after the last record accept()ed
+    bool redelivering = false;          ///< the last record delivered was one delivered before
     std::int64_t end_offset = none;     ///< the last partition end noted (or learned from `lags`)
     std::int64_t idle_deadline = none;  ///< wall time; set while empty at zero lag
     std::int64_t head_time = none;      ///< order time of records.front(), once asked

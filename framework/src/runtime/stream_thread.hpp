@@ -221,6 +221,9 @@ class stream_thread final : kafka::rebalance_listener {
   histogram& commit_latency_;
   counter& retries_;
   counter& recoveries_;
+  /// sluice_redelivered_records_skipped_total: records the consumer delivered again (below
+  /// the offset after the last one a task received), not processed twice.
+  counter& redelivered_;
   /// sluice_fetch_wakes_total of the group consumer (consumer="group", after each poll) and
   /// of the restore consumer (consumer="restore", after each restore step).
   running_total_feed group_fetch_wakes_;

@@ -163,6 +163,27 @@ TEST(partition_group, clear_forgets_records_and_resumes_paused_partitions) {
   EXPECT_EQ(changes.resume.size(), 2u);
 }
 
+// librdkafka 2.0.2 can restart a partition's fetch from an earlier offset after a pause and
+// resume: what the task was handed already is recognised, per partition, until the consumer
+// is past it again; a seek (clear) makes earlier offsets new again.
+TEST(partition_group, a_record_delivered_again_is_recognised_until_the_consumer_is_past_it) {
+  auto g = two_partitions();
+  using d = partition_group::delivery;
+  for (std::int64_t o = 10; o < 13; ++o) EXPECT_EQ(g.accept(0, o), d::fresh) << o;
+  EXPECT_EQ(g.accept(1, 5), d::fresh) << "partitions are apart";
+  EXPECT_EQ(g.accept(0, 10), d::again_first);
+  EXPECT_EQ(g.accept(0, 11), d::again);
+  EXPECT_EQ(g.accept(0, 12), d::again);
+  EXPECT_EQ(g.accept(0, 13), d::fresh);
+  EXPECT_EQ(g.accept(0, 15), d::fresh) << "a gap (compaction, markers) is no redelivery";
+  EXPECT_EQ(g.accept(0, 14), d::again_first) << "a new run";
+  EXPECT_EQ(g.accept(1, 5), d::again_first);
+  fetch_changes changes;
+  g.clear(changes);  // a seek to the committed offsets
+  EXPECT_EQ(g.accept(0, 10), d::fresh);
+  EXPECT_EQ(g.accept(1, 0), d::fresh);
+}
+
 TEST(partition_group, push_hands_back_the_slot_of_a_record_that_left) {
   partition_group g;
   g.add_partition({"in", 0});
