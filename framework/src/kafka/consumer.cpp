@@ -379,19 +379,38 @@ std::vector<topic_partition> consumer::assignment() const {
 }
 
 void consumer::pause(const std::vector<topic_partition>& parts) {
-  auto list = to_list(parts);
-  throw_if(rd_kafka_pause_partitions(rk_.get(), list.get()), "pause");
-  throw_on_partition_error(list.get(), "pause");
+  std::vector<topic_partition> first;  // not paused before this call
   for (const auto& p : parts)
-    if (std::find(paused_.begin(), paused_.end(), p) == paused_.end()) paused_.push_back(p);
+    if (++paused_[p] == 1) first.push_back(p);
+  if (first.empty()) return;
+  auto list = to_list(first);
+  try {
+    throw_if(rd_kafka_pause_partitions(rk_.get(), list.get()), "pause");
+    throw_on_partition_error(list.get(), "pause");
+  } catch (...) {
+    for (const auto& p : parts)
+      if (--paused_[p] == 0) paused_.erase(p);
+    throw;
+  }
 }
 
 void consumer::resume(const std::vector<topic_partition>& parts) {
-  auto list = to_list(parts);
+  // Only a partition's last holder resumes it, and a partition that is not paused is never
+  // resumed: librdkafka 2.0.2 can restart the fetch of a partition resumed while not paused
+  // from a position consumed before (fixed upstream in 2024, its issues 4637 and 4686).
+  std::vector<topic_partition> last;
+  for (const auto& p : parts) {
+    auto it = paused_.find(p);
+    if (it == paused_.end()) continue;
+    if (--it->second == 0) {
+      paused_.erase(it);
+      last.push_back(p);
+    }
+  }
+  if (last.empty()) return;
+  auto list = to_list(last);
   throw_if(rd_kafka_resume_partitions(rk_.get(), list.get()), "resume");
   throw_on_partition_error(list.get(), "resume");
-  std::erase_if(paused_,
-                [&](const topic_partition& p) { return std::find(parts.begin(), parts.end(), p) != parts.end(); });
 }
 
 void consumer::after_poll(bool got_records) {
@@ -420,7 +439,7 @@ bool consumer::wake_stalled_fetch(std::chrono::milliseconds timeout) {
     if (rd_kafka_get_watermark_offsets(rk_.get(), e.topic, e.partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR ||
         high - e.offset <= 1)
       continue;
-    if (std::find(paused_.begin(), paused_.end(), topic_partition{e.topic, e.partition}) != paused_.end()) continue;
+    if (paused_.contains(topic_partition{e.topic, e.partition})) continue;
     behind.push_back(&e);
   }
   if (behind.empty()) return false;

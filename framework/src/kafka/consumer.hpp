@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -87,6 +88,9 @@ class consumer {
   bool learn_leaders(const std::vector<std::string>& topics, std::chrono::milliseconds timeout);
   std::vector<topic_partition> assignment() const;
 
+  /// Pauses are counted per partition: several holders (a restoring task, a full queue) may
+  /// pause one partition, and it fetches again when the last of them resumes it. resume() of
+  /// a partition no pause() holds does nothing.
   void pause(const std::vector<topic_partition>& parts);
   void resume(const std::vector<topic_partition>& parts);
   /// Moves the fetch position of an assigned partition; waits up to `timeout`. A zero
@@ -194,7 +198,7 @@ class consumer {
   bool has_group_ = false;
   log_throttle throttle_;
   std::string name_;
-  std::vector<topic_partition> paused_;  // by pause(), until resume(): not woken
+  std::map<topic_partition, int> paused_;  // pause() calls not yet resumed, per partition: not woken
   std::chrono::steady_clock::time_point next_wake_{};
   std::chrono::milliseconds wake_interval_{0};
   std::size_t wake_turn_ = 0;  // which lagging partition the next wake asks about

@@ -178,8 +178,13 @@ TEST(kafka_mock_cluster, a_dry_poll_wakes_the_fetcher_of_an_unpaused_partition_w
   delivered += static_cast<std::int64_t>(batch.size());
   c.pause({{"stall", 0}});
   EXPECT_FALSE(c.wake_stalled_fetch(5s)) << "the only partition behind is paused";
+  c.pause({{"stall", 0}});  // a second holder: a restoring task beside a full queue
+  c.resume({{"stall", 0}});
+  EXPECT_FALSE(c.wake_stalled_fetch(5s)) << "still paused by its other holder";
   c.resume({{"stall", 0}});
   EXPECT_TRUE(c.wake_stalled_fetch(5s)) << "resumed, still behind";
+  c.resume({{"stall", 0}});  // not paused: nothing to resume, and no refetch
+  c.resume({{"never-assigned", 0}});
   EXPECT_EQ(c.fetch_wakes(), 2u);
 
   // Read to the end: nothing left to wake for.
@@ -188,6 +193,43 @@ TEST(kafka_mock_cluster, a_dry_poll_wakes_the_fetcher_of_an_unpaused_partition_w
   ASSERT_EQ(delivered, total);
   c.poll_batch(batch, 10, 0ms);
   EXPECT_FALSE(c.wake_stalled_fetch(5s)) << "every record delivered";
+}
+
+// librdkafka 2.0.2 restarts the fetch of a partition resumed while not paused from where it
+// was last paused, and delivers everything since again (its issues 4637 and 4686): a
+// stream thread's full queue and a restoring task may each pause and resume one partition.
+// Pauses are counted, and a resume without a pause is never passed on.
+TEST(kafka_mock_cluster, resuming_a_partition_that_is_not_paused_delivers_nothing_again) {
+  mock_cluster cluster;
+  cluster.create_topic("resumed", 1);
+  constexpr int total = 3000;
+  {
+    producer p(config_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+    for (int i = 0; i < total; ++i) p.produce("resumed", 0, std::string_view("k"), std::string_view("v"), 1000 + i, {});
+    p.flush(10s);
+  }
+  consumer c({{"bootstrap.servers", cluster.bootstrap_servers()}, {"queued.min.messages", "100"}});
+  c.assign({{"resumed", 0, offset_beginning}});
+  std::vector<message> batch;
+  std::int64_t next = 0;
+  int polls = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (next < total && std::chrono::steady_clock::now() < deadline) {
+    if (!c.poll_batch(batch, 100, 100ms)) continue;
+    for (const auto& m : batch) {
+      ASSERT_EQ(m.offset, next) << "a record delivered again or skipped after poll " << polls;
+      ++next;
+    }
+    ++polls;
+    if (polls == 3) {  // two holders pause; the first resume leaves it paused
+      c.pause({{"resumed", 0}});
+      c.pause({{"resumed", 0}});
+      c.resume({{"resumed", 0}});
+      c.resume({{"resumed", 0}});
+    }
+    if (polls > 3 && polls % 4 == 0) c.resume({{"resumed", 0}});  // not paused
+  }
+  EXPECT_EQ(next, total);
 }
 
 TEST(kafka_mock_cluster, lent_records_come_in_runs_of_one_partition_each_record_once) {
