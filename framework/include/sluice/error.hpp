@@ -63,6 +63,10 @@ class error : public std::runtime_error {
 /// "..."; a null key as null. Stateless; safe from any thread.
 std::string printable_key(const std::optional<std::string_view>& key);
 
+/// Whether printable_key shows `key` unchanged between its quotes: at most 100 bytes of
+/// printable ASCII other than '\'. A log line may then show the key bare. Stateless.
+bool printable_as_is(std::string_view key);
+
 }  // namespace sluice
 
 template <>

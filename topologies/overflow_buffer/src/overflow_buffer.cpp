@@ -266,12 +266,17 @@ std::string alarm_line(std::string_view customer, std::uint64_t buffered, double
   std::string drain = rate > 0 ? "drain in " + format_minutes(drain_ms) : "not draining (rate 0)";
   // An id of printable ASCII shows as it is (the documented line); any other is quoted and
   // escaped, so a key cannot break the log line or forge another.
-  const bool plain = customer.size() <= 100 && std::all_of(customer.begin(), customer.end(),
-                                                           [](char c) { return c >= 0x20 && c < 0x7f && c != '\\'; });
-  const std::string shown = plain ? std::string(customer) : printable_key(customer);
+  const std::string shown = printable_as_is(customer) ? std::string(customer) : printable_key(customer);
   return "customer " + shown + ": " + with_thousands(buffered) + " buffered at " + format_rate(rate) + "/s " + drain +
          "; TTL " + format_minutes(ttl_ms) + ": records will expire";
 }
+
+namespace {
+// The task's gauges: set at each report, retired when the task closes here.
+constexpr const char* buffered_now_metric = "sluice_overflow_buffered";
+constexpr const char* customers_buffering_metric = "sluice_overflow_customers_buffering";
+constexpr const char* oldest_age_metric = "sluice_overflow_oldest_buffered_age_ms";
+}  // namespace
 
 processor::processor(const overflow_buffer_options& options) : options_(options) {}
 
@@ -300,9 +305,9 @@ void processor::init(context_type& ctx) {
   replays_skipped_ = &m.get_counter("sluice_overflow_replays_skipped_total", labels);
   invalid_rates_ = &m.get_counter("sluice_overflow_invalid_rates_total", labels);
   alarms_ = &m.get_counter("sluice_overflow_alarms_total", labels);
-  buffered_now_ = &m.get_gauge("sluice_overflow_buffered", labels);
-  customers_buffering_ = &m.get_gauge("sluice_overflow_customers_buffering", labels);
-  oldest_age_ = &m.get_gauge("sluice_overflow_oldest_buffered_age_ms", labels);
+  buffered_now_ = &m.get_gauge(buffered_now_metric, labels);
+  customers_buffering_ = &m.get_gauge(customers_buffering_metric, labels);
+  oldest_age_ = &m.get_gauge(oldest_age_metric, labels);
   task_labels_ = labels;
   top_.clear();
 
@@ -346,8 +351,7 @@ void processor::close() {
   // The task may go on in another instance: its gauges here would show stale values beside
   // the live ones there. The counters stay, as Prometheus counters do.
   auto& m = context().metrics();
-  for (const char* name :
-       {"sluice_overflow_buffered", "sluice_overflow_customers_buffering", "sluice_overflow_oldest_buffered_age_ms"})
+  for (const char* name : {buffered_now_metric, customers_buffering_metric, oldest_age_metric})
     m.retire_gauge(name, task_labels_);
   remove_top_backlogs();
   live_.clear();  // a clean close's last commit wrote them back; a dirty one drops them
