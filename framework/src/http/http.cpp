@@ -43,12 +43,13 @@ std::optional<std::uint64_t> request::whole_number_query(std::string_view name, 
   std::uint64_t v = 0;
   const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
   std::string problem;
-  if (text->empty() || ec != std::errc{} || end != text->data() + text->size())
+  if (text->empty() || (ec != std::errc{} && ec != std::errc::result_out_of_range) ||
+      end != text->data() + text->size())
     problem = "'" + std::string(*text) + "' is not a whole number";
+  else if (ec == std::errc::result_out_of_range || v > max)  // digits past 2^64: above any maximum
+    problem = std::string(*text) + " is above the maximum " + std::to_string(max) + std::string(past_max_hint);
   else if (v < min)
     problem = std::string(*text) + " is below the minimum " + std::to_string(min);
-  else if (v > max)
-    problem = std::string(*text) + " is above the maximum " + std::to_string(max) + std::string(past_max_hint);
   else
     return v;
   refusal = response::error(status::bad_request, std::string(name) + " " + problem);
