@@ -38,6 +38,12 @@ struct verdict {
   long wrong = 0;       // results that differ from the reference model
 };
 
+/// Where a verifier read a record, "topic[partition]@offset": a report of copies names each
+/// one, so the brokers' segments can be read at the right place.
+inline std::string place_of(const sluice::raw_message& m) {
+  return m.topic + "[" + std::to_string(m.partition) + "]@" + std::to_string(m.offset);
+}
+
 class fault_job {
  public:
   virtual ~fault_job() = default;

@@ -66,11 +66,16 @@ class count_job final : public fault_job {
 
   verdict verify(const sluice::config& cfg) override {
     sluice::topic_reader reader(cfg, {output_}, sluice::isolation::read_committed);
-    std::map<std::string, std::vector<std::int64_t>> values;
+    struct count_read {
+      std::int64_t count;
+      std::int32_t partition;
+      std::int64_t offset;
+    };
+    std::map<std::string, std::vector<count_read>> values;
     std::size_t records = 0;
     for (const auto& m : reader.read_to_end(300s))
       if (m.key && m.value) {
-        values[*m.key].push_back(sluice::int64_serde::deserialize(*m.value));
+        values[*m.key].push_back({sluice::int64_serde::deserialize(*m.value), m.partition, m.offset});
         ++records;
       }
     verdict v;
@@ -78,12 +83,14 @@ class count_job final : public fault_job {
     for (const auto& [word, n] : reference_) {
       const auto& got = values[word];
       std::int64_t expect = 1;
-      for (auto c : got) {
+      for (const auto& [c, partition, offset] : got) {
         if (c == expect) {
           ++expect;
         } else if (c < expect) {
           ++v.duplicates;
-          if (++reported <= 10) ADD_FAILURE() << "word " << word << ": count " << c << " emitted twice";
+          if (++reported <= 10)
+            ADD_FAILURE() << "word " << word << ": count " << c << " emitted twice (again at " << output_ << "["
+                          << partition << "]@" << offset << ")";
         } else {
           v.losses += c - expect;
           if (++reported <= 10)

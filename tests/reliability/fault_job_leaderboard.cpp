@@ -132,7 +132,8 @@ class leaderboard_job final : public fault_job {
         if (++reported <= 10)
           ADD_FAILURE() << describe(u->key) << ": an update from " << describe(u->previous) << " to "
                         << describe(u->current) << " after one to " << describe(before)
-                        << (repeated ? " (the same update twice)" : " (an update is missing)");
+                        << (repeated ? " (the same update twice)" : " (an update is missing)") << ", at "
+                        << place_of(m);
       }
       before = u->current;
       last_update[u->key] = *u;

@@ -107,6 +107,7 @@ class overflow_buffer_job final : public fault_job {
     struct copies {
       int emitted = 0, expired = 0, dead = 0;
       std::int64_t emitted_at = 0;
+      std::string places;  // where each copy was read
     };
     std::vector<copies> seen(records_.size());
     std::map<int, std::vector<std::pair<std::int64_t, std::size_t>>> emissions;  // customer -> (timestamp, id)
@@ -124,6 +125,7 @@ class overflow_buffer_job final : public fault_job {
         continue;
       }
       auto& c = seen[static_cast<std::size_t>(id)];
+      c.places += " " + place_of(m);
       if (m.topic == output_) {
         ++c.emitted;
         c.emitted_at = m.timestamp;
@@ -149,7 +151,7 @@ class overflow_buffer_job final : public fault_job {
         v.duplicates += copies_read - 1;
         if (++reported <= 10)
           ADD_FAILURE() << "record " << id << ": " << c.emitted << " emitted, " << c.expired << " expired, " << c.dead
-                        << " dead-lettered copies";
+                        << " dead-lettered copies, at" << c.places;
         continue;
       }
       emitted += static_cast<std::size_t>(c.emitted);

@@ -93,6 +93,7 @@ class throttle_job final : public fault_job {
     struct copies {
       int passed = 0, throttled = 0;
       std::string reason;
+      std::string places;  // where each copy was read
     };
     std::vector<copies> seen(records_.size());
     sluice::topic_reader reader(cfg, {output_, throttled_}, sluice::isolation::read_committed);
@@ -107,6 +108,7 @@ class throttle_job final : public fault_job {
         continue;
       }
       auto& c = seen[static_cast<std::size_t>(id)];
+      c.places += " " + place_of(m);
       if (m.topic == throttled_) {
         ++c.throttled;
         if (const auto* h = m.headers.last("sluice-throttle-reason")) c.reason = h->value_or("");
@@ -126,7 +128,8 @@ class throttle_job final : public fault_job {
       if (c.passed + c.throttled > 1) {
         v.duplicates += c.passed + c.throttled - 1;
         if (++reported <= 10)
-          ADD_FAILURE() << "record " << id << ": " << c.passed << " passed and " << c.throttled << " throttled copies";
+          ADD_FAILURE() << "record " << id << ": " << c.passed << " passed and " << c.throttled
+                        << " throttled copies, at" << c.places;
         continue;
       }
       passed += c.passed;
