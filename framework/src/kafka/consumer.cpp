@@ -384,14 +384,14 @@ void consumer::pause(const std::vector<topic_partition>& parts) {
     if (++paused_[p] == 1) first.push_back(p);
   if (first.empty()) return;
   auto list = to_list(first);
-  try {
-    throw_if(rd_kafka_pause_partitions(rk_.get(), list.get()), "pause");
-    throw_on_partition_error(list.get(), "pause");
-  } catch (...) {
-    for (const auto& p : parts)
-      if (--paused_[p] == 0) paused_.erase(p);
-    throw;
-  }
+  const auto err = rd_kafka_pause_partitions(rk_.get(), list.get());
+  // A partition librdkafka did not pause (one it does not know) holds no pause here either;
+  // the others it paused do, so a later resume() reaches it.
+  for (int i = 0; i < list->cnt; ++i)
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR || list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      paused_.erase(topic_partition{list->elems[i].topic, list->elems[i].partition});
+  throw_if(err, "pause");
+  throw_on_partition_error(list.get(), "pause");
 }
 
 void consumer::resume(const std::vector<topic_partition>& parts) {

@@ -182,6 +182,11 @@ TEST(kafka_mock_cluster, a_dry_poll_wakes_the_fetcher_of_an_unpaused_partition_w
   c.resume({{"stall", 0}});
   EXPECT_FALSE(c.wake_stalled_fetch(5s)) << "still paused by its other holder";
   c.resume({{"stall", 0}});
+  // A call naming a partition librdkafka does not know fails, and still holds the pause of
+  // the one it paused: the resume reaches it.
+  EXPECT_THROW(c.pause({{"stall", 0}, {"never-assigned", 0}}), std::exception);
+  EXPECT_FALSE(c.wake_stalled_fetch(5s)) << "paused beside the unknown partition";
+  c.resume({{"stall", 0}, {"never-assigned", 0}});
   EXPECT_TRUE(c.wake_stalled_fetch(5s)) << "resumed, still behind";
   c.resume({{"stall", 0}});  // not paused: nothing to resume, and no refetch
   c.resume({{"never-assigned", 0}});
