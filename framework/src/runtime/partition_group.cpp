@@ -38,13 +38,13 @@ void partition_group::push(std::size_t input, kafka::message& m) {
 
 partition_group::delivery partition_group::accept(std::size_t input, std::int64_t offset) noexcept {
   auto& q = queues_[input];
-  if (q.accepted_end != none && offset < q.accepted_end) {
+  if (q.delivered_end != none && offset < q.delivered_end) {
     const bool first = !q.redelivering;
     q.redelivering = true;
     return first ? delivery::again_first : delivery::again;
   }
   q.redelivering = false;
-  q.accepted_end = offset + 1;
+  q.delivered_end = offset + 1;
   return delivery::fresh;
 }
 
@@ -159,7 +159,7 @@ void partition_group::clear(fetch_changes& out) {
     q.records.clear();
     q.head_time_known = false;
     // What is fetched next follows a seek or a new owner: ends noted before say nothing of it.
-    q.delivered_end = q.accepted_end = q.end_offset = q.idle_deadline = none;
+    q.delivered_end = q.end_offset = q.idle_deadline = none;
     q.redelivering = false;
     if (!q.fetch_paused) continue;
     q.fetch_paused = false;

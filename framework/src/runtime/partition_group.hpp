@@ -118,11 +118,16 @@ class partition_group {
     again,        ///< delivered before, after another such record
   };
   /// Whether a record at `offset` of partition `input` is new to this task: not when its
-  /// offset is below the one after the last record accepted since the task was created or
-  /// clear() (a seek) ran. librdkafka 2.0.2 can restart a partition's fetch from an earlier
-  /// offset after a pause and resume (librdkafka #4637, #4686); such a record was handed to
-  /// the task already and must not be processed twice.
+  /// offset is below the one after the last record accepted (or pushed) since the task was
+  /// created or clear() (a seek) ran. Such a record was handed to the task already and must
+  /// not be processed twice. A safety net: librdkafka 2.0.2 restarts a partition's fetch from
+  /// its last pause when an unpaused partition is resumed (librdkafka #4637, #4686), which
+  /// kafka::consumer's counted pauses rule out; a consumer that goes back for any other
+  /// reason is caught here, counted (redelivered_metric) and logged.
   delivery accept(std::size_t input, std::int64_t offset) noexcept;
+  /// The counter of the records accept() turned away, and the name the stream thread's
+  /// warning about them carries (the reliability suite finds it in the instances' logs).
+  static constexpr std::string_view redelivered_metric = "sluice_redelivered_records_skipped_total";
   /// The time a queued record of partition `input` is ordered by. Kafka Streams orders by the
   /// extracted timestamp; by default (no function) the record's own timestamp is used, which
   /// is the same without extractors. Asked once per record while it heads its partition.
@@ -175,8 +180,7 @@ class partition_group {
     held_queue records;
     bool fetch_paused = false;
     std::int64_t paused_at_ms = 0;
-    std::int64_t delivered_end = none;  ///< offset after the last record pushed
-    std::int64_t accepted_end = none;   ///< offset after the last record accept()ed
+    std::int64_t delivered_end = none;  ///< offset after the last record accept()ed or pushed
     bool redelivering = false;          ///< the last record delivered was one delivered before
     std::int64_t end_offset = none;     ///< the last partition end noted (or learned from `lags`)
     std::int64_t idle_deadline = none;  ///< wall time; set while empty at zero lag

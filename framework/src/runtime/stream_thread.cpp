@@ -91,7 +91,7 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       commit_latency_(services.metrics->get_histogram("sluice_commit_latency_ms", label_)),
       retries_(services.metrics->get_counter("sluice_task_retries_total", label_)),
       recoveries_(services.metrics->get_counter("sluice_task_recoveries_total", label_)),
-      redelivered_(services.metrics->get_counter("sluice_redelivered_records_skipped_total", label_)),
+      redelivered_(services.metrics->get_counter(std::string(partition_group::redelivered_metric), label_)),
       group_fetch_wakes_(services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"group\"")),
       restore_fetch_wakes_(
           services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"restore\"")) {
@@ -234,12 +234,12 @@ void stream_thread::loop_once() {
       auto& task = *input->task;
       auto& queued = task.queued();
       if (const auto d = queued.accept(input->index, m.offset); d != partition_group::delivery::fresh) {
-        // librdkafka went back: the task had this record already (partition_group::accept).
+        // The consumer went back: the task had this record already (partition_group::accept).
         if (d == partition_group::delivery::again_first)
           spdlog::warn(
               "stream thread {}: the consumer delivered {}-{} from offset {} again; skipping what the task "
-              "has had already (sluice_redelivered_records_skipped_total)",
-              settings_.index, m.topic, m.partition, m.offset);
+              "has had already ({})",
+              settings_.index, m.topic, m.partition, m.offset, partition_group::redelivered_metric);
         redelivered_.add();
         continue;
       }
