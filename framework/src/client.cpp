@@ -1,6 +1,9 @@
 // The edge clients: thin typed-free wrappers over the librdkafka layer.
 #include "sluice/client.hpp"
 
+#include <algorithm>
+#include <span>
+
 #include "kafka/admin.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "kafka/producer.hpp"
@@ -113,6 +116,21 @@ std::vector<raw_message> topic_reader::poll(std::chrono::milliseconds timeout, s
     append_batch(impl_->batch, out);
   }
   return out;
+}
+
+std::size_t topic_reader::poll_views(std::chrono::milliseconds timeout,
+                                     const std::function<void(const raw_view&)>& each, std::size_t max) {
+  std::size_t lent = 0;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (lent < max && std::chrono::steady_clock::now() < deadline) {
+    impl_->scan.poll_lent(std::min<std::size_t>(10000, max - lent), 50ms,
+                          [&](std::span<const kafka::lent_message> run) {
+                            for (const auto& m : run)
+                              each({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value});
+                            lent += run.size();
+                          });
+  }
+  return lent;
 }
 
 std::vector<raw_message> topic_reader::read_at_least(std::size_t count, std::chrono::milliseconds timeout) {

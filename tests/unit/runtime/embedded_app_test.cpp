@@ -2,9 +2,13 @@
 // asked for, and every topic the topology reads is created there (sources, global tables).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "kafka/admin.hpp"
 #include "kafka/mock_cluster.hpp"
@@ -93,6 +97,61 @@ TEST(embedded_app, creates_the_topics_of_sources_and_global_tables) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].value, "c1:unknown");
   EXPECT_EQ(app.state(), sluice::app_state::not_running);
+}
+
+// A checker that counts millions of records reads them lent, not copied: the same records as
+// poll() gives, headers aside.
+TEST(embedded_app, a_topic_reader_lends_the_records_poll_would_copy) {
+  auto cfg = job_config(unique("embedded-views"));
+  cfg.set("bootstrap.servers", "embedded");
+  const auto topic = unique("views");
+  sluice::topic_admin(cfg).create_topic(topic, 2);
+  sluice::topic_writer writer(cfg);
+  sluice::headers h;
+  h.add("h", "v");
+  writer.send_raw(topic, "k1", "v1", 1000, h, 0);
+  writer.send_raw(topic, std::nullopt, "v2", 2000, {}, 1);
+  writer.send_raw(topic, "k3", std::string_view(), 3000, h, 1);
+  writer.send_raw(topic, "k4", std::nullopt, 4000, {}, 0);
+  writer.flush();
+
+  auto copied = sluice::topic_reader(cfg, {topic}).read_at_least(4, 30s);
+  ASSERT_EQ(copied.size(), 4u);
+  sluice::topic_reader reader(cfg, {topic});
+  std::vector<sluice::raw_message> lent;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::size_t counted = 0;
+  while (lent.size() < 4 && std::chrono::steady_clock::now() < deadline) {
+    counted += reader.poll_views(100ms, [&](const sluice::raw_view& v) {
+      lent.push_back({std::string(v.topic),
+                      v.partition,
+                      v.offset,
+                      v.timestamp,
+                      v.key ? std::optional<std::string>(*v.key) : std::nullopt,
+                      v.value ? std::optional<std::string>(*v.value) : std::nullopt,
+                      {}});
+    });
+  }
+  EXPECT_EQ(counted, lent.size());
+  auto order = [](const sluice::raw_message& a, const sluice::raw_message& b) {
+    return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
+  };
+  std::sort(copied.begin(), copied.end(), order);
+  std::sort(lent.begin(), lent.end(), order);
+  ASSERT_EQ(lent.size(), copied.size());
+  for (std::size_t i = 0; i < lent.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(lent[i].topic, copied[i].topic);
+    EXPECT_EQ(lent[i].partition, copied[i].partition);
+    EXPECT_EQ(lent[i].offset, copied[i].offset);
+    EXPECT_EQ(lent[i].timestamp, copied[i].timestamp);
+    EXPECT_EQ(lent[i].key, copied[i].key);
+    EXPECT_EQ(lent[i].value, copied[i].value);
+  }
+  EXPECT_EQ(copied[0].key, "k1");            // partition 0, offset 0
+  EXPECT_EQ(copied[1].value, std::nullopt);  // a null value stays null
+  EXPECT_EQ(copied[2].key, std::nullopt);    // partition 1: a null key stays null
+  EXPECT_EQ(copied[3].value, "");            // an empty value stays empty
 }
 
 // An operator reads a job's memory from its metrics: the stores' RocksDB (budget, block
