@@ -123,12 +123,10 @@ std::size_t topic_reader::poll_views(std::chrono::milliseconds timeout,
   std::size_t lent = 0;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (lent < max && std::chrono::steady_clock::now() < deadline) {
-    impl_->scan.poll_lent(std::min<std::size_t>(10000, max - lent), 50ms,
-                          [&](std::span<const kafka::lent_message> run) {
-                            for (const auto& m : run)
-                              each({m.topic, m.partition, m.offset, m.timestamp, m.key, m.value});
-                            lent += run.size();
-                          });
+    impl_->scan.poll_lent(std::min<std::size_t>(10000, max - lent), 50ms, [&](std::span<const raw_view> run) {
+      for (const auto& m : run) each(m);
+      lent += run.size();
+    });
   }
   return lent;
 }

@@ -32,17 +32,6 @@ struct raw_message {
   sluice::headers headers;
 };
 
-/// A record as topic_reader::poll_views() lends it: views into the reader's buffers, valid
-/// only during the call. Without headers: reading them is most of a small record's cost.
-struct raw_view {
-  std::string_view topic;
-  std::int32_t partition = -1;
-  std::int64_t offset = -1;
-  std::int64_t timestamp = 0;
-  std::optional<std::string_view> key;
-  std::optional<std::string_view> value;
-};
-
 /// A topic's cleanup.policy: old segments deleted by retention, or compacted to the latest
 /// value per key (what a table's topic wants).
 enum class cleanup_policy { delete_old, compact };

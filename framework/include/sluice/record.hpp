@@ -48,6 +48,18 @@ class headers {
   std::vector<header> items_;
 };
 
+/// A record lent, not copied: views into a reader's buffers, valid only during the call
+/// that lends it (topic_reader::poll_views()). Without headers: reading them is most of a
+/// small record's cost. A null key (or value) is std::nullopt; an empty one is empty.
+struct raw_view {
+  std::string_view topic;
+  std::int32_t partition = -1;
+  std::int64_t offset = -1;
+  std::int64_t timestamp = -1;  ///< ms since the epoch; -1 when the broker sent none
+  std::optional<std::string_view> key;
+  std::optional<std::string_view> value;
+};
+
 /// Where a record was read from. Offset and partition are -1 for records a punctuator made.
 struct record_metadata {
   std::string_view topic;

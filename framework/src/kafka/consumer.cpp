@@ -275,7 +275,7 @@ bool consumer::poll_batch(std::vector<message>& out, std::size_t max, std::chron
 }
 
 bool consumer::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
-                         const std::function<void(std::span<const lent_message>)>& apply) {
+                         const std::function<void(std::span<const raw_view>)>& apply) {
   rethrow_pending();
   if (closed_) throw sluice::error(errc::kafka, "consumer " + name_ + " is closed");
   lent_raw_.resize(std::max<std::size_t>(max, 1));
@@ -304,7 +304,7 @@ bool consumer::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
       handle_error_message(m);
       continue;
     }
-    lent_message& v = lent_.emplace_back();
+    raw_view& v = lent_.emplace_back();
     v.topic = m.rkt ? rd_kafka_topic_name(m.rkt) : "";
     v.partition = m.partition;
     v.offset = m.offset;
@@ -320,7 +320,7 @@ bool consumer::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
     while (j < lent_.size() && lent_[j].partition == lent_[i].partition &&
            (lent_[j].topic.data() == lent_[i].topic.data() || lent_[j].topic == lent_[i].topic))
       ++j;
-    apply(std::span<const lent_message>(lent_.data() + i, j - i));
+    apply(std::span<const raw_view>(lent_.data() + i, j - i));
     i = j;
   }
   return !lent_.empty();

@@ -150,7 +150,7 @@ class consumer {
   /// handled as poll_batch() handles them, before the runs are lent. Returns true when at
   /// least one record was lent.
   bool poll_lent(std::size_t max, std::chrono::milliseconds timeout,
-                 const std::function<void(std::span<const lent_message>)>& apply);
+                 const std::function<void(std::span<const raw_view>)>& apply);
 
   /// Sets the callback for partition ends (needs enable.partition.eof=true).
   void on_partition_eof(partition_eof_callback callback) { on_eof_ = std::move(callback); }
@@ -205,7 +205,7 @@ class consumer {
   std::uint64_t fetch_wakes_ = 0;
   std::vector<message> spare_;                 // messages poll_batch shrank off, buffers kept for reuse
   std::vector<rd_kafka_message_t*> lent_raw_;  // poll_lent: what librdkafka handed out
-  std::vector<lent_message> lent_;             // poll_lent: views of the records among them
+  std::vector<raw_view> lent_;                 // poll_lent: views of the records among them
   handle_ptr rk_;
   queue_ptr wake_queue_;  // the queue consumer_poll serves; released before rk_
 };

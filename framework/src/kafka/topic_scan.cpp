@@ -94,8 +94,8 @@ bool topic_scan::poll_batch(std::vector<message>& out, std::size_t max, std::chr
 }
 
 bool topic_scan::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
-                           const std::function<void(std::span<const lent_message>)>& apply) {
-  return consumer_.poll_lent(max, timeout, [&](std::span<const lent_message> run) {
+                           const std::function<void(std::span<const raw_view>)>& apply) {
+  return consumer_.poll_lent(max, timeout, [&](std::span<const raw_view> run) {
     // A run is one partition's records in offset order: its last one decides, as in poll_batch.
     run_partition_.first.assign(run.back().topic);
     run_partition_.second = run.back().partition;

@@ -51,7 +51,7 @@ class topic_scan {
   /// tracking as poll_batch() does, before each run is lent (so an `apply` that throws leaves
   /// it right). Returns true when at least one record was lent.
   bool poll_lent(std::size_t max, std::chrono::milliseconds timeout,
-                 const std::function<void(std::span<const lent_message>)>& apply);
+                 const std::function<void(std::span<const raw_view>)>& apply);
 
   /// How many times a poll woke a stalled fetcher (consumer::fetch_wakes).
   std::uint64_t fetch_wakes() const noexcept { return consumer_.fetch_wakes(); }

@@ -64,17 +64,6 @@ struct message {
   sluice::headers headers;
 };
 
-/// A consumed record lent from librdkafka's buffers, not copied: valid only during the
-/// consumer::poll_lent() callback it is passed to. Headers are not lent.
-struct lent_message {
-  std::string_view topic;
-  std::int32_t partition = -1;
-  std::int64_t offset = -1;
-  std::int64_t timestamp = -1;  ///< ms since the epoch; -1 when the broker sent none
-  std::optional<std::string_view> key;
-  std::optional<std::string_view> value;
-};
-
 /// Copies everything of `m` into `out`, reusing `out`'s string and vector capacity.
 /// `m` must be a message without error.
 void copy_message(const rd_kafka_message_t& m, message& out);

@@ -120,7 +120,7 @@ void changelog_reader::start_reading(const std::vector<stream_task*>& tasks) {
 void changelog_reader::restore(std::vector<stream_task*>& restored) {
   // Each run of one partition is written as one restore batch straight from librdkafka's
   // buffers: no copy into framework records first.
-  consumer_->poll_lent(10000, 10ms, [&](std::span<const kafka::lent_message> run) {
+  consumer_->poll_lent(10000, 10ms, [&](std::span<const raw_view> run) {
     const auto& first = run.front();
     auto r = std::find_if(entries_.begin(), entries_.end(),
                           [&](auto& x) { return !x.done && x.topic == first.topic && x.partition == first.partition; });

@@ -44,8 +44,7 @@ std::size_t global_table_store::size() const {
   return entries_.size();
 }
 
-bool accept_global_record(const detail::store_spec& spec, const kafka::lent_message& m, error_policy policy,
-                          counter& skipped) {
+bool accept_global_record(const detail::store_spec& spec, const raw_view& m, error_policy policy, counter& skipped) {
   if (!spec.check_record || !m.key || !m.value) return true;
   try {
     spec.check_record(*m.key, *m.value);
@@ -101,7 +100,7 @@ global_tables::global_tables(const topology& topo, kafka::config_map consumer_co
 
 global_tables::~global_tables() { stop(); }
 
-std::size_t global_tables::apply_run(std::span<const kafka::lent_message> run) {
+std::size_t global_tables::apply_run(std::span<const raw_view> run) {
   // A run is one partition's: one topic, one table.
   auto it = by_topic_.find(run.front().topic);
   if (it == by_topic_.end()) return run.size();
@@ -117,7 +116,7 @@ std::size_t global_tables::apply_run(std::span<const kafka::lent_message> run) {
 
 std::size_t global_tables::poll_and_apply() {
   std::size_t read = 0;
-  scan_->poll_lent(10000, 100ms, [&](std::span<const kafka::lent_message> run) { read += apply_run(run); });
+  scan_->poll_lent(10000, 100ms, [&](std::span<const raw_view> run) { read += apply_run(run); });
   fetch_wakes_.observe(scan_->fetch_wakes());
   return read;
 }

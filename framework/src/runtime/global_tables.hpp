@@ -62,8 +62,7 @@ class global_table_store final : public detail::global_view {
 /// `skipped` and log it naming the same. Under dead_letter nothing is dead-lettered (the
 /// global tables' thread has no producer), and the log line says "not dead-lettered".
 /// Shared by the runtime (records lent by the consumer) and the test driver.
-bool accept_global_record(const detail::store_spec& spec, const kafka::lent_message& m, error_policy policy,
-                          counter& skipped);
+bool accept_global_record(const detail::store_spec& spec, const raw_view& m, error_policy policy, counter& skipped);
 
 class global_tables {
  public:
@@ -85,7 +84,7 @@ class global_tables {
  private:
   /// Applies one run of records of one partition, lent by topic_scan::poll_lent; returns
   /// how many it read.
-  std::size_t apply_run(std::span<const kafka::lent_message> run);
+  std::size_t apply_run(std::span<const raw_view> run);
   /// One poll of the scan: up to 10,000 records applied; returns how many were read.
   std::size_t poll_and_apply();
 

@@ -304,7 +304,7 @@ void topology_test_driver::pipe_raw(const std::string& topic, const std::optiona
   d.last_ts = timestamp;
   if (auto g = d.globals.find(topic); g != d.globals.end()) {
     // As the app's global thread: decoded when read, under the deserialization handler.
-    kafka::lent_message m;
+    raw_view m;
     m.topic = topic;
     m.partition = partition < 0 ? 0 : partition;
     m.offset = d.global_offsets[{topic, m.partition}]++;

@@ -262,7 +262,7 @@ TEST(kafka_mock_cluster, lent_records_come_in_runs_of_one_partition_each_record_
   std::map<std::int32_t, std::int64_t> next;  // per partition: the offset the next record must have
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (ended.size() < 3 && std::chrono::steady_clock::now() < deadline) {
-    c.poll_lent(200, 50ms, [&](std::span<const lent_message> run) {
+    c.poll_lent(200, 50ms, [&](std::span<const raw_view> run) {
       ASSERT_FALSE(run.empty());
       for (const auto& m : run) {
         ASSERT_EQ(m.topic, "lent");
@@ -298,8 +298,7 @@ TEST(kafka_mock_cluster, lent_records_already_fetched_come_without_waiting_out_t
   // finishes only if every poll returned with records in hand (CTest's timeout fails it).
   std::size_t got = 0;
   while (got < 5)
-    EXPECT_TRUE(
-        c.poll_lent(10000, std::chrono::hours(1), [&](std::span<const lent_message> run) { got += run.size(); }));
+    EXPECT_TRUE(c.poll_lent(10000, std::chrono::hours(1), [&](std::span<const raw_view> run) { got += run.size(); }));
   EXPECT_EQ(got, 5u);
 }
 

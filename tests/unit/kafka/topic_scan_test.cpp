@@ -34,7 +34,7 @@ std::vector<std::pair<std::int32_t, std::string>> poll(topic_scan& scan, poll_mo
     scan.poll_batch(batch, max, 50ms);
     for (const auto& m : batch) got.emplace_back(m.partition, *m.value);
   } else {
-    scan.poll_lent(max, 50ms, [&](std::span<const lent_message> run) {
+    scan.poll_lent(max, 50ms, [&](std::span<const raw_view> run) {
       for (const auto& m : run) got.emplace_back(m.partition, std::string(*m.value));
     });
   }
