@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "http_client.hpp"
 #include "sluice/sluice.hpp"
 #include "word_count/topology.hpp"
@@ -27,7 +28,7 @@ sluice::config base_config(const std::string& app_id, std::uint16_t port) {
   sluice::config c;
   c.set("bootstrap.servers", sluice::test::broker_bootstrap());
   c.set("application.id", app_id);
-  c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+  c.set("state.dir", sluice::test::scratch_path("sluice-state").string());
   c.set("commit.interval.ms", "200");
   c.set("application.server", "127.0.0.1:" + std::to_string(port));
   return c;
@@ -62,7 +63,7 @@ std::map<std::string, std::int64_t> read_counts(const sluice::config& cfg, const
 
 /// Runs `promtool check metrics` on `text`; returns its exit status and output.
 std::pair<int, std::string> promtool_check(const std::string& text) {
-  auto file = std::filesystem::temp_directory_path() / sluice::test::unique_name("metrics");
+  auto file = sluice::test::scratch_path("metrics");
   std::ofstream(file) << text;
   std::string out;
   FILE* p = popen(("promtool check metrics < " + file.string() + " 2>&1").c_str(), "r");
@@ -290,7 +291,7 @@ TEST(http_app, ready_is_503_with_restore_progress_while_the_store_restores_and_2
     first.close();
   }
   // A new instance with an empty state.dir restores every count from the changelog.
-  cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+  cfg.set("state.dir", sluice::test::scratch_path("sluice-state").string());
   sluice::app second(examples::word_count_topology(in, out), cfg);
   std::mutex mutex;
   std::vector<sluice::test::http_reply> while_restoring;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "http_client.hpp"
 #include "sluice/sluice.hpp"
 #include "word_count/topology.hpp"
@@ -22,7 +23,7 @@ sluice::config query_config(const std::string& app_id, std::uint16_t port) {
   sluice::config c;
   c.set("bootstrap.servers", sluice::test::broker_bootstrap());
   c.set("application.id", app_id);
-  c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+  c.set("state.dir", sluice::test::scratch_path("sluice-state").string());
   c.set("commit.interval.ms", "200");
   c.set("poll.ms", "10");  // a query waits for the thread's next loop: keep the 1,000-key samples quick
   c.set("application.server", "127.0.0.1:" + std::to_string(port));

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "http_client.hpp"
 #include "sluice/queue_store.hpp"
 #include "sluice/ranked_index_store.hpp"
@@ -45,7 +46,7 @@ sluice::config ranking_config(const std::string& app_id) {
   sluice::config c;
   c.set("bootstrap.servers", sluice::test::broker_bootstrap());
   c.set("application.id", app_id);
-  c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+  c.set("state.dir", sluice::test::scratch_path("sluice-state").string());
   c.set("commit.interval.ms", "200");
   c.set("poll.ms", "10");
   c.set("processing.guarantee", "exactly_once");

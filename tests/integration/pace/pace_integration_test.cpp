@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/topologies/throttle.hpp"
 
@@ -31,7 +32,7 @@ TEST(pace, released_backlog_leaves_at_the_configured_rate_and_every_record_arriv
   sluice::config cfg;
   cfg.set("bootstrap.servers", sluice::test::broker_bootstrap());
   cfg.set("application.id", sluice::test::unique_name("pace"));
-  cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+  cfg.set("state.dir", sluice::test::scratch_path("sluice-state").string());
   cfg.set("commit.interval.ms", "200");
   sluice::topic_admin admin(cfg);
   // The input's timestamps are from 2023: without retention.ms=-1 the broker's retention

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "pipeline/topology.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
@@ -37,7 +38,7 @@ TEST(driver_parity, pipeline_outputs_are_equal_in_the_driver_and_on_the_broker) 
   cfg.set("bootstrap.servers", sluice::test::broker_bootstrap());
   cfg.set("application.id", app_id);
   cfg.set("commit.interval.ms", "200");
-  cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("parity-state")).string());
+  cfg.set("state.dir", sluice::test::scratch_path("parity-state").string());
   examples::pipeline_topics topics{sluice::test::unique_name("orders"), sluice::test::unique_name("large"),
                                    sluice::test::unique_name("counts")};
   sluice::topic_admin admin(cfg);

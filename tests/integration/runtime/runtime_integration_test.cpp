@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "error_of.hpp"
 #include "group_offsets.hpp"
 #include "pipeline/topology.hpp"
@@ -26,7 +27,7 @@ sluice::config base_config(const std::string& app_id) {
   sluice::config c;
   c.set("bootstrap.servers", sluice::test::broker_bootstrap());
   c.set("application.id", app_id);
-  c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+  c.set("state.dir", sluice::test::scratch_path("sluice-state").string());
   c.set("commit.interval.ms", "200");
   return c;
 }
@@ -363,7 +364,7 @@ TEST(runtime, two_threads_and_an_instance_joining_while_stores_restore_keep_exac
   auto instance = [&](const std::string& id) {
     auto c = cfg;
     c.set("instance.id", id);
-    c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+    c.set("state.dir", sluice::test::scratch_path("sluice-state").string());
     return c;
   };
 
@@ -418,7 +419,7 @@ TEST(runtime, co_partitioned_stream_table_join_split_over_two_instances_joins_ev
   auto instance = [&](const std::string& id) {
     auto c = cfg;
     c.set("instance.id", id);
-    c.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+    c.set("state.dir", sluice::test::scratch_path("sluice-state").string());
     return c;
   };
   {

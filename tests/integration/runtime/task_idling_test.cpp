@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "group_offsets.hpp"
 #include "kafka/producer.hpp"
 #include "sluice/sluice.hpp"
@@ -74,7 +75,7 @@ std::vector<joined> join_backlog(input_writes writes, sluice::processing_guarant
   sluice::config cfg;
   cfg.set("bootstrap.servers", bootstrap);
   cfg.set("application.id", app_id);
-  cfg.set("state.dir", (std::filesystem::temp_directory_path() / sluice::test::unique_name("sluice-state")).string());
+  cfg.set("state.dir", sluice::test::scratch_path("sluice-state").string());
   cfg.set("processing.guarantee",
           guarantee == sluice::processing_guarantee::exactly_once ? "exactly_once" : "at_least_once");
   cfg.set("commit.interval.ms", "200");

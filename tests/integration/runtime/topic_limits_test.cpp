@@ -20,6 +20,7 @@
 
 #include "broker_env.hpp"
 #include "group_offsets.hpp"
+#include "scratch_dir.hpp"
 #include "text.hpp"
 #include "sluice/app.hpp"
 #include "sluice/builder.hpp"
@@ -58,7 +59,7 @@ limited_topic_run pass_through_to_a_limited_topic(const limited_topic_options& o
   sluice::config c;
   c.set("bootstrap.servers", sluice::test::broker_bootstrap());
   c.set("application.id", app_id);
-  c.set("state.dir", (std::filesystem::temp_directory_path() / app_id).string());
+  c.set("state.dir", sluice::test::scratch_path("limited-state").string());
   c.set("commit.interval.ms", "200");
   c.set("processing.guarantee", options.guarantee);
   c.set("production.error.handler", "log_and_continue");

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "kafka/consumer.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/state/rocksdb_store.hpp"
@@ -44,7 +45,7 @@ sluice::config base_config(const std::string& app_id, const fs::path& state_dir)
   return c;
 }
 
-fs::path fresh_state_dir() { return fs::temp_directory_path() / sluice::test::unique_name("sluice-state"); }
+fs::path fresh_state_dir() { return sluice::test::scratch_path("sluice-state"); }
 
 /// Every task's copy of `store` under <state_dir>/<app_id>/<task>/<store>, read through the
 /// store implementation (the app must be closed). The stores read are aggregations', kept

@@ -12,6 +12,7 @@
 
 #include "kafka/admin.hpp"
 #include "kafka/mock_cluster.hpp"
+#include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace std::chrono_literals;
@@ -43,7 +44,7 @@ sluice::topology enrich_orders(const names& t) {
 sluice::config job_config(const std::string& app_id) {
   sluice::config c;
   c.set("application.id", app_id);
-  c.set("state.dir", (std::filesystem::temp_directory_path() / unique("embedded-app-state")).string());
+  c.set("state.dir", sluice::test::scratch_path("embedded-app-state").string());
   c.set("commit.interval.ms", "100");
   return c;
 }

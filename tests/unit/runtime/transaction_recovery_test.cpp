@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "broker_env.hpp"
+#include "scratch_dir.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "sluice/sluice.hpp"
 
@@ -53,8 +54,7 @@ class counting_job {
     cluster_.create_topic(output_, input_partitions);
     cfg_.set("application.id", sluice::test::unique_name("txn-recovery"));
     cfg_.set("bootstrap.servers", cluster_.bootstrap_servers());
-    cfg_.set("state.dir",
-             (std::filesystem::temp_directory_path() / sluice::test::unique_name("txn-recovery-state")).string());
+    cfg_.set("state.dir", sluice::test::scratch_path("txn-recovery-state").string());
     cfg_.set("processing.guarantee", "exactly_once");
     cfg_.set("commit.interval.ms", "100");
     sluice::streams_builder b;
@@ -301,8 +301,7 @@ struct ticker_job {
     cluster.create_topic(output, 1);
     cfg.set("application.id", sluice::test::unique_name(name));
     cfg.set("bootstrap.servers", cluster.bootstrap_servers());
-    cfg.set("state.dir",
-            (std::filesystem::temp_directory_path() / sluice::test::unique_name(name + "-state")).string());
+    cfg.set("state.dir", sluice::test::scratch_path(name + "-state").string());
     cfg.set("processing.guarantee", "exactly_once");
     for (const auto& [key, value] : settings) cfg.set(key, value);
     sluice::streams_builder b;
