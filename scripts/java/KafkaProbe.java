@@ -7,6 +7,8 @@
 //   controller BOOTSTRAP              print the node id of the active KRaft controller
 //   partition COUNT KEY...            print "KEY<TAB>PARTITION" as the Java producer places
 //                                     a keyed record (murmur2 of the UTF-8 key bytes)
+//   delete-prefix BOOTSTRAP PREFIX    delete every topic whose name starts with PREFIX
+//                                     and print how many (a benchmark run's topics)
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Properties;
@@ -61,6 +63,16 @@ public class KafkaProbe {
           System.out.println(args[i] + "\t" + BuiltInPartitioner.partitionForKey(key, count));
         }
         return;
+      }
+      case "delete-prefix": {
+        try (Admin admin = Admin.create(clientProps(args[1]))) {
+          var doomed = admin.listTopics().names().get(30, TimeUnit.SECONDS).stream()
+                           .filter(name -> name.startsWith(args[2]))
+                           .toList();
+          if (!doomed.isEmpty()) admin.deleteTopics(doomed).all().get(120, TimeUnit.SECONDS);
+          System.out.println(doomed.size());
+          System.exit(0);
+        }
       }
       default:
         System.err.println("unknown command " + args[0]);
