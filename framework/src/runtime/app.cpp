@@ -117,12 +117,36 @@ struct app::impl {
   }
 };
 
+namespace {
+
+/// Throws when records are dead-lettered into a topic the topology reads: each would be read
+/// again, fail again and be dead-lettered again, without end.
+void check_dead_letter_topic(const topology& topo, const config& cfg) {
+  if (cfg.get_error_policy("deserialization.error.handler") != error_policy::dead_letter &&
+      cfg.get_error_policy("processing.error.handler") != error_policy::dead_letter)
+    return;
+  const std::string dead_letter = cfg.dead_letter_topic();
+  for (const auto& n : detail::topology_access::nodes(topo)) {
+    if (n.kind != detail::node_kind::source) continue;
+    for (const auto& t : n.topics) {
+      if (detail::topology_access::resolve_topic(n, t, cfg.application_id()) != dead_letter) continue;
+      throw error(errc::invalid_config,
+                  "dead.letter.topic '" + dead_letter + "' is also read by node '" + n.name +
+                      "': a dead-lettered record would be read again, fail again and be dead-lettered again, without "
+                      "end; give dead.letter.topic a topic of its own (default <application.id>-dlq)");
+    }
+  }
+}
+
+}  // namespace
+
 app::app(topology t, config c) : impl_(std::make_unique<impl>()) {
   impl_->topo = std::move(t);
   impl_->cfg = std::move(c);
   impl_->queries = std::make_unique<runtime::app_queries>(impl_->topo);
   impl_->metrics.add_refresh([d = impl_.get()] { d->refresh_memory_gauges(); });
   runtime::validate_config(impl_->cfg);  // everything that can be checked before connecting
+  check_dead_letter_topic(impl_->topo, impl_->cfg);
 }
 
 app::~app() {

@@ -12,6 +12,7 @@
 
 #include "kafka/admin.hpp"
 #include "kafka/mock_cluster.hpp"
+#include "error_of.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
 
@@ -74,6 +75,22 @@ TEST(embedded_app, a_job_without_bootstrap_servers_stops_naming_the_key) {
     EXPECT_EQ(e.code(), sluice::errc::invalid_config);
     EXPECT_NE(std::string(e.what()).find("'bootstrap.servers' is not set"), std::string::npos) << e.what();
   }
+}
+
+// A dead-lettered record written to a topic the job reads would come back, fail again and
+// be dead-lettered again, without end: refused before anything connects.
+TEST(embedded_app, a_dead_letter_topic_the_job_reads_is_refused_naming_the_setting) {
+  names t;
+  auto cfg = job_config(unique("dlq-loop"));
+  cfg.set("bootstrap.servers", "embedded");
+  cfg.set("processing.error.handler", "dead_letter");
+  cfg.set("dead.letter.topic", t.orders);
+  const std::string message =
+      sluice::test::error_of([&] { sluice::app app(enrich_orders(t), cfg); }, sluice::errc::invalid_config);
+  EXPECT_NE(message.find("dead.letter.topic '" + t.orders + "' is also read by node"), std::string::npos) << message;
+  // The same topic without a dead_letter handler is only a setting nobody uses.
+  cfg.set("processing.error.handler", "log_and_continue");
+  EXPECT_NO_THROW(sluice::app(enrich_orders(t), cfg));
 }
 
 TEST(embedded_app, creates_the_topics_of_sources_and_global_tables) {
