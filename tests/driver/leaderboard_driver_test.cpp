@@ -104,6 +104,13 @@ json entry(const std::string& effort_id, std::int64_t elapsed, std::int64_t star
   return {{"effort_id", effort_id}, {"elapsed_ms", elapsed}, {"started_at_ms", started}, {"rank", rank}};
 }
 
+TEST(leaderboard, job_topology_refuses_to_read_its_own_updates_naming_the_setting) {
+  auto msg = sluice::test::error_of([] { sluice::topologies::leaderboard_job_topology("efforts", "efforts", {}); },
+                                    sluice::errc::invalid_topology);
+  EXPECT_NE(msg.find("updates.topic 'efforts' is also input.topic"), std::string::npos) << msg;
+  EXPECT_NO_THROW(sluice::topologies::leaderboard_job_topology("efforts", "", {}));
+}
+
 TEST(leaderboard, worked_example_ties_share_a_rank_and_the_next_rank_skips) {
   harness h;
   h.pipe({"e1", "s1", "alice", 612000, 1000});

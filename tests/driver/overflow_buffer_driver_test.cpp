@@ -11,8 +11,10 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "error_of.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/test_driver.hpp"
 #include "sluice/topologies/overflow_buffer.hpp"
@@ -99,6 +101,17 @@ overflow_buffer_options rate_opts(double rate) {
 
 // The README's worked example: rate 2/s, a burst of 6 at once. Two go out directly (the
 // bucket's burst is max(1, 2) = 2), four are buffered and drain one every 500 ms, in order.
+TEST(overflow_buffer, job_topology_refuses_to_write_into_its_own_input_naming_the_setting) {
+  for (const auto& [output, expired, setting] :
+       {std::tuple{"notifications", "", "output.topic"}, {"push-out", "notifications", "expired.topic"}}) {
+    auto msg = sluice::test::error_of(
+        [&] { sluice::topologies::overflow_buffer_job_topology("notifications", output, expired, {}); },
+        sluice::errc::invalid_topology);
+    EXPECT_NE(msg.find(std::string(setting) + " 'notifications' is also input.topic"), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(sluice::topologies::overflow_buffer_job_topology("notifications", "push-out", "", {}));
+}
+
 TEST(overflow_buffer, worked_example_rate_two_burst_then_drain_in_order) {
   harness h(rate_opts(2));
   for (int i = 0; i < 6; ++i) h.pipe("c-42", msg(i));

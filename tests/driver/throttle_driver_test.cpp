@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "error_of.hpp"
@@ -353,6 +354,18 @@ TEST(throttle, job_topology_passes_bytes_unchanged_and_drops_without_a_throttled
   EXPECT_EQ(out[0].headers, (sluice::headers{{"h", std::nullopt}}));
   EXPECT_FALSE(out[1].key.has_value());
   EXPECT_EQ(d.metrics().total("sluice_throttle_throttled_total"), 1);
+}
+
+TEST(throttle, job_topology_refuses_to_write_into_its_own_input_naming_the_setting) {
+  for (const auto& [output, throttled, setting] :
+       {std::tuple{"in", "", "output.topic"}, {"out", "in", "throttled.topic"}}) {
+    auto msg =
+        sluice::test::error_of([&] { sluice::topologies::throttle_job_topology("in", output, throttled, opts(1s, 1)); },
+                               sluice::errc::invalid_topology);
+    EXPECT_NE(msg.find(std::string(setting) + " 'in' is also input.topic"), std::string::npos) << msg;
+  }
+  // Passed and throttled records may share a topic: neither loops.
+  EXPECT_NO_THROW(sluice::topologies::throttle_job_topology("in", "out", "out", opts(1s, 1)));
 }
 
 TEST(throttle, options_out_of_range_are_rejected_with_the_value_and_range) {

@@ -213,6 +213,10 @@ void add_leaderboard_stores(streams_builder& builder, const leaderboard_options&
 
 topology leaderboard_job_topology(const std::string& input, const std::string& updates,
                                   const leaderboard_options& options) {
+  if (!updates.empty() && updates == input)
+    throw error(errc::invalid_topology, "updates.topic '" + input +
+                                            "' is also input.topic: the job would read its own updates as efforts; "
+                                            "give updates.topic a topic of its own");
   streams_builder b;
   using bytes = std::optional<std::string>;
   auto out = apply_leaderboard(b, b.stream<bytes, bytes>(input), options);

@@ -367,7 +367,8 @@ http::response overflow_gathered_backlog(const http::request& req, const overflo
                                          const backlog_gather_limits& limits = {});
 
 /// The sluice-overflow-buffer job's topology: `input` -> overflow buffer -> `output`, expired
-/// records to `expired` (dropped and counted when it is empty).
+/// records to `expired` (dropped and counted when it is empty). Throws invalid_topology when
+/// `output` or `expired` is `input` (records would loop through the job without end).
 topology overflow_buffer_job_topology(const std::string& input, const std::string& output, const std::string& expired,
                                       overflow_buffer_options options);
 
