@@ -110,6 +110,18 @@ TEST(overflow_buffer, job_topology_refuses_to_write_into_its_own_input_naming_th
     EXPECT_NE(msg.find(std::string(setting) + " 'notifications' is also input.topic"), std::string::npos) << msg;
   }
   EXPECT_NO_THROW(sluice::topologies::overflow_buffer_job_topology("notifications", "push-out", "", {}));
+  // The rates table read from the input (or fed by the output) would copy every record into
+  // each instance's global store.
+  for (const auto& [rates, output, expected] :
+       {std::tuple{"notifications", "push-out", "rates.topic 'notifications' is also input.topic"},
+        {"customer-rates", "customer-rates", "output.topic 'customer-rates' is also rates.topic"}}) {
+    overflow_buffer_options o;
+    o.rates_topic = rates;
+    auto msg = sluice::test::error_of(
+        [&] { sluice::topologies::overflow_buffer_job_topology("notifications", output, "", o); },
+        sluice::errc::invalid_topology);
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+  }
 }
 
 TEST(overflow_buffer, worked_example_rate_two_burst_then_drain_in_order) {

@@ -366,6 +366,11 @@ TEST(throttle, job_topology_refuses_to_write_into_its_own_input_naming_the_setti
   }
   // Passed and throttled records may share a topic: neither loops.
   EXPECT_NO_THROW(sluice::topologies::throttle_job_topology("in", "out", "out", opts(1s, 1)));
+  throttle_options o = opts(1s, 1);
+  o.rules_topic = "in";
+  auto msg = sluice::test::error_of([&] { sluice::topologies::throttle_job_topology("in", "out", "", o); },
+                                    sluice::errc::invalid_topology);
+  EXPECT_NE(msg.find("throttle.rules.topic 'in' is also input.topic"), std::string::npos) << msg;
 }
 
 TEST(throttle, options_out_of_range_are_rejected_with_the_value_and_range) {

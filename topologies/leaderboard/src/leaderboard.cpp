@@ -12,6 +12,7 @@
 #include <set>
 
 #include "sluice/error.hpp"
+#include "sluice/job_topics.hpp"
 #include "sluice/http.hpp"
 #include "sluice/serde/json.hpp"
 
@@ -213,10 +214,7 @@ void add_leaderboard_stores(streams_builder& builder, const leaderboard_options&
 
 topology leaderboard_job_topology(const std::string& input, const std::string& updates,
                                   const leaderboard_options& options) {
-  if (!updates.empty() && updates == input)
-    throw error(errc::invalid_topology, "updates.topic '" + input +
-                                            "' is also input.topic: the job would read its own updates as efforts; "
-                                            "give updates.topic a topic of its own");
+  check_job_topics({{"input.topic", input}}, {{"updates.topic", updates}});
   streams_builder b;
   using bytes = std::optional<std::string>;
   auto out = apply_leaderboard(b, b.stream<bytes, bytes>(input), options);

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "sluice/error.hpp"
+#include "sluice/job_topics.hpp"
 
 namespace sluice::topologies {
 namespace {
@@ -173,13 +174,8 @@ overflow_buffer_outlets apply_overflow_buffer(streams_builder& builder,
 
 topology overflow_buffer_job_topology(const std::string& input, const std::string& output, const std::string& expired,
                                       overflow_buffer_options options) {
-  // Written into its own input, an emitted (or expired) record comes back as a new one.
-  for (const auto& [setting, topic] : {std::pair{"output.topic", &output}, {"expired.topic", &expired}})
-    if (!topic->empty() && *topic == input)
-      throw error(errc::invalid_topology, std::string(setting) + " '" + input +
-                                              "' is also input.topic: every record written there would be read "
-                                              "again and written again, without end; give " +
-                                              setting + " a topic of its own");
+  check_job_topics({{"input.topic", input}, {"rates.topic", options.rates_topic}},
+                   {{"output.topic", output}, {"expired.topic", expired}});
   options.forward_expired = !expired.empty();
   streams_builder b;
   auto out = apply_overflow_buffer(b, b.stream<bytes, bytes>(input), options);

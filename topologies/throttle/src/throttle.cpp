@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sluice/error.hpp"
+#include "sluice/job_topics.hpp"
 #include "sluice/serde/json.hpp"
 #include "sluice/topologies/pace.hpp"
 
@@ -90,13 +91,8 @@ void add_throttle_stores(streams_builder& builder, const throttle_options& o) {
 
 topology throttle_job_topology(const std::string& input, const std::string& output, const std::string& throttled,
                                throttle_options options, double pace_records_per_second) {
-  // Written into its own input, a passed (or throttled) record comes back and is counted again.
-  for (const auto& [setting, topic] : {std::pair{"output.topic", &output}, {"throttled.topic", &throttled}})
-    if (!topic->empty() && *topic == input)
-      throw error(errc::invalid_topology, std::string(setting) + " '" + input +
-                                              "' is also input.topic: every record written there would be read, "
-                                              "counted and written again, without end; give " +
-                                              setting + " a topic of its own");
+  check_job_topics({{"input.topic", input}, {"throttle.rules.topic", options.rules_topic}},
+                   {{"output.topic", output}, {"throttled.topic", throttled}});
   options.on_throttled = throttled.empty() ? throttled_action::drop : throttled_action::forward;
   streams_builder b;
   using bytes = std::optional<std::string>;

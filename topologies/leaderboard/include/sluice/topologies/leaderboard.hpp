@@ -189,7 +189,8 @@ kstream<std::string, std::string> apply_leaderboard(streams_builder& builder, co
 
 /// The sluice-leaderboard job's topology: `input` (bytes) -> leaderboard -> `updates`
 /// (none when empty), with the HTTP endpoints (add_leaderboard_endpoints). Throws
-/// invalid_topology when `updates` is `input` (the job would read its updates as efforts).
+/// invalid_topology when `updates` is `input` (the job would read its updates as efforts;
+/// sluice/job_topics.hpp).
 topology leaderboard_job_topology(const std::string& input, const std::string& updates,
                                   const leaderboard_options& options);
 

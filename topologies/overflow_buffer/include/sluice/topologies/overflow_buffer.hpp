@@ -368,7 +368,8 @@ http::response overflow_gathered_backlog(const http::request& req, const overflo
 
 /// The sluice-overflow-buffer job's topology: `input` -> overflow buffer -> `output`, expired
 /// records to `expired` (dropped and counted when it is empty). Throws invalid_topology when
-/// `output` or `expired` is `input` (records would loop through the job without end).
+/// `output` or `expired` is `input` or the rates topic (records would come back as input or
+/// as rates), or the rates topic is `input` (sluice/job_topics.hpp).
 topology overflow_buffer_job_topology(const std::string& input, const std::string& output, const std::string& expired,
                                       overflow_buffer_options options);
 

@@ -388,7 +388,8 @@ throttle_outlets<K, V> apply_throttle(streams_builder& builder, const kstream<K,
 /// is empty (on_throttled is set from it). With pace_records_per_second > 0 the passed
 /// records go through pace() on their way to `output` (see sluice/topologies/pace.hpp):
 /// the whole task's input is paused while it is over its share, throttled output included.
-/// Throws invalid_topology when `output` or `throttled` is `input` (records would loop).
+/// Throws invalid_topology when `output` or `throttled` is `input` or the rules topic, or the
+/// rules topic is `input` (sluice/job_topics.hpp).
 topology throttle_job_topology(const std::string& input, const std::string& output, const std::string& throttled,
                                throttle_options options, double pace_records_per_second = 0);
 
