@@ -120,7 +120,8 @@ struct app::impl {
 namespace {
 
 /// Throws when records are dead-lettered into a topic the topology reads: each would be read
-/// again, fail again and be dead-lettered again, without end.
+/// again, fail again and be dead-lettered again, without end; or into a global table's topic,
+/// whose table would take the failed records as entries.
 void check_dead_letter_topic(const topology& topo, const config& cfg) {
   if (cfg.get_error_policy("deserialization.error.handler") != error_policy::dead_letter &&
       cfg.get_error_policy("processing.error.handler") != error_policy::dead_letter)
@@ -135,6 +136,13 @@ void check_dead_letter_topic(const topology& topo, const config& cfg) {
                       "': a dead-lettered record would be read again, fail again and be dead-lettered again, without "
                       "end; give dead.letter.topic a topic of its own (default <application.id>-dlq)");
     }
+  }
+  for (const auto& s : detail::topology_access::stores(topo)) {
+    if (!s.global || s.source_topic != dead_letter) continue;
+    throw error(errc::invalid_config, "dead.letter.topic '" + dead_letter + "' is also the topic of global table '" +
+                                          s.name +
+                                          "': the table would take every dead-lettered record as an entry; give "
+                                          "dead.letter.topic a topic of its own (default <application.id>-dlq)");
   }
 }
 

@@ -88,6 +88,11 @@ TEST(embedded_app, a_dead_letter_topic_the_job_reads_is_refused_naming_the_setti
   const std::string message =
       sluice::test::error_of([&] { sluice::app app(enrich_orders(t), cfg); }, sluice::errc::invalid_config);
   EXPECT_NE(message.find("dead.letter.topic '" + t.orders + "' is also read by node"), std::string::npos) << message;
+  // A global table's topic: the table would take the failed records as entries.
+  cfg.set("dead.letter.topic", t.customers);
+  const std::string global =
+      sluice::test::error_of([&] { sluice::app app(enrich_orders(t), cfg); }, sluice::errc::invalid_config);
+  EXPECT_NE(global.find("is also the topic of global table"), std::string::npos) << global;
   // The same topic without a dead_letter handler is only a setting nobody uses.
   cfg.set("processing.error.handler", "log_and_continue");
   EXPECT_NO_THROW(sluice::app(enrich_orders(t), cfg));
