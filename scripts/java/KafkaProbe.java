@@ -7,8 +7,8 @@
 //   controller BOOTSTRAP              print the node id of the active KRaft controller
 //   partition COUNT KEY...            print "KEY<TAB>PARTITION" as the Java producer places
 //                                     a keyed record (murmur2 of the UTF-8 key bytes)
-//   delete-prefix BOOTSTRAP PREFIX    delete every topic whose name starts with PREFIX
-//                                     and print how many (a benchmark run's topics)
+//   delete-prefix BOOTSTRAP PREFIX    delete every topic whose name starts with PREFIX (not
+//                                     empty) and print how many (a benchmark run's topics)
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Properties;
@@ -65,6 +65,10 @@ public class KafkaProbe {
         return;
       }
       case "delete-prefix": {
+        if (args[2].isEmpty()) {  // would delete every topic of the cluster
+          System.err.println("delete-prefix needs a non-empty prefix");
+          System.exit(2);
+        }
         try (Admin admin = Admin.create(clientProps(args[1]))) {
           var doomed = admin.listTopics().names().get(30, TimeUnit.SECONDS).stream()
                            .filter(name -> name.startsWith(args[2]))
