@@ -119,13 +119,17 @@ struct app::impl {
 
 namespace {
 
+/// True when either handler that can dead-letter a record is set to dead_letter.
+bool dead_letters(const config& cfg) {
+  return cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
+         cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter;
+}
+
 /// Throws when records are dead-lettered into a topic the topology reads: each would be read
 /// again, fail again and be dead-lettered again, without end; or into a global table's topic,
 /// whose table would take the failed records as entries.
 void check_dead_letter_topic(const topology& topo, const config& cfg) {
-  if (cfg.get_error_policy("deserialization.error.handler") != error_policy::dead_letter &&
-      cfg.get_error_policy("processing.error.handler") != error_policy::dead_letter)
-    return;
+  if (!dead_letters(cfg)) return;
   const std::string dead_letter = cfg.dead_letter_topic();
   for (const auto& n : detail::topology_access::nodes(topo)) {
     if (n.kind != detail::node_kind::source) continue;
@@ -260,9 +264,7 @@ runtime::record_size_limits learn_record_limits(const topology& topo, const conf
   for (const auto& n : detail::topology_access::nodes(topo))
     if (n.kind == detail::node_kind::sink)
       topics.insert(detail::topology_access::resolve_topic(n, n.topics[0], cfg.application_id()));
-  if (cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
-      cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter)
-    topics.insert(cfg.dead_letter_topic());
+  if (dead_letters(cfg)) topics.insert(cfg.dead_letter_topic());
   constexpr std::int64_t framing = 128;  // the batch header and one record's framing, with room to spare
   std::int64_t cap = std::numeric_limits<std::int64_t>::max();
   std::string smallest;
@@ -369,9 +371,7 @@ void app::impl::create_internal_topics(kafka::admin& admin, const std::map<int, 
         }
         add_internal(detail::changelog_topic(app_id, s), sub_partitions.at(sub.id), std::move(configs), "changelog");
       }
-  bool dead_letters = cfg.get_error_policy("deserialization.error.handler") == error_policy::dead_letter ||
-                      cfg.get_error_policy("processing.error.handler") == error_policy::dead_letter;
-  if (dead_letters) {
+  if (dead_letters(cfg)) {
     int count = 1;
     for (auto& [id, n] : sub_partitions) count = std::max(count, n);
     internal.push_back({.name = cfg.dead_letter_topic(), .partitions = count, .replication_factor = replication});
