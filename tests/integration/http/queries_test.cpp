@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "broker_env.hpp"
-#include "scratch_dir.hpp"
 #include "http_client.hpp"
+#include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
 #include "word_count/topology.hpp"
 

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "broker_env.hpp"
-#include "scratch_dir.hpp"
 #include "http_client.hpp"
+#include "scratch_dir.hpp"
 #include "sluice/queue_store.hpp"
 #include "sluice/ranked_index_store.hpp"
 #include "sluice/sluice.hpp"

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "broker_env.hpp"
-#include "scratch_dir.hpp"
 #include "error_of.hpp"
 #include "group_offsets.hpp"
+#include "scratch_dir.hpp"
 #include "pipeline/topology.hpp"
 #include "sluice/sluice.hpp"
 #include "word_count/topology.hpp"

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "broker_env.hpp"
-#include "scratch_dir.hpp"
 #include "group_offsets.hpp"
+#include "scratch_dir.hpp"
 #include "kafka/producer.hpp"
 #include "sluice/sluice.hpp"
 
