@@ -525,6 +525,29 @@ TEST(overflow_buffer, a_keyless_record_drained_or_expired_stays_keyless_and_an_e
   EXPECT_EQ(expired[1].key, std::optional<std::string>(""));
 }
 
+// The buffer belongs to the input partition. Kafka's producers spread keyless records over
+// the partitions, so the customer "" has a line and a token bucket per partition: at rate 1
+// a keyless record on each of two partitions goes out at once, where two keyed "" (one
+// partition, by key) would be one out and one buffered.
+TEST(overflow_buffer, keyless_records_on_two_partitions_have_a_line_and_a_bucket_each) {
+  sluice::testing::driver_options d;
+  d.partitions = 2;
+  harness h(rate_opts(1), {}, d);
+  h.driver->pipe_raw("notifications", std::nullopt, msg(0), start_ms, {}, 0);
+  h.driver->pipe_raw("notifications", std::nullopt, msg(1), start_ms, {}, 1);
+  h.driver->pipe_raw("notifications", std::nullopt, msg(2), start_ms, {}, 1);
+  auto out = h.take("out");
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(n_of(out[0]), 0);
+  EXPECT_EQ(n_of(out[1]), 1);
+  EXPECT_EQ(h.metric("sluice_overflow_buffered_total"), 1);
+  h.run_for(1000);
+  out = h.take("out");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(n_of(out[0]), 2);
+  EXPECT_EQ(header(out[0], "sluice-overflow-delay-ms"), "1000") << "partition 1's bucket, refilled after 1 s";
+}
+
 // Buffer entries written before keyless records were told apart (format 0x01, no flags byte)
 // still read, as keyed records; the current format round-trips the flag.
 TEST(overflow_buffer, buffered_records_of_the_first_format_still_read) {
