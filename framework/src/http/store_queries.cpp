@@ -275,11 +275,26 @@ class store_endpoints {
     return std::nullopt;
   }
 
+  /// The group as described now, or a 503 (Retry-After) when the coordinator cannot be asked
+  /// (a broker outage, a group coordinator moving).
+  std::variant<std::shared_ptr<const group_view>, response> fresh_view(instance_directory& directory) const {
+    try {
+      return directory.view(true);
+    } catch (const std::exception& e) {
+      auto r = response::error(status::service_unavailable,
+                               std::string("cannot learn the application's instances: ") + e.what() + "; retry");
+      r.headers.emplace_back("Retry-After", "1");
+      return stamp(std::move(r));
+    }
+  }
+
  public:
   response metadata() {
     auto* directory = forwarding_->directory();
     if (!directory) return store_access::refusal(store_access::outcome::unavailable, "-", -1);
-    auto v = directory->view(true);
+    auto described = fresh_view(*directory);
+    if (auto* refusal = std::get_if<response>(&described)) return std::move(*refusal);
+    const auto& v = std::get<std::shared_ptr<const group_view>>(described);
     nlohmann::json j;
     j["group_state"] = v->state;
     j["instances"] = nlohmann::json::array();
@@ -311,7 +326,9 @@ class store_endpoints {
     } else {
       auto* directory = forwarding_->directory();
       if (!directory) return stamp(store_access::refusal(store_access::outcome::unavailable, k.store, -1));
-      auto v = directory->view(true);
+      auto described = fresh_view(*directory);
+      if (auto* refusal = std::get_if<response>(&described)) return std::move(*refusal);
+      const auto& v = std::get<std::shared_ptr<const group_view>>(described);
       auto owner = v->owner(k.store, k.partition);
       j["instance"] = owner ? nlohmann::json(*owner) : nlohmann::json(nullptr);
       j["group_state"] = v->state;

@@ -210,7 +210,7 @@ config_map admin::describe_topic_configs(const std::string& topic, std::chrono::
 }
 
 group_description admin::describe_group(const std::string& group, std::chrono::milliseconds timeout) {
-  if (mock_) throw sluice::error(errc::kafka, "the mock cluster cannot describe consumer groups");
+  if (mock_) return mock_->describe_group(group);
   const char* groups[] = {group.c_str()};
   auto opts = options_for(rk_.get(), RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS, timeout);
   rd_kafka_DescribeConsumerGroups(rk_.get(), groups, 1, opts.get(), queue_.get());

@@ -24,20 +24,6 @@ struct new_topic {
   config_map configs;
 };
 
-/// One member of a consumer group as the group coordinator describes it.
-struct group_member {
-  std::string client_id;
-  std::string group_instance_id;  ///< empty without static membership
-  std::string host;
-  std::vector<topic_partition> assignment;
-};
-
-/// A consumer group: its state ("Stable", "PreparingRebalance", ...) and members.
-struct group_description {
-  std::string state;
-  std::vector<group_member> members;
-};
-
 /// Admin operations over one client handle (a producer-type handle with a private result
 /// queue). Against a mock_cluster (recognised by its bootstrap address) topic creation and
 /// config description are served by the mock directly.
@@ -60,7 +46,8 @@ class admin {
   std::optional<int> partition_count(const std::string& topic, std::chrono::milliseconds timeout);
   /// Every config entry of the topic (name → value), defaults included.
   config_map describe_topic_configs(const std::string& topic, std::chrono::milliseconds timeout);
-  /// The consumer group `group` as its coordinator sees it (DescribeConsumerGroups).
+  /// The consumer group `group` as its coordinator sees it (DescribeConsumerGroups); on a
+  /// mock cluster, as its consumers reported it (mock_cluster::describe_group).
   group_description describe_group(const std::string& group, std::chrono::milliseconds timeout);
 
  private:

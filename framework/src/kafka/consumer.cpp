@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kafka/error.hpp"
+#include "kafka/mock_cluster.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::kafka {
@@ -68,6 +69,17 @@ consumer::consumer(const config_map& config, statistics_callback on_statistics)
   // Route the main queue (errors, rebalances) through consumer_poll.
   throw_if(rd_kafka_poll_set_consumer(rk_.get()), "poll_set_consumer");
   wake_queue_.reset(rd_kafka_queue_get_consumer(rk_.get()));
+  if (const auto* bootstrap = find(effective, "bootstrap.servers"); bootstrap && has_group_) {
+    mock_ = find_mock_cluster(*bootstrap);
+    group_ = *group;
+    if (const auto* id = find(effective, "client.id")) membership_.client_id = *id;
+    if (const auto* id = find(effective, "group.instance.id")) membership_.group_instance_id = *id;
+    membership_.host = "in-process";
+  }
+}
+
+void consumer::report_membership() {
+  if (mock_) mock_->set_member(group_, name_, membership_);
 }
 
 void consumer::wake() noexcept {
@@ -88,6 +100,7 @@ void consumer::close() {
   if (closed_ || !rk_) return;
   closed_ = true;
   const auto err = rd_kafka_consumer_close(rk_.get());
+  if (mock_) mock_->remove_member(group_, name_);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__FATAL) {
     layer_logger()->warn("consumer {}: {}", name_, make_error(err, "close").what());
   }
@@ -136,6 +149,12 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
         throw_if(rd_kafka_incremental_assign(rk, parts), "incremental_assign");
       else
         throw_if(rd_kafka_assign(rk, parts), "assign");
+      auto& mine = membership_.assignment;
+      if (!cooperative) mine.clear();
+      for (const auto& tp : list)
+        if (std::find(mine.begin(), mine.end(), tp) == mine.end()) mine.push_back(tp);
+      std::sort(mine.begin(), mine.end());
+      report_membership();
     } else {
       const bool lost = rd_kafka_assignment_lost(rk) != 0;
       if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
@@ -148,6 +167,13 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
         throw_if(rd_kafka_incremental_unassign(rk, parts), "incremental_unassign");
       else
         throw_if(rd_kafka_assign(rk, nullptr), "unassign");
+      auto& mine = membership_.assignment;
+      if (cooperative)
+        std::erase_if(mine,
+                      [&](const topic_partition& tp) { return std::find(list.begin(), list.end(), tp) != list.end(); });
+      else
+        mine.clear();
+      report_membership();
     }
   });
   // After an assignment the poll serving this callback returns as soon as it is done,

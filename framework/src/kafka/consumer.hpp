@@ -22,6 +22,8 @@
 
 namespace sluice::kafka {
 
+class mock_cluster;
+
 /// Told about assignment changes of a subscribed consumer. Called from inside poll(),
 /// poll_batch() or close(), on the thread that called them. An exception thrown here is
 /// caught (the assignment change still happens) and rethrown from the next poll.
@@ -189,6 +191,9 @@ class consumer {
   /// else wakes a stalled fetcher (wake_stalled_fetch, up to 100 ms for the answer).
   void after_poll(bool got_records);
 
+  /// On a mock cluster, which cannot describe groups: tells it this member's assignment.
+  void report_membership();
+
   rebalance_listener* listener_ = nullptr;
   partition_eof_callback on_eof_;
   statistics_callback on_statistics_;
@@ -198,6 +203,9 @@ class consumer {
   bool has_group_ = false;
   log_throttle throttle_;
   std::string name_;
+  mock_cluster* mock_ = nullptr;  // the mock cluster this group consumer is connected to, if any
+  group_member membership_;       // what report_membership tells it (client.id, assignment)
+  std::string group_;
   std::map<topic_partition, int> paused_;  // pause() calls not yet resumed, per partition: not woken
   std::chrono::steady_clock::time_point next_wake_{};
   std::chrono::milliseconds wake_interval_{0};

@@ -60,6 +60,30 @@ std::optional<config_map> mock_cluster::topic_configs(const std::string& name) c
   return it->second;
 }
 
+void mock_cluster::set_member(const std::string& group, const std::string& member, group_member m) {
+  std::lock_guard lock(mutex_);
+  groups_[group][member] = std::move(m);
+}
+
+void mock_cluster::remove_member(const std::string& group, const std::string& member) {
+  std::lock_guard lock(mutex_);
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return;
+  it->second.erase(member);
+  if (it->second.empty()) groups_.erase(it);
+}
+
+group_description mock_cluster::describe_group(const std::string& group) const {
+  std::lock_guard lock(mutex_);
+  group_description d;
+  d.state = "Empty";
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return d;
+  d.state = "Stable";
+  for (const auto& [name, m] : it->second) d.members.push_back(m);
+  return d;
+}
+
 mock_cluster& embedded_cluster() {
   static mock_cluster* const cluster = new mock_cluster(1);  // never destroyed, on purpose
   return *cluster;

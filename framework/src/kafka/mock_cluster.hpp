@@ -16,6 +16,7 @@
 
 #include "kafka/config.hpp"
 #include "kafka/handles.hpp"
+#include "kafka/types.hpp"
 
 struct rd_kafka_mock_cluster_s;
 
@@ -39,6 +40,15 @@ class mock_cluster {
   /// The configs `name` was created with, or nullopt if it was not created here.
   std::optional<config_map> topic_configs(const std::string& name) const;
 
+  /// The consumer groups on this cluster, as their consumers report them: librdkafka's mock
+  /// cannot describe groups, so each group consumer connected to it records its members'
+  /// assignment after every rebalance (set_member, keyed by the consumer's handle name)
+  /// and leaves when it closes (remove_member). describe_group answers from that: state
+  /// "Stable" with members, "Empty" without (the mock's rebalances are not observed).
+  void set_member(const std::string& group, const std::string& member, group_member m);
+  void remove_member(const std::string& group, const std::string& member);
+  group_description describe_group(const std::string& group) const;
+
   rd_kafka_mock_cluster_s* native() const noexcept { return cluster_; }
 
  private:
@@ -47,6 +57,7 @@ class mock_cluster {
   std::string bootstrap_;
   mutable std::mutex mutex_;
   std::map<std::string, config_map> topics_;
+  std::map<std::string, std::map<std::string, group_member>> groups_;  // group -> handle name -> member
 };
 
 /// The process-wide cluster behind bootstrap.servers=embedded: created on first use,

@@ -52,6 +52,20 @@ struct topic_partition_offset {
   friend auto operator<=>(const topic_partition_offset&, const topic_partition_offset&) = default;
 };
 
+/// One member of a consumer group as the group coordinator describes it.
+struct group_member {
+  std::string client_id;
+  std::string group_instance_id;  ///< empty without static membership
+  std::string host;
+  std::vector<topic_partition> assignment;
+};
+
+/// A consumer group: its state ("Stable", "PreparingRebalance", ...) and members.
+struct group_description {
+  std::string state;
+  std::vector<group_member> members;
+};
+
 /// One consumed record, owned entirely by sluice: no librdkafka memory is referenced.
 /// A null key (or value) is std::nullopt; an empty one is an empty string.
 struct message {

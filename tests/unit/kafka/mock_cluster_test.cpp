@@ -113,6 +113,48 @@ TEST(kafka_mock_cluster, the_poll_serving_an_assignment_returns_after_it_without
   EXPECT_EQ(rebalances.assigned.size(), 2u);
 }
 
+// The mock cannot describe consumer groups (instances learn partition owners that way); its
+// group consumers report their assignments to it, and admin::describe_group answers from
+// them: every member with its client.id and partitions, a member gone once it closes.
+TEST(kafka_mock_cluster, describing_a_group_lists_its_consumers_with_their_assignments) {
+  config_map config{{"bootstrap.servers", "embedded"}};
+  apply_embedded(config);
+  admin a(config);
+  a.create_topics({new_topic{"described", 4, -1, {}}}, 10s);
+  EXPECT_EQ(a.describe_group("described-group", 5s).state, "Empty");
+  config["group.id"] = "described-group";
+  config["session.timeout.ms"] = "6000";  // the mock waits out a session before a second join completes
+  config["heartbeat.interval.ms"] = "500";
+  auto first_config = config, second_config = config;
+  first_config["client.id"] = "first";
+  second_config["client.id"] = "second";
+  consumer first(first_config), second(second_config);
+  first.subscribe({"described"});
+  second.subscribe({"described"});
+  auto owned = [&](const group_description& d) {
+    std::map<std::string, std::size_t> out;
+    for (const auto& m : d.members) out[m.client_id] = m.assignment.size();
+    return out;
+  };
+  const std::map<std::string, std::size_t> split{{"first", 2}, {"second", 2}};
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (owned(a.describe_group("described-group", 5s)) != split && std::chrono::steady_clock::now() < deadline) {
+    first.poll(50ms);
+    second.poll(50ms);
+  }
+  auto d = a.describe_group("described-group", 5s);
+  EXPECT_EQ(d.state, "Stable");
+  EXPECT_EQ(owned(d), split);
+  std::set<topic_partition> all;
+  for (const auto& m : d.members) all.insert(m.assignment.begin(), m.assignment.end());
+  EXPECT_EQ(all.size(), 4u) << "each partition owned once";
+
+  second.close();
+  EXPECT_EQ(owned(a.describe_group("described-group", 5s)), (std::map<std::string, std::size_t>{{"first", 2}}));
+  first.close();
+  EXPECT_EQ(a.describe_group("described-group", 5s).state, "Empty");
+}
+
 // poll_lent hands out the records of several partitions without copying, each run from one
 // partition and in offset order, with null keys and values as nullopt; every record once.
 TEST(kafka_mock_cluster, learning_the_leaders_of_assigned_topics_answers_and_the_records_follow) {

@@ -2,17 +2,21 @@
 // asked for, and every topic the topology reads is created there (sources, global tables).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "kafka/admin.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "error_of.hpp"
+#include "http_client.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
 
@@ -179,6 +183,43 @@ TEST(embedded_app, a_topic_reader_lends_the_records_poll_would_copy) {
 
 // An operator reads a job's memory from its metrics: the stores' RocksDB (budget, block
 // cache, memtables) and the allocator's memory in use and kept free.
+// librdkafka's mock cluster cannot describe consumer groups, which is how an instance learns
+// who owns which partition (GET /metadata, forwarded queries). Its consumers report their
+// assignments to it instead: on the embedded cluster the one instance names itself the owner
+// of every partition of its store, as it would on Kafka.
+TEST(embedded_app, metadata_names_this_instance_the_owner_of_every_partition) {
+  const std::string words = unique("words");
+  const std::string app_id = unique("embedded-metadata");
+  auto cfg = restartable_embedded_config(app_id);
+  const auto port = sluice::test::free_port();
+  const std::string self = "127.0.0.1:" + std::to_string(port);
+  cfg.set("application.server", self);
+  sluice::topic_admin(cfg).create_topic(words, 3);
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>(words).group_by_key().count("word-counts");
+  sluice::app app(b.build(), cfg);
+  app.start();
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (app.state() != sluice::app_state::running && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(app.state(), sluice::app_state::running);
+
+  const auto all = sluice::test::http_get(port, "/metadata");
+  ASSERT_EQ(all.status, 200) << all.body;
+  const auto j = nlohmann::json::parse(all.body);
+  EXPECT_EQ(j["group_state"], "Stable");
+  ASSERT_EQ(j["instances"].size(), 1u) << all.body;
+  const auto& me = j["instances"][0];
+  EXPECT_EQ(me["application_server"], self);
+  EXPECT_EQ(me["partitions"].size(), 3u) << all.body;
+  EXPECT_EQ(me["stores"]["word-counts"], nlohmann::json::array({0, 1, 2})) << all.body;
+
+  const auto key = sluice::test::http_get(port, "/metadata/stores/word-counts/keys/kafka");
+  ASSERT_EQ(key.status, 200) << key.body;
+  EXPECT_EQ(nlohmann::json::parse(key.body)["instance"], self) << key.body;
+  app.close();
+}
+
 TEST(embedded_app, its_metrics_show_the_memory_of_its_stores_and_its_allocator) {
   names t;
   auto cfg = job_config(unique("embedded-memory"));
