@@ -14,6 +14,13 @@ response owner_forwarding::stamp(response r) const {
   return r;
 }
 
+response owner_forwarding::owners_unknown(std::string_view wanted, const std::exception& failure) const {
+  auto r = response::error(status::service_unavailable,
+                           "cannot learn " + std::string(wanted) + ": " + failure.what() + "; retry");
+  r.headers.emplace_back("Retry-After", "1");
+  return stamp(std::move(r));
+}
+
 std::vector<std::pair<std::string, std::string>> owner_forwarding::forward_headers() const {
   std::vector<std::pair<std::string, std::string>> h{{forwarded_header, self_}};
   if (!auth_token_.empty()) h.emplace_back("Authorization", "Bearer " + auth_token_);
@@ -30,10 +37,7 @@ response owner_forwarding::forward(const request& req, std::string_view store, s
     owner = directory->view()->owner(store_name, partition);
     if (!owner || *owner == self_) owner = directory->view(true)->owner(store_name, partition);
   } catch (const std::exception& e) {
-    auto r = response::error(status::service_unavailable,
-                             std::string("cannot learn which instance owns the key: ") + e.what());
-    r.headers.emplace_back("Retry-After", "1");
-    return stamp(std::move(r));
+    return owners_unknown("which instance owns the key", e);
   }
   if (!owner || *owner == self_)  // unassigned, or still moving here
     return stamp(store_access::refusal(store_access::outcome::unavailable, store, partition));

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +50,9 @@ class owner_forwarding {
   response forward(const request& req, std::string_view store, std::int32_t partition) const;
   /// `r` with X-Sluice-Served-By: this instance (unless it already names who served it).
   response stamp(response r) const;
+  /// The answer when the group's description could not be had (`failure`: a broker outage,
+  /// the coordinator moving): 503 with Retry-After, saying what the request wanted to learn.
+  response owners_unknown(std::string_view wanted, const std::exception& failure) const;
   /// The headers a forwarded request carries (X-Sluice-Forwarded-By, Authorization).
   std::vector<std::pair<std::string, std::string>> forward_headers() const;
   const std::string& self() const noexcept { return self_; }

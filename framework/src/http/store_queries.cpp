@@ -252,10 +252,7 @@ class store_endpoints {
         by_owner[*owner].push_back(p);
       }
     } catch (const std::exception& e) {
-      auto r = response::error(status::service_unavailable,
-                               std::string("cannot learn which instances own the store: ") + e.what());
-      r.headers.emplace_back("Retry-After", "1");
-      return r;
+      return forwarding_->owners_unknown("which instances own the store", e);
     }
     for (const auto& [owner, parts] : by_owner) {
       auto r = forward_get(owner, std::string(req.target()), forwarding_->forward_headers(), std::chrono::seconds(3));
@@ -281,10 +278,7 @@ class store_endpoints {
     try {
       return directory.view(true);
     } catch (const std::exception& e) {
-      auto r = response::error(status::service_unavailable,
-                               std::string("cannot learn the application's instances: ") + e.what() + "; retry");
-      r.headers.emplace_back("Retry-After", "1");
-      return stamp(std::move(r));
+      return forwarding_->owners_unknown("the application's instances", e);
     }
   }
 

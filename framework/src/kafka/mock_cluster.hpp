@@ -41,7 +41,7 @@ class mock_cluster {
   std::optional<config_map> topic_configs(const std::string& name) const;
 
   /// The consumer groups on this cluster, as their consumers report them: librdkafka's mock
-  /// cannot describe groups, so each group consumer connected to it records its members'
+  /// cannot describe groups, so each group consumer connected to it records its own
   /// assignment after every rebalance (set_member, keyed by the consumer's handle name)
   /// and leaves when it closes (remove_member). describe_group answers from that: state
   /// "Stable" with members, "Empty" without (the mock's rebalances are not observed).
