@@ -272,11 +272,14 @@ class store_endpoints {
     return std::nullopt;
   }
 
-  /// The group as described now, or a 503 (Retry-After) when the coordinator cannot be asked
-  /// (a broker outage, a group coordinator moving).
-  std::variant<std::shared_ptr<const group_view>, response> fresh_view(instance_directory& directory) const {
+  /// The group as described now for a query about `store`, or the answer refusing it (stamped):
+  /// 503 when this instance has no view of its group, or (with Retry-After) when the
+  /// coordinator cannot be asked (a broker outage, a group coordinator moving).
+  std::variant<std::shared_ptr<const group_view>, response> described(std::string_view store) const {
+    auto* directory = forwarding_->directory();
+    if (!directory) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
     try {
-      return directory.view(true);
+      return directory->view(true);
     } catch (const std::exception& e) {
       return forwarding_->owners_unknown("the application's instances", e);
     }
@@ -284,11 +287,9 @@ class store_endpoints {
 
  public:
   response metadata() {
-    auto* directory = forwarding_->directory();
-    if (!directory) return store_access::refusal(store_access::outcome::unavailable, "-", -1);
-    auto described = fresh_view(*directory);
-    if (auto* refusal = std::get_if<response>(&described)) return std::move(*refusal);
-    const auto& v = std::get<std::shared_ptr<const group_view>>(described);
+    auto group = described("-");
+    if (auto* refusal = std::get_if<response>(&group)) return std::move(*refusal);
+    const auto& v = std::get<std::shared_ptr<const group_view>>(group);
     nlohmann::json j;
     j["group_state"] = v->state;
     j["instances"] = nlohmann::json::array();
@@ -318,11 +319,9 @@ class store_endpoints {
       j["instance"] = forwarding_->self();
       j["global"] = true;
     } else {
-      auto* directory = forwarding_->directory();
-      if (!directory) return stamp(store_access::refusal(store_access::outcome::unavailable, k.store, -1));
-      auto described = fresh_view(*directory);
-      if (auto* refusal = std::get_if<response>(&described)) return std::move(*refusal);
-      const auto& v = std::get<std::shared_ptr<const group_view>>(described);
+      auto group = described(k.store);
+      if (auto* refusal = std::get_if<response>(&group)) return std::move(*refusal);
+      const auto& v = std::get<std::shared_ptr<const group_view>>(group);
       auto owner = v->owner(k.store, k.partition);
       j["instance"] = owner ? nlohmann::json(*owner) : nlohmann::json(nullptr);
       j["group_state"] = v->state;

@@ -149,10 +149,14 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
         throw_if(rd_kafka_incremental_assign(rk, parts), "incremental_assign");
       else
         throw_if(rd_kafka_assign(rk, parts), "assign");
+      // Eager: the list is the whole assignment. Cooperative: it adds to what is held.
       auto& mine = membership_.assignment;
-      if (!cooperative) mine.clear();
-      for (const auto& tp : list)
-        if (std::find(mine.begin(), mine.end(), tp) == mine.end()) mine.push_back(tp);
+      if (!cooperative) {
+        mine = list;
+      } else {
+        for (const auto& tp : list)
+          if (std::find(mine.begin(), mine.end(), tp) == mine.end()) mine.push_back(tp);
+      }
       std::sort(mine.begin(), mine.end());
       report_membership();
     } else {

@@ -13,6 +13,7 @@
 
 #include "broker_env.hpp"
 #include "error_of.hpp"
+#include "eventually.hpp"
 #include "group_offsets.hpp"
 #include "scratch_dir.hpp"
 #include "pipeline/topology.hpp"
@@ -285,9 +286,7 @@ TEST(runtime, poison_records_including_a_2mb_value_are_dead_lettered_skipped_or_
     app.start();
     sluice::topic_reader good(cfg, {out});
     if (std::string(policy) == "fail") {
-      auto deadline = std::chrono::steady_clock::now() + 60s;
-      while (app.state() != sluice::app_state::error && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(50ms);
+      sluice::test::eventually([&] { return app.state() == sluice::app_state::error; });
       ASSERT_EQ(app.state(), sluice::app_state::error);
       EXPECT_NE(app.error_message().find("deserialization.error.handler=fail"), std::string::npos)
           << app.error_message();
@@ -298,9 +297,7 @@ TEST(runtime, poison_records_including_a_2mb_value_are_dead_lettered_skipped_or_
     auto outputs = good.read_at_least(2, 60s);
     sluice::topic_reader dlq(cfg, {app_id + "-dlq"});
     auto dead = dlq.poll(std::string(policy) == "dead_letter" ? 10s : 2s, 4);
-    auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (app.metrics().total("sluice_records_skipped_total") < 4 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(50ms);
+    sluice::test::eventually([&] { return app.metrics().total("sluice_records_skipped_total") >= 4; }, 30s);
     if (outputs.size() != 2u) {
       for (auto& o : outputs) std::cerr << "output key " << o.key.value_or("<null>") << " @" << o.partition << "\n";
       for (auto& m : app.metrics().snapshot()) std::cerr << m.name << "{" << m.labels << "} " << m.value << "\n";

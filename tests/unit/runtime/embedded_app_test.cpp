@@ -16,6 +16,7 @@
 #include "kafka/admin.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "error_of.hpp"
+#include "eventually.hpp"
 #include "http_client.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
@@ -199,10 +200,8 @@ TEST(embedded_app, metadata_names_this_instance_the_owner_of_every_partition) {
   b.stream<std::string, std::string>(words).group_by_key().count("word-counts");
   sluice::app app(b.build(), cfg);
   app.start();
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (app.state() != sluice::app_state::running && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
-  ASSERT_EQ(app.state(), sluice::app_state::running);
+  ASSERT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::running; }, 30s))
+      << sluice::to_string(app.state());
 
   const auto all = sluice::test::http_get(port, "/metadata");
   ASSERT_EQ(all.status, 200) << all.body;

@@ -9,9 +9,9 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
-#include <thread>
 
 #include "error_of.hpp"
+#include "eventually.hpp"
 #include "sluice/app.hpp"
 #include "sluice/builder.hpp"
 #include "sluice/client.hpp"
@@ -70,16 +70,6 @@ struct global_job {
   }
 };
 
-/// Waits (up to a generous deadline, not a timing assertion) until `done()` holds.
-template <class F>
-bool eventually(F done) {
-  for (auto deadline = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < deadline;) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
-}
-
 }  // namespace
 
 TEST(global_tables, record_that_does_not_decode_at_start_stops_the_start_naming_topic_partition_offset_and_key) {
@@ -97,10 +87,12 @@ TEST(global_tables, fatal_error_of_the_following_thread_puts_the_app_in_error_wi
   job.write_item("i1", R"({"name":"bolt","qty":3})");
   sluice::app app(job.topology(), job.cfg);
   app.start();
-  ASSERT_TRUE(eventually([&] { return app.state() == sluice::app_state::running; })) << sluice::to_string(app.state());
+  ASSERT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::running; }))
+      << sluice::to_string(app.state());
   EXPECT_EQ(app.metrics().total("sluice_global_table_failed"), 0);
   job.write_item("i2", "{not json");  // offset 1, read by the following thread under fail
-  ASSERT_TRUE(eventually([&] { return app.state() == sluice::app_state::error; })) << sluice::to_string(app.state());
+  ASSERT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::error; }))
+      << sluice::to_string(app.state());
   const auto reason = app.error_message();
   EXPECT_NE(reason.find("the global table thread stopped"), std::string::npos) << reason;
   EXPECT_NE(reason.find(job.items_topic + "[0]@1 with key 'i2'"), std::string::npos) << reason;

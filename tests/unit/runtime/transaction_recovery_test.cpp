@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "broker_env.hpp"
+#include "eventually.hpp"
 #include "scratch_dir.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "sluice/sluice.hpp"
@@ -90,13 +91,11 @@ class counting_job {
   /// make up in sum for another partition's records not yet processed.
   std::map<std::string, std::int64_t> counts_when_caught_up() {
     std::map<std::string, std::int64_t> counts;
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (std::chrono::steady_clock::now() < deadline) {
+    sluice::test::eventually([&] {
       counts = read_counts();
-      if (std::all_of(tally_.begin(), tally_.end(), [&](const auto& fed) { return counts[fed.first] >= fed.second; }))
-        break;
-      std::this_thread::sleep_for(50ms);
-    }
+      return std::all_of(tally_.begin(), tally_.end(),
+                         [&](const auto& fed) { return counts[fed.first] >= fed.second; });
+    });
     return counts;
   }
 
@@ -132,10 +131,7 @@ class counting_job {
 /// `degraded` from a recovery to the next successful commit), then checks no record was lost.
 void expect_recovered_with_nothing_lost(counting_job& job) {
   auto counts = job.counts_when_caught_up();
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (job.app().state() != sluice::app_state::running && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
+  sluice::test::eventually([&] { return job.app().state() == sluice::app_state::running; });
   EXPECT_EQ(job.app().state(), sluice::app_state::running) << job.app().error_message();
   ASSERT_EQ(counts.size(), job.tally().size());
   for (const auto& [key, fed] : job.tally()) EXPECT_GE(counts[key], fed) << key;
@@ -198,9 +194,7 @@ TEST(transaction_recovery, producers_fenced_again_and_again_right_after_their_st
                                     RD_KAFKA_RESP_ERR_PRODUCER_FENCED, RD_KAFKA_RESP_ERR_PRODUCER_FENCED,
                                     RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
   job.feed(400);
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (job.app().state() != sluice::app_state::error && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
+  sluice::test::eventually([&] { return job.app().state() == sluice::app_state::error; });
   ASSERT_EQ(job.app().state(), sluice::app_state::error);
   EXPECT_NE(job.app().error_message().find("3 producers fenced in"), std::string::npos) << job.app().error_message();
   EXPECT_NE(job.app().error_message().find("give every instance its own instance.id"), std::string::npos)
@@ -226,9 +220,7 @@ void expect_a_close_during_a_held_back_recovery_served(std::int16_t api_key, rd_
   hold_back(job.mock(), api_key, error);
   rd_kafka_mock_push_request_errors(job.mock(), 26 /* EndTxn */, 1, RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
   job.feed(100);
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (job.metric("sluice_task_retries_total") == retries && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
+  sluice::test::eventually([&] { return job.metric("sluice_task_retries_total") != retries; });
   ASSERT_GT(job.metric("sluice_task_retries_total"), retries) << "the fencing was not noted";
 
   job.app().close(20s);
@@ -284,13 +276,7 @@ class ticker : public sluice::processor<std::string, std::string, std::string, s
 
 /// Waits until `name`'s total passes `above`; false after 30 s.
 bool metric_passes(sluice::app& app, const std::string& name, double above) {
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (app.metrics().total(name) <= above)
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    else
-      std::this_thread::sleep_for(20ms);
-  return true;
+  return sluice::test::eventually([&] { return app.metrics().total(name) > above; }, 30s);
 }
 
 /// A job on a one-broker mock cluster: input -> ticker -> output under exactly-once, its
@@ -411,9 +397,7 @@ TEST(transaction_recovery, a_consumer_fenced_once_is_replaced_and_the_thread_goe
   EXPECT_TRUE(metric_passes(app, "sluice_records_processed_total", processed))
       << "the new consumer processed nothing: " << app.error_message();
   // `degraded` from the recovery until the next successful commit.
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (app.state() != sluice::app_state::running && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
+  sluice::test::eventually([&] { return app.state() == sluice::app_state::running; }, 30s);
   EXPECT_EQ(app.state(), sluice::app_state::running) << app.error_message();
 }
 
