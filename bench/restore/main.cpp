@@ -8,8 +8,10 @@
 // the threads that ended meanwhile (a store's SST threads, one per ingested chunk). Needs a
 // real broker (the embedded cluster is not a fair measure of fetch throughput).
 //
-//   sluice-bench-restore [--bootstrap host:port] [--records N] [--partitions P] [--set KEY=VALUE]...
-//   (--set: a setting of the restored job, e.g. consumer.queued.min.messages=100000)
+//   sluice-bench-restore [--bootstrap host:port] [--records N] [--partitions P] [--prefix NAME] [--set KEY=VALUE]...
+//   (--set: a setting of the restored job, e.g. consumer.queued.min.messages=100000;
+//    --prefix: how its application id and topics begin, default restore-bench-<pid>; bench/run
+//    passes its run id so that the run deletes them however it ends)
 //   SLUICE_BENCH_LOG=1 ...   the framework's info log (restore progress) on stderr
 #include <spdlog/spdlog.h>
 
@@ -112,6 +114,7 @@ int main(int argc, char** argv) {
   std::string bootstrap = std::getenv("SLUICE_BOOTSTRAP") ? std::getenv("SLUICE_BOOTSTRAP") : "127.0.0.1:39092";
   long long records = 5000000;
   int partitions = 4;
+  std::string prefix = "restore-bench-" + std::to_string(::getpid());
   std::vector<std::string> settings;  // KEY=VALUE of --set
   for (int i = 1; i < argc; i += 2) {
     const std::string a = i + 1 < argc ? argv[i] : "";  // a flag without its value: usage
@@ -121,17 +124,20 @@ int main(int argc, char** argv) {
       records = std::atoll(argv[i + 1]);
     else if (a == "--partitions")
       partitions = std::atoi(argv[i + 1]);
+    else if (a == "--prefix" && argv[i + 1][0] != '\0')
+      prefix = argv[i + 1];
     else if (a == "--set" && std::string_view(argv[i + 1]).find('=') != std::string_view::npos)
       settings.emplace_back(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--bootstrap host:port] [--records N] [--partitions P] [--set KEY=VALUE]...\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--bootstrap host:port] [--records N] [--partitions P] [--prefix NAME] [--set KEY=VALUE]...\n",
+          argv[0]);
       return 2;
     }
   }
   spdlog::set_level(std::getenv("SLUICE_BENCH_LOG") != nullptr ? spdlog::level::info : spdlog::level::warn);
-  auto app_id = "restore-bench-" + std::to_string(::getpid()) + "-" +
-                std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+  auto app_id = prefix + "-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   auto state_dir = std::filesystem::temp_directory_path() / (app_id + "-state");
   auto in = app_id + "-lines", out = app_id + "-counts", changelog = app_id + "-word-counts-changelog";
 
