@@ -15,6 +15,25 @@ constexpr std::size_t segment_bytes = 8;
 constexpr std::size_t length_bytes = 4;
 constexpr std::size_t start_bytes = 8;
 
+// The layout record's key: shorter than a segment id and all zero, so it sorts before every
+// window (and outside every segment range that is fetched or dropped).
+constexpr std::string_view layout_key{"\0\0\0\0", 4};
+
+std::string layout_value(std::chrono::milliseconds interval) {
+  std::string out;
+  append_u64(out, static_cast<std::uint64_t>(interval.count()));
+  return out;
+}
+
+/// The segment interval a layout record holds; refuses a record that cannot be one.
+std::chrono::milliseconds interval_of_layout(std::string_view value, const std::string& name) {
+  if (value.size() != 8 || read_u64(value) == 0 || read_u64(value) > std::uint64_t{1} << 62)
+    throw sluice::error(errc::state, "window store '" + name +
+                                         "': its layout record (the segment interval) is corrupt; reset the "
+                                         "application to rebuild the store from its input");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(read_u64(value)));
+}
+
 std::string segment_prefix(std::int64_t segment) {
   std::string out;
   append_u64(out, static_cast<std::uint64_t>(segment));
@@ -68,6 +87,10 @@ window_store::window_store(std::unique_ptr<kv_store> storage, changelog_sink* ch
       changelog_(changelog),
       retention_(options.retention),
       segment_interval_(checked_interval(options, storage_->name())) {
+  if (auto stored = storage_->get(layout_key)) {
+    segment_interval_ = interval_of_layout(*stored, name());
+    layout_stored_ = true;
+  }
   observed_ = committed_observed_ = read_observed_from_storage();
 }
 
@@ -78,7 +101,7 @@ std::int64_t window_store::read_observed_from_storage() {
   std::int64_t newest_segment = -1;
   {
     auto it = storage_->all(direction::reverse);
-    if (!it.valid()) return -1;
+    if (!it.valid() || it.key() == layout_key) return -1;
     newest_segment = static_cast<std::int64_t>(read_u64(it.key()));
   }
   std::int64_t observed = -1;
@@ -110,9 +133,17 @@ void window_store::abort() {
   observed_ = committed_observed_;
   // A drop of the aborted batch is gone too; the next put decides again.
   dropped_below_ = 0;
+  layout_stored_ = storage_->get(layout_key).has_value();  // it may have been in the batch
 }
 
 void window_store::restore(std::span<const restore_record> batch, changelog_offset next_offset) {
+  // The layout the changelog was written with decides the segments, whatever the options
+  // say now: its record comes before the store's first window.
+  for (const auto& r : batch)
+    if (r.key == layout_key && r.value) {
+      segment_interval_ = interval_of_layout(*r.value, name());
+      layout_stored_ = true;
+    }
   // Observed time first, over the whole batch: a record is skipped when it is expired by
   // the end of what is restored, as the original store would have dropped it by then.
   for (const auto& r : batch)
@@ -121,6 +152,10 @@ void window_store::restore(std::span<const restore_record> batch, changelog_offs
   kept.reserve(batch.size());
   const std::int64_t live = min_live_start();
   for (const auto& r : batch) {
+    if (r.key == layout_key) {
+      kept.push_back(r);
+      continue;
+    }
     auto p = parse(r.key);
     if (!p)
       throw sluice::error(errc::state, "window store '" + name() +
@@ -154,6 +189,12 @@ bool window_store::put(std::string_view key, std::int64_t window_start, std::str
   observed_ = std::max(observed_, window_start);
   drop_expired_segments();
   if (window_start < min_live_start()) return false;
+  if (!layout_stored_) {  // before the store's first window, in the same commit
+    const auto layout = layout_value(segment_interval_);
+    storage_->put(layout_key, layout);
+    log(layout_key, layout, timestamp_ms);
+    layout_stored_ = true;
+  }
   key_scratch_ = window_entry_key(key, window_start, segment_interval_);
   storage_->put(key_scratch_, value);
   log(key_scratch_, value, timestamp_ms);

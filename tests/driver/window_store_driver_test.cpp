@@ -53,7 +53,8 @@ TEST(window_store, a_processor_counts_per_window_and_the_driver_inspects_the_win
     EXPECT_EQ(counts.fetch("page", 0, 100),
               (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 2}, {10, 2}, {20, 1}}));
     EXPECT_EQ(counts.fetch("other", 20), std::optional<std::int64_t>(1));
-    EXPECT_EQ(d.records(d.application_id() + "-counts-changelog").size(), 6u);
+    // Six window writes, after the store's layout record (its segment interval).
+    EXPECT_EQ(d.records(d.application_id() + "-counts-changelog").size(), 7u);
     // Window 40 moves observed time to 40: windows starting at or below 10 have left the
     // 30 ms retention, and a late record for window 0 is refused by the store.
     in.pipe("page", "", 41);

@@ -139,7 +139,8 @@ TEST(windowed_aggregation, describe_and_dot_show_the_window_store_and_its_change
   EXPECT_NE(t.to_dot().find("store:per-minute"), std::string::npos);
   topology_test_driver d(std::move(t));
   d.input_topic<std::string, std::string>("in").pipe("k", "", 5);
-  EXPECT_EQ(d.records(d.application_id() + "-per-minute-changelog").size(), 1u);
+  // The store's layout record (its segment interval), then the window.
+  EXPECT_EQ(d.records(d.application_id() + "-per-minute-changelog").size(), 2u);
 }
 
 TEST(windowed_aggregation, invalid_windows_are_refused_with_what_to_change) {

@@ -62,9 +62,11 @@ std::vector<std::pair<std::int64_t, std::string>> windows(window_store& s, std::
   return v;
 }
 
+/// The windows underneath: every key but the store's layout record (the one key shorter
+/// than a segment id).
 std::size_t keys_in(kv_store& s) {
   std::size_t n = 0;
-  for (auto it = s.all(); it.valid(); it.next()) ++n;
+  for (auto it = s.all(); it.valid(); it.next()) n += it.key().size() > 8 ? 1 : 0;
   return n;
 }
 
@@ -181,10 +183,11 @@ TEST_P(window_store_conformance, restore_from_its_changelog_rebuilds_live_window
     s->put("a", 140, "a140", 140);  // observed 140: window 10 expires (segment 0 dropped)
     s->commit(changelog_offset(5));
   }
-  ASSERT_EQ(sink.records().size(), 5u);
-  EXPECT_EQ(sink.records()[0].key, window_entry_key("a", 10, 50ms));
-  EXPECT_EQ(sink.records()[3].value, std::nullopt);  // the remove is a tombstone
-  EXPECT_EQ(sink.records()[4].timestamp, 140);
+  ASSERT_EQ(sink.records().size(), 6u);  // the layout record, then the five writes
+  EXPECT_EQ(sink.records()[0].key, std::string(4, '\0'));
+  EXPECT_EQ(sink.records()[1].key, window_entry_key("a", 10, 50ms));
+  EXPECT_EQ(sink.records()[4].value, std::nullopt);  // the remove is a tombstone
+  EXPECT_EQ(sink.records()[5].timestamp, 140);
 
   auto r = open(nullptr, "restored");
   r->restore(sink.restore_batch(), changelog_offset(5));
@@ -211,6 +214,53 @@ TEST_P(window_store_conformance, a_reopened_store_keeps_committed_windows_and_it
   EXPECT_EQ(windows(*s, "k", 0, 1000), (W{{30, "a"}, {120, "b"}}));
 }
 
+// The segment interval is part of every window's key. A store keeps the one it was first
+// written with, so a topology that now asks for another retention (a longer grace) finds the
+// windows it holds, whether the store is reopened or restored from its changelog.
+TEST_P(window_store_conformance, a_store_keeps_its_segment_interval_when_the_options_would_give_another) {
+  test::recording_changelog sink;
+  const window_store_options longer{.retention = 300ms};  // alone: segments of 60 s
+  {
+    auto s = open(&sink);
+    s->put("a", 120, "a120", 120);
+    s->put("b", 130, "b130", 130);
+    s->commit(changelog_offset(3));
+  }
+  auto restored = std::make_unique<window_store>(open_kv("restored"), nullptr, longer);
+  EXPECT_EQ(restored->segment_interval(), 60s);  // new and empty: the options decide
+  restored->restore(sink.restore_batch(), changelog_offset(3));
+  EXPECT_EQ(restored->segment_interval(), 50ms);
+  EXPECT_EQ(restored->fetch("a", 120), std::optional<std::string>("a120"));
+  EXPECT_EQ(windows(*restored, "b", 0, 1000), (W{{130, "b130"}}));
+  restored->put("a", 120, "a120 again", 140);  // overwrites the window, no second copy
+  restored->commit(changelog_offset(4));
+  EXPECT_EQ(windows(*restored, "a", 0, 1000), (W{{120, "a120 again"}}));
+  EXPECT_EQ(keys_in(restored->storage()), 2u);
+
+  if (!GetParam().persistent) return;  // the in-memory store starts empty on every open
+  auto reopened = std::make_unique<window_store>(open_kv(), nullptr, longer);
+  EXPECT_EQ(reopened->segment_interval(), 50ms);
+  EXPECT_EQ(reopened->fetch("a", 120), std::optional<std::string>("a120"));
+  EXPECT_EQ(reopened->observed_stream_time(), 130);
+}
+
+TEST_P(window_store_conformance, an_aborted_first_write_takes_the_layout_record_with_it_and_the_next_writes_it) {
+  test::recording_changelog sink(test::logged::at_commit);  // as under exactly-once
+  auto s = open(&sink);
+  s->put("a", 10, "aborted", 10);
+  s->abort();
+  sink.abort();
+  s->put("a", 20, "kept", 20);
+  s->commit(changelog_offset(2));
+  sink.commit();
+  ASSERT_EQ(sink.records().size(), 2u);
+  EXPECT_EQ(sink.records()[0].key, std::string(4, '\0'));
+  auto restored = std::make_unique<window_store>(open_kv("restored"), nullptr, window_store_options{.retention = 1h});
+  restored->restore(sink.restore_batch(), changelog_offset(2));
+  EXPECT_EQ(restored->segment_interval(), 50ms);
+  EXPECT_EQ(restored->fetch("a", 20), std::optional<std::string>("kept"));
+}
+
 TEST_P(window_store_conformance, invalid_options_and_negative_starts_are_refused_with_the_store_name) {
   try {
     window_store s(open_kv(), nullptr, {.retention = 0ms});
@@ -234,7 +284,7 @@ TEST(window_store_on_rocksdb, retention_drops_segments_so_rocksdb_holds_fewer_ke
   fill_segments_0_and_1(s);
   s.flush();
   rocksdb_compact_now(*rocks);
-  EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.estimate-num-keys"), 400u);
+  EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.estimate-num-keys"), 401u);  // and the layout record
   // Observed 160: segment 0 leaves retention.
   s.put("k0", 160, "x", 160);
   s.commit(changelog_offset(2));
@@ -242,8 +292,9 @@ TEST(window_store_on_rocksdb, retention_drops_segments_so_rocksdb_holds_fewer_ke
   EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.num-deletes-active-mem-table"), 0u);
   s.flush();
   rocksdb_compact_now(*rocks);
-  // RocksDB's own key count: segment 1's 200 and the new window; segment 0's 200 are gone.
-  EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.estimate-num-keys"), 201u);
+  // RocksDB's own key count: segment 1's 200, the new window and the layout record; segment
+  // 0's 200 are gone.
+  EXPECT_EQ(rocksdb_int_property(*rocks, "rocksdb.estimate-num-keys"), 202u);
 }
 
 TEST(window_store, default_segment_interval_is_kafka_streams_max_of_half_the_retention_and_a_minute) {

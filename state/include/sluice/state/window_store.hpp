@@ -43,7 +43,9 @@ struct window_store_options {
 
   /// The time span of one segment (segment id = window start / segment interval). Whole
   /// segments are dropped, so an expired window may stay on disk up to one interval longer
-  /// (never visible). 0 picks Kafka Streams' default, max(retention / 2, 60 s).
+  /// (never visible). 0 picks Kafka Streams' default, max(retention / 2, 60 s). Applies to a
+  /// new store only: a store keeps the interval it was first written with (its layout
+  /// record), so a later change of retention or grace finds every window it holds.
   /// Default: 0.
   std::chrono::milliseconds segment_interval{0};
 };
@@ -60,15 +62,21 @@ struct window_entry {
 /// windows contiguous and ordered by start within a segment):
 ///   <u64 segment id> <u32 key length> <key> <u64 window start>  ->  value
 /// all integers big-endian. Window starts are >= 0 (stream time is never negative).
+/// Before the first window, one layout record: key 00 00 00 00 (four zero bytes: it sorts
+/// before every window), value the segment interval in ms (u64). The interval is part of
+/// every window's key, so a store reads it back (on open, or from its changelog in a
+/// restore) and keeps it: options that would now give another interval (a new retention, a
+/// longer grace) change expiry, never where an existing window is found.
 ///
 /// Observed stream time is the highest window start ever put (or restored); it decides
 /// expiry, as in Kafka Streams' segmented stores. On open it is read back from the newest
 /// segment (one scan of that segment).
 ///
 /// Changelog: every put and remove is logged as an ordinary key/value record of the layout
-/// above, with the caller's timestamp. Dropping a segment logs nothing: a restore skips
-/// records of expired windows (as Kafka Streams' restore does) and drops expired segments
-/// again, so what was dropped never comes back.
+/// above, with the caller's timestamp (the layout record with the first window's).
+/// Dropping a segment logs nothing: a restore skips records of expired windows (as Kafka
+/// Streams' restore does) and drops expired segments again, so what was dropped never comes
+/// back.
 ///
 /// Errors: storage failures throw sluice::error(errc::state); invalid options and negative
 /// window starts throw errc::invalid_config / errc::state naming the store.
@@ -105,6 +113,7 @@ class window_store final : public kv_backed_store {
   /// The highest window start put or restored so far; -1 before any.
   std::int64_t observed_stream_time() const noexcept { return observed_; }
   std::chrono::milliseconds retention() const noexcept { return retention_; }
+  /// The interval in use: the options' for a new store, the stored one for an existing one.
   std::chrono::milliseconds segment_interval() const noexcept { return segment_interval_; }
   /// The segment a window starting at `start` belongs to.
   std::int64_t segment_of(std::int64_t start) const noexcept { return start / segment_interval_.count(); }
@@ -123,6 +132,7 @@ class window_store final : public kv_backed_store {
   std::int64_t observed_ = -1;
   std::int64_t committed_observed_ = -1;  ///< observed_ as of the last commit or restore
   std::int64_t dropped_below_ = 0;        ///< segments below this id are gone (in this session)
+  bool layout_stored_ = false;            ///< the layout record is written (pending or committed)
   std::string key_scratch_;
   bool closed_ = false;
 };
