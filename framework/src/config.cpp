@@ -152,16 +152,26 @@ const config_key* find_key(std::string_view name) {
   return nullptr;
 }
 
+bool is_framework_key(std::string_view name) {
+  return std::any_of(std::begin(keys), std::end(keys), [&](const config_key& k) { return k.name == name; });
+}
+
 void print_reference(std::ostream& out) {
   auto row = [&](const config_key& k) {
     out << "  " << k.name << " (default: " << (k.default_value.empty() ? "-" : k.default_value) << ")\n      "
         << k.meaning << "\n";
   };
+  const auto declared = config::declared_keys();
   out << "sluice keys:\n";
-  for (const auto& k : keys) row(k);
-  if (!config::declared_keys().empty()) {
+  for (const auto& k : keys) {
+    // A job that declares a sluice key again gives it its own default (and says why).
+    auto mine = std::find_if(declared.begin(), declared.end(), [&](const config_key& d) { return d.name == k.name; });
+    row(mine != declared.end() ? *mine : k);
+  }
+  if (std::any_of(declared.begin(), declared.end(), [](const config_key& d) { return !is_framework_key(d.name); })) {
     out << "job keys:\n";
-    for (const auto& k : config::declared_keys()) row(k);
+    for (const auto& k : declared)
+      if (!is_framework_key(k.name)) row(k);
   }
   out << "Any other key passes to librdkafka: bare for every client, or prefixed with\n"
          "consumer., producer. or admin. for one client.\n";
@@ -248,6 +258,9 @@ command_line config::from_args(int argc, const char* const* argv, std::string_vi
     }
   }
   for (auto& [k, v] : overrides) c.set(k, v);  // --set wins over the file, whatever the order
+  // The job's own defaults of sluice keys (declare_keys), where neither file nor --set chose.
+  for (const auto& k : declared_keys())
+    if (is_framework_key(k.name) && !c.contains(k.name)) c.set(std::string(k.name), std::string(k.default_value));
   return result;
 }
 

@@ -745,4 +745,30 @@ TEST(leaderboard, malformed_records_go_to_the_dead_letter_topic_with_the_reason_
   EXPECT_EQ(h.view().entry("s1", "overall", "u1")->effort_id, "e1");  // the user change did nothing
 }
 
+// An update record carries the ids and the board name: bounded, it always fits a Kafka
+// message, so no applied change can lack its update (the change applied, the record
+// dead-lettered for its too large update).
+TEST(leaderboard, ids_and_board_names_over_16_kib_are_refused_before_anything_is_written) {
+  leaderboard_options o;
+  o.boards = {"gender"};
+  harness h(o);
+  const std::string dlq = h.driver->application_id() + "-dlq";
+  h.pipe({"e1", "s1", std::string(16385, 'u'), 500, 1});
+  effort long_board{"e2", "s1", "u2", 500, 1};
+  long_board.attributes["gender"] = std::string(16384, 'G');  // "gender=" makes it 16,391 bytes
+  h.pipe(long_board);
+  h.pipe({"e3", "s1", std::string(16384, 'u'), 400, 1});  // at the bound: taken
+  auto& q = h.driver->records(dlq);
+  ASSERT_EQ(q.size(), 2u);
+  for (const char* what : {"field 'user_id' is 16385 bytes; at most 16384", "attribute 'gender' is 16391 bytes"}) {
+    const auto* message = q.front().headers.last("sluice.error.message");
+    ASSERT_NE(message, nullptr);
+    EXPECT_NE(message->value_or("").find(what), std::string::npos) << message->value_or("");
+    q.pop_front();
+  }
+  EXPECT_EQ(h.view().size("s1", "overall"), 1u);
+  EXPECT_EQ(h.view().size("s1", "gender=" + std::string(16384, 'G')), 0u);
+  EXPECT_EQ(h.driver->records("leaderboard-updates").size(), 1u);
+}
+
 }  // namespace

@@ -15,6 +15,14 @@
 int main(int argc, char** argv) {
   using namespace sluice::topologies;
   static constexpr sluice::config_key keys[] = {
+      {"application.id", "sluice-leaderboard",
+       "Names the job: the consumer group, the prefix of internal topics and the state folder."},
+      {"processing.error.handler", "dead_letter",
+       "fail, log_and_continue or dead_letter: what to do when a processor throws on a record "
+       "(this job: dead_letter, so a malformed record never stops it)."},
+      {"deserialization.error.handler", "dead_letter",
+       "fail, log_and_continue or dead_letter: what to do with a record whose key or value does not decode "
+       "(this job: dead_letter)."},
       {"input.topic", "efforts", "Topic of effort events: key = segment id, value = effort JSON (see README.md)."},
       {"updates.topic", "leaderboard-updates",
        "Topic of entry changes (key = segment id, value = "
@@ -35,11 +43,7 @@ int main(int argc, char** argv) {
       std::cout << line.help;
       return 0;
     }
-    auto cfg = std::move(line.settings);
-    if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-leaderboard");
-    // Malformed efforts must never stop the job unless asked to.
-    if (!cfg.contains("processing.error.handler")) cfg.set("processing.error.handler", "dead_letter");
-    if (!cfg.contains("deserialization.error.handler")) cfg.set("deserialization.error.handler", "dead_letter");
+    auto cfg = std::move(line.settings);  // with this job's defaults above (malformed efforts never stop it)
 
     leaderboard_options o;
     o.boards = cfg.get_list("leaderboard.boards",

@@ -32,6 +32,11 @@ double parse_rate_property(const std::string& text) {
 int main(int argc, char** argv) {
   using namespace sluice::topologies;
   static constexpr sluice::config_key keys[] = {
+      {"application.id", "sluice-overflow-buffer",
+       "Names the job: the consumer group, the prefix of internal topics and the state folder."},
+      {"processing.error.handler", "dead_letter",
+       "fail, log_and_continue or dead_letter: what to do when a processor throws on a record "
+       "(this job: dead_letter, so a malformed record never stops it)."},
       {"input.topic", "notifications",
        "Topic of records to rate-limit: key = customer id, value = a JSON object "
        "(optional fields ttl_ms, deliver_at_ms), passed through unchanged."},
@@ -63,10 +68,7 @@ int main(int argc, char** argv) {
       std::cout << line.help;
       return 0;
     }
-    auto cfg = std::move(line.settings);
-    if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-overflow-buffer");
-    // A malformed value must end somewhere visible: the dead-letter topic, counted.
-    if (!cfg.contains("processing.error.handler")) cfg.set("processing.error.handler", "dead_letter");
+    auto cfg = std::move(line.settings);  // with this job's defaults above (a malformed value is dead-lettered)
 
     overflow_buffer_options o;
     o.default_rate_per_second = parse_rate_property(cfg.get("overflow.default.rate.per.second").value_or("10"));

@@ -17,6 +17,8 @@
 int main(int argc, char** argv) {
   using namespace sluice::topologies;
   static constexpr sluice::config_key keys[] = {
+      {"application.id", "sluice-throttle",
+       "Names the job: the consumer group, the prefix of internal topics and the state folder."},
       {"input.topic", "throttle-in", "Topic of records to throttle (keys and values are passed through as bytes)."},
       {"output.topic", "throttle-out", "Topic passed records go to, unchanged."},
       {"throttled.topic", "",
@@ -46,7 +48,6 @@ int main(int argc, char** argv) {
       return 0;
     }
     auto cfg = std::move(args.settings);
-    if (!cfg.contains("application.id")) cfg.set("application.id", "sluice-throttle");
     cfg.validate_numbers();  // poll.ms, commit.interval.ms, ...: refused before anything connects
     auto pace_rate = cfg.get_int("pace.records.per.second", 0, 1'000'000'000);
 

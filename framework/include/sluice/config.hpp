@@ -116,7 +116,10 @@ class config {
   static std::span<const config_key> known_keys();
   /// Declares keys a job adds (a topology's `input.topic`, `throttle.limit`, ...) so they
   /// are validated, documented by --help and never passed to librdkafka. Call before
-  /// reading the configuration; the views must outlive the process (use literals).
+  /// reading the configuration; the views must outlive the process (use literals). A job
+  /// may declare a sluice key again to give it another default (a job that must not stop
+  /// on a bad record: `processing.error.handler` = dead_letter): --help shows the job's
+  /// default and meaning, and from_args() sets it when neither the file nor --set does.
   static void declare_keys(std::span<const config_key> keys);
   /// The keys declared by the job (see declare_keys).
   static std::span<const config_key> declared_keys();

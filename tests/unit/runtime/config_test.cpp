@@ -143,6 +143,24 @@ TEST(config, declared_job_keys_have_defaults_and_stay_out_of_librdkafka) {
   EXPECT_FALSE(c.client_properties("consumer").contains("input.topic"));
 }
 
+// A job that must not stop on a bad record declares the handler again with its own default:
+// --help says so, and the command line applies it unless the file or --set chose.
+TEST(config, a_job_gives_a_sluice_key_its_own_default_shown_by_help_and_applied_by_the_command_line) {
+  static constexpr sluice::config_key keys[] = {{"processing.error.handler", "dead_letter", "this job: dead_letter"}};
+  sluice::config::declare_keys(keys);
+  const char* bare[] = {"job"};
+  EXPECT_EQ(*sluice::config::from_args(1, bare).settings.get("processing.error.handler"), "dead_letter");
+  const char* chosen[] = {"job", "--set", "processing.error.handler=fail"};
+  EXPECT_EQ(*sluice::config::from_args(3, chosen).settings.get("processing.error.handler"), "fail");
+  const char* help[] = {"job", "--help"};
+  const auto text = sluice::config::from_args(2, help).help;
+  EXPECT_NE(text.find("processing.error.handler (default: dead_letter)\n      this job: dead_letter"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("processing.error.handler (default: fail)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("job keys:"), std::string::npos) << text;  // it is a sluice key, listed once
+}
+
 TEST(config, unknown_librdkafka_key_is_rejected_when_the_app_is_made) {
   sluice::config c;
   c.set("application.id", "a").set("consumer.no.such.setting", "1");

@@ -66,12 +66,27 @@ struct effort_event {
   std::vector<std::string> boards;  // sorted, unique; empty when deleted
 };
 
+/// The longest id or attribute value taken, in bytes. An update record carries the segment
+/// id, the board, the user id and the effort id twice: at this size each, JSON-escaped
+/// (at most 6 bytes per byte), an update stays under 500 kB, within Kafka's default message
+/// limit of 1 MB. Without the bound, an event whose update is too large to send had its
+/// change applied to the boards while the record went to the dead-letter topic, and the
+/// updates topic missed that change.
+constexpr std::size_t max_id_bytes = 16384;
+
+void check_id_size(std::string_view what, std::string_view text) {
+  if (text.size() > max_id_bytes)
+    malformed(std::string(what) + " is " + std::to_string(text.size()) + " bytes; at most " +
+              std::to_string(max_id_bytes) + " are taken (an update record carries it)");
+}
+
 std::string required_string(const json& doc, const char* field) {
   auto it = doc.find(field);
   if (it == doc.end()) malformed(std::string("required field '") + field + "' is missing");
   if (!it->is_string()) malformed(std::string("field '") + field + "' must be a string, not " + it->type_name());
   auto s = it->get<std::string>();
   if (s.empty()) malformed(std::string("field '") + field + "' must not be empty");
+  check_id_size(std::string("field '") + field + "'", s);
   return s;
 }
 
@@ -123,8 +138,10 @@ effort_event parse_event(std::optional<std::string_view> key, std::optional<std:
       auto it = attributes->find(name);
       if (it == attributes->end() || it->is_null()) continue;
       if (it->is_object() || it->is_array())
-        malformed("attribute '" + name + "' must be a string or a number, not " + it->type_name());
-      boards.insert(name + "=" + (it->is_string() ? it->get<std::string>() : it->dump()));
+        malformed("attribute '" + name + "' must be a string, a number or a boolean, not " + it->type_name());
+      std::string board = name + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+      check_id_size("attribute '" + name + "'", board);
+      boards.insert(std::move(board));
     }
   }
   e.boards.assign(boards.begin(), boards.end());
