@@ -152,7 +152,8 @@ struct route {
   handler fn;
 };
 
-/// Escapes `s` for use inside a JSON string literal (quotes not added).
+/// Escapes `s` for use inside a JSON string literal (quotes not added). Bytes that are not
+/// well-formed UTF-8 become U+FFFD, so the result is always valid JSON text.
 std::string json_escape(std::string_view s);
 
 }  // namespace sluice::http

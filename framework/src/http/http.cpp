@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "sluice/error.hpp"
+#include "sluice/serde/json.hpp"
 
 namespace sluice::http {
 
@@ -106,7 +107,22 @@ response response::error(http::status code, std::string_view message) {
 std::string json_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
-  for (char c : s) {
+  const auto* const end = reinterpret_cast<const unsigned char*>(s.data() + s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      // JSON is UTF-8: a well-formed sequence goes as it is; a byte that starts none (a
+      // percent-decoded %FF in a path) becomes U+FFFD, as the bodies' nlohmann dumps do.
+      const auto n =
+          serde_detail::json::utf8_sequence_length(reinterpret_cast<const unsigned char*>(s.data() + i), end);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";
+      } else {
+        out.append(s.substr(i, n));
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;

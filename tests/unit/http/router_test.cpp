@@ -128,6 +128,8 @@ TEST(http_headers, requests_and_responses_find_a_header_by_name_whatever_its_cas
 
 TEST(http_json, escape_keeps_json_valid_for_quotes_backslashes_and_control_bytes) {
   EXPECT_EQ(sluice::http::json_escape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
+  // UTF-8 passes; a byte that is not (a %FF decoded from a path) becomes U+FFFD.
+  EXPECT_EQ(sluice::http::json_escape("caf\xC3\xA9 \xFF\xC3"), "caf\xC3\xA9 \xEF\xBF\xBD\xEF\xBF\xBD");
   auto r = sluice::http::response::error(sluice::http::status::not_found, "no \"x\"");
   EXPECT_EQ(r.status, 404);
   EXPECT_EQ(r.body, "{\"error\": \"no \\\"x\\\"\"}");
