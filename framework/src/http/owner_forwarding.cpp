@@ -41,7 +41,8 @@ response owner_forwarding::forward(const request& req, std::string_view store, s
   }
   if (!owner || *owner == self_)  // unassigned, or still moving here
     return stamp(store_access::refusal(store_access::outcome::unavailable, store, partition));
-  return forward_get(*owner, std::string(req.target()), forward_headers(), std::chrono::seconds(3));
+  // The owner's answer names the owner; a 502 or 504 of an owner not reached names this one.
+  return stamp(forward_get(*owner, std::string(req.target()), forward_headers(), std::chrono::seconds(3)));
 }
 
 }  // namespace sluice::http

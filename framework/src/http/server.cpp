@@ -29,8 +29,11 @@ using tcp = asio::ip::tcp;
 bool is_unauthenticated_path(std::string_view path) noexcept { return path == "/health" || path == "/ready"; }
 
 bool bearer_matches(std::string_view authorization, std::string_view token) noexcept {
-  constexpr std::string_view scheme = "Bearer ";
-  if (authorization.size() != scheme.size() + token.size() || !authorization.starts_with(scheme)) return false;
+  // The scheme's name is case-insensitive (RFC 7235); the token is compared exactly.
+  constexpr std::string_view scheme = "bearer ";
+  if (authorization.size() != scheme.size() + token.size()) return false;
+  for (std::size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) return false;
   unsigned char diff = 0;
   for (std::size_t i = 0; i < token.size(); ++i)
     diff |= static_cast<unsigned char>(authorization[scheme.size() + i] ^ token[i]);
@@ -122,6 +125,7 @@ class session : public std::enable_shared_from_this<session> {
 
   void handle(const bhttp::request<bhttp::string_body>& req) {
     keep_alive_ = req.keep_alive();
+    head_ = req.method() == bhttp::verb::head;
     if (req.method() != bhttp::verb::get) {
       response r = response::json(status::method_not_allowed, json_error("only GET is served"));
       r.headers.emplace_back("Allow", "GET");
@@ -184,6 +188,7 @@ class session : public std::enable_shared_from_this<session> {
     res_.body() = std::move(r.body);
     res_.keep_alive(keep_alive_);
     res_.prepare_payload();
+    if (head_) res_.body().clear();  // a reply to HEAD has no body (its Content-Length is GET's)
     stream_.expires_after(srv_.opts.write_timeout);
     bhttp::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec || !self->keep_alive_) return self->close();
@@ -202,6 +207,7 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bhttp::response<bhttp::string_body> res_;
   bool keep_alive_ = false;
+  bool head_ = false;  ///< the request being answered is a HEAD
   server::impl& srv_;
 };
 

@@ -96,6 +96,17 @@ TEST(http_server, routes_answer_and_unknown_paths_and_methods_are_refused) {
   auto answer = post.read_until_closed();
   EXPECT_EQ(status_of(answer), 405) << answer;
   EXPECT_NE(answer.find("Allow: GET"), std::string::npos) << answer;
+  // A reply to HEAD has no body: a body would be read as the start of the next reply on a
+  // kept-alive connection. HEAD then GET on one connection: two replies, nothing between.
+  raw_connection head(s.port());
+  head.send("HEAD /echo/x HTTP/1.1\r\nHost: x\r\n\r\nGET /echo/y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const auto both = head.read_until_closed();
+  EXPECT_EQ(status_of(both), 405) << both;
+  const auto second = both.find("HTTP/1.1 ", 1);
+  ASSERT_NE(second, std::string::npos) << both;
+  EXPECT_TRUE(both.substr(0, second).ends_with("\r\n\r\n")) << both;
+  EXPECT_EQ(status_of(both.substr(second)), 200) << both;
+  EXPECT_TRUE(both.ends_with("{\"word\": \"y\"}")) << both;
 }
 
 TEST(http_server, a_handler_that_throws_answers_500_with_its_message_and_the_server_goes_on) {

@@ -41,7 +41,10 @@ TEST(http_auth, only_the_exact_bearer_token_passes_and_probes_need_none) {
   EXPECT_TRUE(sluice::http::bearer_matches("Bearer s3cret", "s3cret"));
   EXPECT_FALSE(sluice::http::bearer_matches("Bearer s3cre", "s3cret"));
   EXPECT_FALSE(sluice::http::bearer_matches("Bearer s3cretx", "s3cret"));
-  EXPECT_FALSE(sluice::http::bearer_matches("bearer s3cret", "s3cret"));
+  EXPECT_TRUE(sluice::http::bearer_matches("bearer s3cret", "s3cret"));  // the scheme's case is free (RFC 7235)
+  EXPECT_TRUE(sluice::http::bearer_matches("BEARER s3cret", "s3cret"));
+  EXPECT_FALSE(sluice::http::bearer_matches("Bearer S3cret", "s3cret"));  // the token's is not
+  EXPECT_FALSE(sluice::http::bearer_matches("Bearerxs3cret", "s3cret"));
   EXPECT_FALSE(sluice::http::bearer_matches("Basic s3cret", "s3cret"));
   EXPECT_FALSE(sluice::http::bearer_matches("", "s3cret"));
   EXPECT_TRUE(sluice::http::is_unauthenticated_path("/health"));
