@@ -102,7 +102,8 @@ class metrics_registry {
   double total(const std::string& name) const;
   /// Prometheus text exposition format (0.0.4): # HELP and # TYPE per family, counters as
   /// counters, gauges as gauges, histograms with cumulative `le` buckets; histograms named
-  /// `*_ms` are exposed as `*_seconds` (Prometheus' base unit), values scaled.
+  /// `*_ms` and gauges named `*_ms` or `*_us` are exposed as `*_seconds` (Prometheus' base
+  /// unit), values scaled.
   std::string prometheus_text() const;
   /// The # HELP line of a metric family (e.g. a topology's own counters). Sluice's own
   /// metrics have theirs built in.

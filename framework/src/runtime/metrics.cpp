@@ -157,6 +157,13 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_commit_latency_seconds",
      "One commit: producer flush plus offsets (plus the transaction commit under exactly_once)."},
     {"sluice_transaction_aborts_total", "Transactions aborted (fencing, timeouts, unknown outcomes)."},
+    {"sluice_records_dead_lettered_truncated_total",
+     "Of the dead-lettered records, those sent truncated: the whole copy exceeded the message size limit."},
+    {"sluice_task_retries_total",
+     "Retriable failures ridden out (each failed attempt, recovery attempts included); see task.timeout.ms."},
+    {"sluice_task_recoveries_total", "Recoveries completed: tasks recreated from the committed offsets."},
+    {"sluice_redelivered_records_skipped_total",
+     "Records the consumer delivered a second time, skipped instead of processed twice."},
     {"sluice_fetch_wakes_total",
      "Times a consumer woke a fetcher librdkafka left asleep while records waited on the broker, by consumer "
      "(group: a stream thread's input; restore: its changelog reads; global: the global tables' scan)."},
@@ -183,8 +190,10 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_kafka_broker_outbuf_requests", "librdkafka statistics: requests waiting to be sent to a broker."},
     {"sluice_kafka_broker_waitresp_requests",
      "librdkafka statistics: requests sent to a broker, waiting for a response."},
-    {"sluice_kafka_client_queue_messages", "librdkafka statistics: messages in the producer queue, not yet delivered."},
-    {"sluice_kafka_client_queue_bytes", "librdkafka statistics: bytes of the messages in the producer queue."},
+    {"sluice_kafka_client_queue_messages",
+     "librdkafka statistics: messages in the client's queue (a producer's: not yet delivered; a consumer's: "
+     "fetched, not yet consumed)."},
+    {"sluice_kafka_client_queue_bytes", "librdkafka statistics: bytes of the messages in the client's queue."},
     {"sluice_kafka_client_reply_queue_ops",
      "librdkafka statistics: operations (callbacks, events) waiting to be polled."},
     {"sluice_kafka_consumer_fetch_queue_messages",
@@ -203,14 +212,18 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
 };
 
 /// Prometheus wants base units: histograms kept in milliseconds and gauges kept in
-/// microseconds are exposed in seconds.
+/// milliseconds or microseconds are exposed in seconds (promtool refuses "_ms" in a name).
 std::string exposed_histogram_name(const std::string& name) {
   if (name.ends_with("_ms")) return name.substr(0, name.size() - 3) + "_seconds";
   return name;
 }
 std::string exposed_gauge_name(const std::string& name) {
-  if (name.ends_with("_us")) return name.substr(0, name.size() - 3) + "_seconds";
+  if (name.ends_with("_us") || name.ends_with("_ms")) return name.substr(0, name.size() - 3) + "_seconds";
   return name;
+}
+/// What a gauge's value is divided by to be exposed under exposed_gauge_name().
+double exposed_gauge_divisor(const std::string& name) {
+  return name.ends_with("_us") ? 1e6 : name.ends_with("_ms") ? 1e3 : 1.0;
 }
 
 void append_number(std::string& out, double v) {
@@ -261,7 +274,7 @@ std::string metrics_registry::prometheus_text() const {
   last.clear();
   for (const auto& [key, g] : gauges_) {
     const auto name = exposed_gauge_name(key.first);
-    const double divisor = name != key.first ? 1e6 : 1.0;  // us -> s
+    const double divisor = exposed_gauge_divisor(key.first);
     if (name != last) header(last = name, "gauge");
     append_sample(out, name, key.second, {}, static_cast<double>(g->value()) / divisor);
   }

@@ -75,13 +75,20 @@ TEST(metrics, a_refresh_sets_its_gauges_before_every_read) {
   EXPECT_EQ(reads, 3);
 }
 
-TEST(metrics, gauges_kept_in_microseconds_are_exposed_in_seconds) {
+TEST(metrics, gauges_kept_in_microseconds_or_milliseconds_are_exposed_in_seconds) {
   sluice::metrics_registry r;
   r.get_gauge("sluice_kafka_broker_rtt_avg_us", "broker=\"1\"").set(2500);
+  r.get_gauge("sluice_overflow_oldest_buffered_age_ms", "task=\"0_1\"").set(1500);
+  r.set_help("sluice_overflow_oldest_buffered_age_seconds", "Age of the oldest record buffered now, seconds.");
   auto text = r.prometheus_text();
   EXPECT_NE(text.find("# TYPE sluice_kafka_broker_rtt_avg_seconds gauge\n"), std::string::npos) << text;
   EXPECT_NE(text.find("sluice_kafka_broker_rtt_avg_seconds{broker=\"1\"} 0.0025\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# HELP sluice_overflow_oldest_buffered_age_seconds Age of the oldest"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sluice_overflow_oldest_buffered_age_seconds{task=\"0_1\"} 1.5\n"), std::string::npos) << text;
+  // promtool refuses an abbreviated unit in a name
   EXPECT_EQ(text.find("_us"), std::string::npos) << text;
+  EXPECT_EQ(text.find("_ms"), std::string::npos) << text;
 }
 
 TEST(metrics, a_running_total_feed_adds_what_the_total_grew_by_and_restarts_from_a_recreated_clients_count) {

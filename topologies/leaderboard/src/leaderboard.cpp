@@ -276,6 +276,9 @@ void engine::bind_metrics(metrics_registry& m, std::string_view task_id) {
   applied_ = &m.get_counter("sluice_leaderboard_applied_total", labels);
   stale_ = &m.get_counter("sluice_leaderboard_stale_total", labels);
   updates_ = &m.get_counter("sluice_leaderboard_updates_total", labels);
+  m.set_help("sluice_leaderboard_applied_total", "Effort events applied to the boards.");
+  m.set_help("sluice_leaderboard_stale_total", "Effort events ignored: their version is not newer than one applied.");
+  m.set_help("sluice_leaderboard_updates_total", "Update records: changes of a user's entry on a board.");
 }
 
 void engine::apply(std::optional<std::string_view> key, std::optional<std::string_view> value,

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <utility>
 
@@ -312,6 +313,23 @@ void processor::init(context_type& ctx) {
   buffered_now_ = &m.get_gauge(buffered_now_metric, labels);
   customers_buffering_ = &m.get_gauge(customers_buffering_metric, labels);
   oldest_age_ = &m.get_gauge(oldest_age_metric, labels);
+  // Help by the names /metrics shows (gauges in ms are shown in seconds).
+  for (const auto& [name, help] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"sluice_overflow_direct_total", "Records emitted at once, their customer under its rate."},
+           {"sluice_overflow_buffered_total", "Records parked in the buffer (over the rate, or scheduled)."},
+           {"sluice_overflow_drained_total", "Buffered records emitted by a drain, at their customer's rate."},
+           {"sluice_overflow_expired_total", "Records that reached their TTL before they could be emitted."},
+           {"sluice_overflow_expired_dropped_total", "Of the expired records, those dropped (expired.topic empty)."},
+           {"sluice_overflow_replays_skipped_total",
+            "Replayed input records recognised as handled (at or below the customer's handled offset) and skipped."},
+           {"sluice_overflow_invalid_rates_total",
+            "Rates-table values that were not a rate; the default rate applied."},
+           {"sluice_overflow_alarms_total", "Backlog alarm lines: a customer's backlog cannot drain before its TTL."},
+           {"sluice_overflow_buffered", "Records buffered now."},
+           {"sluice_overflow_customers_buffering", "Customers with records buffered now."},
+           {"sluice_overflow_oldest_buffered_age_seconds", "Age of the oldest record buffered now, seconds."},
+           {"sluice_overflow_top_backlog", "Records buffered now by the customers with the largest backlogs."}})
+    m.set_help(name, help);
   task_labels_ = labels;
   top_.clear();
 

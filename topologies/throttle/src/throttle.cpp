@@ -362,6 +362,11 @@ void engine::bind_metrics(metrics_registry& m, std::string_view task_id) {
   passed_ = &m.get_counter("sluice_throttle_passed_total", labels);
   throttled_ = &m.get_counter("sluice_throttle_throttled_total", labels);
   invalid_rules_ = &m.get_counter("sluice_throttle_invalid_rules_total", labels);
+  m.set_help("sluice_throttle_passed_total", "Records the throttle let through to the output topic.");
+  m.set_help("sluice_throttle_throttled_total",
+             "Records over their key's limit: sent to throttled.topic, or dropped when it is empty.");
+  m.set_help("sluice_throttle_invalid_rules_total",
+             "Rules-table values that were not a valid rule; the default window and limit applied.");
 }
 
 void key_builder::build(std::string_view key_bytes, std::optional<std::string_view> value_json) {
