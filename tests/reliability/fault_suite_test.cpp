@@ -6,6 +6,10 @@
 //   - an instance cut off from the brokers for longer than the transaction timeout, then
 //     restored (network_cut.cpp: the CI image has no iptables or nft, so the cut is made in
 //     the process's own socket layer);
+//   - every broker hung (SIGSTOP) for 8 s while an instance is asked for /metadata: 503,
+//     and the instance still runs once the brokers answer again (the group description's
+//     requests then end late: librdkafka 2.0.2's DescribeConsumerGroups aborted the process
+//     on that);
 //   - rebalance churn: a fourth instance joins, works, and leaves.
 // The job is a parameter (fault_job.hpp: count, throttle, leaderboard, overflow_buffer): the
 // cluster, the instances and the schedule are the suite's, the same for every job, and each
@@ -48,7 +52,9 @@
 #include <vector>
 
 #include "broker_env.hpp"
+#include "eventually.hpp"
 #include "fault_job.hpp"
+#include "http_client.hpp"
 #include "job_process.hpp"
 #include "kafka/consumer.hpp"
 #include "runtime/partition_group.hpp"
@@ -102,6 +108,10 @@ class cluster {
     return out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
   }
   void kill(int node) { run("kill " + std::to_string(node)); }
+  /// SIGSTOP (pause) or SIGCONT (resume) of every node: a hung cluster.
+  void pause_all(bool pause) {
+    for (int node = 1; node <= 3; ++node) run((pause ? "pause " : "resume ") + std::to_string(node));
+  }
   bool restart(int node) { return run("restart " + std::to_string(node)).find("127.0.0.1:") != std::string::npos; }
   int leader(const std::string& topic, int partition) {
     return number(run("leader " + topic + " " + std::to_string(partition)));
@@ -137,13 +147,14 @@ class cluster {
 /// What was injected, for the report.
 struct injected {
   int instance_kills = 0, state_dirs_deleted = 0, broker_kills = 0, leader_kills = 0, controller_kills = 0, zombies = 0,
-      cuts = 0, joins = 0, leaves = 0;
+      cuts = 0, hangs = 0, joins = 0, leaves = 0;
   std::string text() const {
     std::ostringstream o;
     o << instance_kills << " instance SIGKILLs (" << state_dirs_deleted << " with the state directory deleted), "
       << broker_kills << " broker SIGKILLs (" << leader_kills << " of a partition leader, " << controller_kills
       << " of the active controller), " << zombies << " SIGSTOPs past the session timeout, " << cuts
-      << " network cuts past the transaction timeout, " << joins << " joins and " << leaves << " leaves";
+      << " network cuts past the transaction timeout, " << hangs << " hung clusters, " << joins << " joins and "
+      << leaves << " leaves";
     return o.str();
   }
 };
@@ -156,6 +167,7 @@ enum class fault {
   broker_any,
   zombie,
   cut,
+  hang,
   churn
 };
 
@@ -167,7 +179,7 @@ std::vector<fault> short_schedule(const std::string& job) {
     s.insert(s.end(), 5, fault::instance_kill_wiped);
     s.insert(s.end(), {fault::broker_leader, fault::broker_controller, fault::broker_any, fault::broker_leader,
                        fault::broker_controller});
-    s.insert(s.end(), {fault::zombie, fault::cut, fault::churn, fault::churn});
+    s.insert(s.end(), {fault::zombie, fault::cut, fault::hang, fault::churn, fault::churn});
   } else {
     s = {fault::instance_kill,
          fault::instance_kill,
@@ -176,6 +188,7 @@ std::vector<fault> short_schedule(const std::string& job) {
          fault::broker_controller,
          fault::zombie,
          fault::cut,
+         fault::hang,
          fault::churn};
   }
   return s;
@@ -326,6 +339,8 @@ class job_under_faults {
     set("application.id", app_id_);
     set("state.dir", state_dir(name).string());
     set("instance.id", name);
+    http_ports_[name] = sluice::test::free_port();  // a new one per start: a killed one's may be taken
+    set("application.server", "127.0.0.1:" + std::to_string(http_ports_[name]));
     set("processing.guarantee", "exactly_once");
     set("commit.interval.ms", "100");
     set("consumer.session.timeout.ms", "6000");
@@ -437,6 +452,44 @@ class job_under_faults {
     say("cut instance " + name + " off from the brokers for 20 s (transaction timeout 10 s), then restored");
   }
 
+  void hang() {
+    auto name = pick_instance();
+    // A just restarted instance may not listen yet: wait until its server answers.
+    const auto listening = sluice::test::eventually([&] {
+      try {
+        return sluice::test::http_get(http_ports_[name], "/health").status != 0;
+      } catch (const std::exception&) {
+        return false;
+      }
+    });
+    EXPECT_TRUE(listening) << job_->name() << ": instance " << name << "'s HTTP server never answered";
+    if (!listening) return;
+    cluster_.pause_all(true);
+    const auto hung_at = std::chrono::steady_clock::now();
+    // The group cannot be described: 503 after the description's 5 s, and its requests end
+    // only when the brokers answer again.
+    const auto metadata = sluice::test::http_get(http_ports_[name], "/metadata");
+    EXPECT_EQ(metadata.status, 503) << job_->name() << ": /metadata of " << name << " while hung: " << metadata.body;
+    std::this_thread::sleep_until(hung_at + 8s);  // under the transaction and session timeouts
+    cluster_.pause_all(false);
+    // Once a new description succeeds, the brokers have answered what was asked before it
+    // on the same connections: the late ends of the timed-out description have come, and
+    // the instance must have lived through them.
+    const bool described = sluice::test::eventually([&] {
+      try {
+        return sluice::test::http_get(http_ports_[name], "/metadata").status == 200;
+      } catch (const std::exception&) {
+        return false;  // not listening: dead, or (if restarted) not yet
+      }
+    });
+    EXPECT_TRUE(described && instances_[name]->running())
+        << job_->name() << ": instance " << name
+        << " after the hung cluster: " << sluice::test::describe_exit(instances_[name]->wait_exit(0ms)) << "; "
+        << sluice::test::last_lines(instances_[name]->log(), 8);
+    ++done_.hangs;
+    say("SIGSTOP every broker for 8 s (instance " + name + " asked for /metadata meanwhile), then SIGCONT");
+  }
+
   void churn() {
     start("d");
     ++done_.joins;
@@ -458,6 +511,7 @@ class job_under_faults {
       case fault::broker_any: return kill_broker(broker_target::any);
       case fault::zombie: zombie(); break;
       case fault::cut: cut(); break;
+      case fault::hang: hang(); break;
       case fault::churn: churn(); break;
     }
     return true;
@@ -473,7 +527,8 @@ class job_under_faults {
     if (r < 72) return fault::broker_controller;
     if (r < 78) return fault::broker_any;
     if (r < 85) return fault::zombie;
-    if (r < 92) return fault::cut;
+    if (r < 90) return fault::cut;
+    if (r < 94) return fault::hang;
     return fault::churn;
   }
 
@@ -520,6 +575,7 @@ class job_under_faults {
   std::unique_ptr<sluice::topic_writer> writer_;
   std::map<std::string, std::unique_ptr<job_process>> instances_;
   std::map<std::string, int> runs_;
+  std::map<std::string, std::uint16_t> http_ports_;  ///< each instance's application.server port
   const std::vector<std::string> permanent_ = {"a", "b", "c"};
   long fed_ = 0, total_ = 0, chunk_ = 1000;
   injected done_;

@@ -209,35 +209,77 @@ config_map admin::describe_topic_configs(const std::string& topic, std::chrono::
   return out;
 }
 
+namespace {
+
+/// Reads the consumer protocol's assignment (version, [topic [partition]], user data), as
+/// a group's coordinator hands it out, big-endian; nullopt when the bytes are not one.
+std::optional<std::vector<topic_partition>> decode_assignment(const void* data, int size) {
+  std::vector<topic_partition> out;
+  if (data == nullptr || size <= 0) return out;  // a member not assigned yet
+  const auto* p = static_cast<const unsigned char*>(data);
+  const auto* const end = p + size;
+  auto read = [&](int bytes, std::int64_t& v) {
+    if (end - p < bytes) return false;
+    std::uint64_t u = 0;
+    for (int i = 0; i < bytes; ++i) u = (u << 8) | *p++;
+    v = bytes == 2 ? static_cast<std::int16_t>(u) : static_cast<std::int32_t>(u);
+    return true;
+  };
+  std::int64_t version = 0, topics = 0;
+  if (!read(2, version) || version < 0 || !read(4, topics) || topics < 0) return std::nullopt;
+  for (std::int64_t t = 0; t < topics; ++t) {
+    std::int64_t name_length = 0, partitions = 0;
+    if (!read(2, name_length) || name_length < 0 || end - p < name_length) return std::nullopt;
+    std::string topic(reinterpret_cast<const char*>(p), static_cast<std::size_t>(name_length));
+    p += name_length;
+    if (!read(4, partitions) || partitions < 0) return std::nullopt;
+    for (std::int64_t i = 0; i < partitions; ++i) {
+      std::int64_t partition = 0;
+      if (!read(4, partition)) return std::nullopt;
+      out.push_back({topic, static_cast<std::int32_t>(partition)});
+    }
+  }
+  return out;  // the user data that may follow is not ours to read
+}
+
+}  // namespace
+
+// Through rd_kafka_list_groups (ListGroups to every broker, then DescribeGroups to the
+// group's coordinator), not the DescribeConsumerGroups admin call: in librdkafka 2.0.2 that
+// call aborts the process (rd_kafka_enq_once_del_source_return: "eonce->refcnt > 0") when it
+// times out with a coordinator request in flight and the request ends later, as a broker
+// outage makes it (librdkafka issue #4605; seen with /metadata during a paused broker).
+// list_groups serves its own queue and drops replies that arrive after it returned.
 group_description admin::describe_group(const std::string& group, std::chrono::milliseconds timeout) {
   if (mock_) return mock_->describe_group(group);
-  const char* groups[] = {group.c_str()};
-  auto opts = options_for(rk_.get(), RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS, timeout);
-  rd_kafka_DescribeConsumerGroups(rk_.get(), groups, 1, opts.get(), queue_.get());
-  auto ev = wait_for(RD_KAFKA_EVENT_DESCRIBECONSUMERGROUPS_RESULT, timeout, "describe consumer group");
-  throw_if(rd_kafka_event_error(ev.get()), "describing consumer group '" + group + "'");
-  std::size_t n = 0;
-  const auto** results =
-      rd_kafka_DescribeConsumerGroups_result_groups(rd_kafka_event_DescribeConsumerGroups_result(ev.get()), &n);
+  const rd_kafka_group_list* raw = nullptr;
+  const auto err = rd_kafka_list_groups(rk_.get(), group.c_str(), &raw, static_cast<int>(timeout.count()));
+  std::unique_ptr<const rd_kafka_group_list, void (*)(const rd_kafka_group_list*)> list(
+      raw, [](const rd_kafka_group_list* l) {
+        if (l != nullptr) rd_kafka_group_list_destroy(l);
+      });
+  // Partial: some broker did not answer, but the coordinator did (the group is listed).
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR && !(err == RD_KAFKA_RESP_ERR__PARTIAL && list && list->group_cnt > 0))
+    throw make_error(err, "describing consumer group '" + group + "'");
   group_description out;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto* g = results[i];
-    if (const auto* err = rd_kafka_ConsumerGroupDescription_error(g))
+  out.state = "Dead";  // what the coordinator answers for a group it does not know
+  for (int g = 0; list && g < list->group_cnt; ++g) {
+    const auto& info = list->groups[g];
+    if (info.group == nullptr || group != info.group) continue;
+    if (info.err != RD_KAFKA_RESP_ERR_NO_ERROR)
       throw sluice::error(errc::kafka,
-                          "describing consumer group '" + group + "' failed: " + rd_kafka_error_string(err));
-    out.state = rd_kafka_consumer_group_state_name(rd_kafka_ConsumerGroupDescription_state(g));
-    const auto members = rd_kafka_ConsumerGroupDescription_member_count(g);
-    for (std::size_t m = 0; m < members; ++m) {
-      const auto* member = rd_kafka_ConsumerGroupDescription_member(g, m);
+                          "describing consumer group '" + group + "' failed: " + rd_kafka_err2str(info.err));
+    out.state = info.state ? info.state : "";
+    for (int m = 0; m < info.member_cnt; ++m) {
+      const auto& member = info.members[m];
       group_member gm;
-      auto text = [](const char* s) { return s ? std::string(s) : std::string(); };
-      gm.client_id = text(rd_kafka_MemberDescription_client_id(member));
-      gm.group_instance_id = text(rd_kafka_MemberDescription_group_instance_id(member));
-      gm.host = text(rd_kafka_MemberDescription_host(member));
-      if (const auto* a = rd_kafka_MemberDescription_assignment(member))
-        if (const auto* parts = rd_kafka_MemberAssignment_partitions(a))
-          for (int p = 0; p < parts->cnt; ++p)
-            gm.assignment.push_back({parts->elems[p].topic, parts->elems[p].partition});
+      gm.client_id = member.client_id ? member.client_id : "";
+      gm.host = member.client_host ? member.client_host : "";
+      auto assignment = decode_assignment(member.member_assignment, member.member_assignment_size);
+      if (!assignment)
+        throw sluice::error(errc::kafka, "describing consumer group '" + group + "': member '" + gm.client_id +
+                                             "' has an assignment that is not the consumer protocol's");
+      gm.assignment = std::move(*assignment);
       out.members.push_back(std::move(gm));
     }
   }

@@ -73,7 +73,6 @@ consumer::consumer(const config_map& config, statistics_callback on_statistics)
     mock_ = find_mock_cluster(*bootstrap);
     group_ = *group;
     if (const auto* id = find(effective, "client.id")) membership_.client_id = *id;
-    if (const auto* id = find(effective, "group.instance.id")) membership_.group_instance_id = *id;
     membership_.host = "in-process";
   }
 }

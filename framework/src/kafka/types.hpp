@@ -55,7 +55,6 @@ struct topic_partition_offset {
 /// One member of a consumer group as the group coordinator describes it.
 struct group_member {
   std::string client_id;
-  std::string group_instance_id;  ///< empty without static membership
   std::string host;
   std::vector<topic_partition> assignment;
 };
