@@ -36,6 +36,7 @@ stream_task::stream_task(runtime::task_id id, const task_services& services, rec
       stores_(id, services, sender, std::move(storage)),
       label_(thread_label + ",task=\"" + name_ + "\""),
       processed_(services.metrics->get_counter("sluice_records_processed_total", label_)),
+      dead_lettered_truncated_(services.metrics->get_counter("sluice_records_dead_lettered_truncated_total", label_)),
       e2e_latency_(services.metrics->get_histogram("sluice_end_to_end_latency_ms", label_)),
       enforced_processing_(services.metrics->get_counter("sluice_enforced_processing_total", label_)) {
   for (auto reason : {failure_reason::deserialization, failure_reason::processing}) {
@@ -360,7 +361,7 @@ bool stream_task::send_dead_letter(const kafka::message& m, failure_reason reaso
       if (e.kafka().code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) throw;
       break;
     }
-    auto& truncated = services_.metrics->get_counter("sluice_records_dead_lettered_truncated_total", label_);
+    auto& truncated = dead_lettered_truncated_;
     truncated.add();
     if (truncated.value() <= 10 || truncated.value() % 1000 == 0)
       spdlog::warn("task {}: dead-lettered record {}[{}]@{} truncated ({} error): {}", name_, m.topic, m.partition,

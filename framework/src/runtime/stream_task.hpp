@@ -245,6 +245,7 @@ class stream_task final : public detail::task_context {
   /// Indexed by failure_reason: the `reason` label of the skip and dead-letter counters.
   std::array<counter*, failure_reason_count> skipped_;
   std::array<counter*, failure_reason_count> dead_lettered_;
+  counter& dead_lettered_truncated_;  ///< shown (at 0) from the start, like the others
   histogram& e2e_latency_;
   counter& enforced_processing_;  ///< records processed although an input was idle (ready() == enforced)
 };

@@ -91,6 +91,7 @@ stream_thread::stream_thread(thread_settings settings, const task_services& serv
       commit_latency_(services.metrics->get_histogram("sluice_commit_latency_ms", label_)),
       retries_(services.metrics->get_counter("sluice_task_retries_total", label_)),
       recoveries_(services.metrics->get_counter("sluice_task_recoveries_total", label_)),
+      aborts_(services.metrics->get_counter("sluice_transaction_aborts_total", label_)),
       redelivered_(services.metrics->get_counter(std::string(partition_group::redelivered_metric), label_)),
       group_fetch_wakes_(services.metrics->get_counter("sluice_fetch_wakes_total", label_ + ",consumer=\"group\"")),
       restore_fetch_wakes_(
@@ -416,8 +417,7 @@ std::vector<kafka::topic_partition_offset> stream_thread::running_offsets(bool e
 void stream_thread::drop_uncommitted(producer_after_abort after) {
   const bool open = collector_ && collector_->transaction_open();
   if (open) {
-    if (services_.guarantee == processing_guarantee::exactly_once)
-      services_.metrics->get_counter("sluice_transaction_aborts_total", label_).add();
+    if (services_.guarantee == processing_guarantee::exactly_once) aborts_.add();
     collector_->abort_transaction();
   }
   close_tasks(close_mode::dirty);

@@ -221,6 +221,8 @@ class stream_thread final : kafka::rebalance_listener {
   histogram& commit_latency_;
   counter& retries_;
   counter& recoveries_;
+  /// sluice_transaction_aborts_total, shown (at 0) from the start so that a rate works.
+  counter& aborts_;
   /// sluice_redelivered_records_skipped_total: records the consumer delivered again (below
   /// the offset after the last one a task received), not processed twice.
   counter& redelivered_;
