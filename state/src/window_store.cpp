@@ -19,19 +19,30 @@ constexpr std::size_t start_bytes = 8;
 // window (and outside every segment range that is fetched or dropped).
 constexpr std::string_view layout_key{"\0\0\0\0", 4};
 
-std::string layout_value(std::chrono::milliseconds interval) {
+/// What the layout record holds: the segment interval and the writer's kept record time
+/// (-1: none kept; a record of 8 bytes, from before the time was kept, has none).
+struct layout {
+  std::chrono::milliseconds interval;
+  std::int64_t record_time = -1;
+};
+
+std::string layout_value(const layout& l) {
   std::string out;
-  append_u64(out, static_cast<std::uint64_t>(interval.count()));
+  append_u64(out, static_cast<std::uint64_t>(l.interval.count()));
+  if (l.record_time >= 0) append_u64(out, static_cast<std::uint64_t>(l.record_time));
   return out;
 }
 
-/// The segment interval a layout record holds; refuses a record that cannot be one.
-std::chrono::milliseconds interval_of_layout(std::string_view value, const std::string& name) {
-  if (value.size() != 8 || read_u64(value) == 0 || read_u64(value) > std::uint64_t{1} << 62)
+/// The layout a layout record holds; refuses a record that cannot be one.
+layout parse_layout(std::string_view value, const std::string& name) {
+  const bool sized = value.size() == 8 || value.size() == 16;
+  if (!sized || read_u64(value) == 0 || read_u64(value) > std::uint64_t{1} << 62 ||
+      (value.size() == 16 && read_u64(value, 8) > std::uint64_t{1} << 62))
     throw sluice::error(errc::state, "window store '" + name +
-                                         "': its layout record (the segment interval) is corrupt; reset the "
-                                         "application to rebuild the store from its input");
-  return std::chrono::milliseconds(static_cast<std::int64_t>(read_u64(value)));
+                                         "': its layout record (the segment interval and record time) is corrupt; "
+                                         "reset the application to rebuild the store from its input");
+  return layout{std::chrono::milliseconds(static_cast<std::int64_t>(read_u64(value))),
+                value.size() == 16 ? static_cast<std::int64_t>(read_u64(value, 8)) : -1};
 }
 
 std::string segment_prefix(std::int64_t segment) {
@@ -88,7 +99,9 @@ window_store::window_store(std::unique_ptr<kv_store> storage, changelog_sink* ch
       retention_(options.retention),
       segment_interval_(checked_interval(options, storage_->name())) {
   if (auto stored = storage_->get(layout_key)) {
-    segment_interval_ = interval_of_layout(*stored, name());
+    const auto l = parse_layout(*stored, name());
+    segment_interval_ = l.interval;
+    record_time_ = committed_record_time_ = l.record_time;
     layout_stored_ = true;
   }
   observed_ = committed_observed_ = read_observed_from_storage();
@@ -126,11 +139,13 @@ void window_store::drop_expired_segments() {
 void window_store::commit(changelog_offset next_changelog_offset) {
   storage_->commit(next_changelog_offset);
   committed_observed_ = observed_;
+  committed_record_time_ = record_time_;
 }
 
 void window_store::abort() {
   storage_->abort();
   observed_ = committed_observed_;
+  record_time_ = committed_record_time_;
   // A drop of the aborted batch is gone too; the next put decides again.
   dropped_below_ = 0;
   layout_stored_ = storage_->get(layout_key).has_value();  // it may have been in the batch
@@ -141,7 +156,9 @@ void window_store::restore(std::span<const restore_record> batch, changelog_offs
   // say now: its record comes before the store's first window.
   for (const auto& r : batch)
     if (r.key == layout_key && r.value) {
-      segment_interval_ = interval_of_layout(*r.value, name());
+      const auto l = parse_layout(*r.value, name());
+      segment_interval_ = l.interval;
+      record_time_ = std::max(record_time_, l.record_time);
       layout_stored_ = true;
     }
   // Observed time first, over the whole batch: a record is skipped when it is expired by
@@ -169,6 +186,7 @@ void window_store::restore(std::span<const restore_record> batch, changelog_offs
   drop_expired_segments();
   if (dropped_below_ != dropped) storage_->commit(next_offset);
   committed_observed_ = observed_;
+  committed_record_time_ = record_time_;
 }
 
 void window_store::close() {
@@ -189,16 +207,24 @@ bool window_store::put(std::string_view key, std::int64_t window_start, std::str
   observed_ = std::max(observed_, window_start);
   drop_expired_segments();
   if (window_start < min_live_start()) return false;
-  if (!layout_stored_) {  // before the store's first window, in the same commit
-    const auto layout = layout_value(segment_interval_);
-    storage_->put(layout_key, layout);
-    log(layout_key, layout, timestamp_ms);
-    layout_stored_ = true;
-  }
+  if (!layout_stored_) write_layout(timestamp_ms);  // before the store's first window, in the same commit
   key_scratch_ = window_entry_key(key, window_start, segment_interval_);
   storage_->put(key_scratch_, value);
   log(key_scratch_, value, timestamp_ms);
   return true;
+}
+
+void window_store::write_layout(std::int64_t timestamp_ms) {
+  const auto value = layout_value({segment_interval_, record_time_});
+  storage_->put(layout_key, value);
+  log(layout_key, value, timestamp_ms);
+  layout_stored_ = true;
+}
+
+void window_store::keep_record_time(std::int64_t record_time, std::int64_t timestamp_ms) {
+  if (record_time <= record_time_) return;
+  record_time_ = record_time;
+  write_layout(timestamp_ms);
 }
 
 void window_store::remove(std::string_view key, std::int64_t window_start, std::int64_t timestamp_ms) {

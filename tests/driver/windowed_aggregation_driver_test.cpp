@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "sluice/sluice.hpp"
+#include "sluice/state/big_endian.hpp"
 #include "sluice/test_driver.hpp"
 #include "windowed_output.hpp"
 
@@ -139,8 +140,14 @@ TEST(windowed_aggregation, describe_and_dot_show_the_window_store_and_its_change
   EXPECT_NE(t.to_dot().find("store:per-minute"), std::string::npos);
   topology_test_driver d(std::move(t));
   d.input_topic<std::string, std::string>("in").pipe("k", "", 5);
-  // The store's layout record (its segment interval), then the window.
-  EXPECT_EQ(d.records(d.application_id() + "-per-minute-changelog").size(), 2u);
+  // The store's layout record (its segment interval), the window, then at the commit the
+  // layout record again with the aggregation's record time (5), which a restart goes on from.
+  const auto& changelog = d.records(d.application_id() + "-per-minute-changelog");
+  ASSERT_EQ(changelog.size(), 3u);
+  EXPECT_EQ(changelog[0].key, std::string(4, '\0'));
+  EXPECT_EQ(changelog[2].key, std::string(4, '\0'));
+  ASSERT_TRUE(changelog[2].value && changelog[2].value->size() == 16);
+  EXPECT_EQ(sluice::state::read_u64(*changelog[2].value, 8), 5u);
 }
 
 TEST(windowed_aggregation, invalid_windows_are_refused_with_what_to_change) {

@@ -68,6 +68,12 @@ class window_store_handle {
   }
   /// The highest window start the store has seen (-1 before any).
   std::int64_t observed_stream_time() const noexcept { return store_->observed_stream_time(); }
+  /// Keeps `record_time` in the store (and its changelog) when it is higher than the time
+  /// kept, for the next owner of the store after a restart: call it once per commit
+  /// (processor_context::before_commit), not per record.
+  void keep_record_time(std::int64_t record_time) { store_->keep_record_time(record_time, context_->stream_time()); }
+  /// The highest time kept with keep_record_time() (-1 before any).
+  std::int64_t kept_record_time() const noexcept { return store_->kept_record_time(); }
 
  private:
   state::window_store* store_;

@@ -313,6 +313,58 @@ TEST(embedded_app, a_suppression_buffer_comes_back_from_its_changelog_after_a_re
   EXPECT_EQ(out[0].timestamp, 2'000);
 }
 
+TEST(embedded_app, a_window_that_closed_before_a_restart_stays_closed_and_its_final_result_comes_once) {
+  // Windows of a minute with 30 s grace: the record at 95 s closes [0, 60 s) (95 >= 60 + 30)
+  // while the highest window start is 60 s. After the restart the aggregation must go on
+  // from 95 s, not 60 s: the late record at 2 s is dropped, not counted into a reopened
+  // window whose final result the suppression would emit a second time.
+  const std::string in = unique("clicks"), updates = unique("click-updates"), finals = unique("final-clicks");
+  auto topology = [&] {
+    sluice::streams_builder b;
+    auto counts = b.stream<std::string, std::string>(in)
+                      .group_by_key()
+                      .windowed_by(sluice::time_windows::of_size_and_grace(1min, 30s))
+                      .count("clicks-per-minute");
+    counts.to_stream().to(updates);
+    counts.suppress(sluice::until_window_closes()).to_stream().to(finals);
+    return b.build();
+  };
+  using key_serde = sluice::time_windowed_serde<sluice::default_serde<std::string>>;
+  const std::string app_id = unique("closed-window-restart");
+  auto cfg = restartable_embedded_config(app_id);
+  sluice::topic_writer writer(cfg);
+  {
+    sluice::app app(topology(), cfg);
+    app.start();
+    writer.send<std::string, std::string>(in, "a", "", 1'000);
+    writer.send<std::string, std::string>(in, "a", "", 95'000);
+    writer.flush();
+    sluice::topic_reader reader(cfg, {finals});
+    auto out = reader.read_at_least(1, 30s);  // [0, 60 s) closed: its final count
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(key_serde::deserialize(*out[0].key).window.start, 0);
+    app.close();  // commits
+  }
+  auto restarted = restartable_embedded_config(app_id);
+  sluice::app app(topology(), restarted);
+  app.start();
+  writer.send<std::string, std::string>(in, "a", "", 2'000);    // late for the closed window
+  writer.send<std::string, std::string>(in, "a", "", 200'000);  // closes [60 s, 120 s): the end marker
+  writer.flush();
+  sluice::topic_reader reader(restarted, {finals});
+  std::vector<std::pair<std::int64_t, std::int64_t>> seen;  // (window start, final count)
+  while (seen.empty() || seen.back().first != 60'000) {
+    auto batch = reader.read_at_least(1, 60s);
+    ASSERT_FALSE(batch.empty()) << "no final result for [60 s, 120 s)";
+    for (const auto& r : batch)
+      seen.emplace_back(key_serde::deserialize(*r.key).window.start,
+                        sluice::default_serde<std::int64_t>::deserialize(*r.value));
+  }
+  app.close();
+  // The window before the restart once, with its one record; then the next window.
+  EXPECT_EQ(seen, (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 1}, {60'000, 1}}));
+}
+
 TEST(embedded_app, a_suppression_buffers_prior_values_come_back_from_its_changelog_for_joins) {
   // A join of a suppressed table answers a buffered key with the value the suppression last
   // emitted for it, which the buffer keeps in its changelog with the buffered update. The

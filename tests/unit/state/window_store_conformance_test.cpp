@@ -261,6 +261,57 @@ TEST_P(window_store_conformance, an_aborted_first_write_takes_the_layout_record_
   EXPECT_EQ(restored->fetch("a", 20), std::optional<std::string>("kept"));
 }
 
+// A windowed aggregation keeps the highest record timestamp it has seen in its store, once a
+// commit, so that after a restart a window that had closed stays closed. The time goes with
+// the layout record: committed with the store, logged, restored, and dropped by an abort.
+TEST_P(window_store_conformance, a_kept_record_time_survives_reopen_and_restore_and_goes_with_an_abort) {
+  test::recording_changelog sink(test::logged::at_commit);  // as under exactly-once
+  {
+    auto s = open(&sink);
+    EXPECT_EQ(s->kept_record_time(), -1);
+    s->put("a", 10, "a10", 10);
+    s->keep_record_time(95, 95);
+    s->keep_record_time(90, 95);  // never goes back
+    EXPECT_EQ(s->kept_record_time(), 95);
+    s->commit(changelog_offset(3));
+    sink.commit();
+    s->keep_record_time(500, 500);  // pending, then aborted
+    s->abort();
+    sink.abort();
+    EXPECT_EQ(s->kept_record_time(), 95);
+    EXPECT_EQ(s->observed_stream_time(), 10);  // the window starts decide expiry, not this
+  }
+  auto restored = std::make_unique<window_store>(open_kv("restored"), nullptr, window_store_options{.retention = 1h});
+  restored->restore(sink.restore_batch(), changelog_offset(3));
+  EXPECT_EQ(restored->kept_record_time(), 95);
+  EXPECT_EQ(restored->segment_interval(), 50ms);
+  EXPECT_EQ(restored->fetch("a", 10), std::optional<std::string>("a10"));
+
+  if (!GetParam().persistent) return;  // the in-memory store starts empty on every open
+  auto reopened = open();
+  EXPECT_EQ(reopened->kept_record_time(), 95);
+}
+
+// A store written before record times were kept has an 8-byte layout record: it opens and
+// restores with no kept time, and the next kept time rewrites the record whole.
+TEST_P(window_store_conformance, a_layout_record_without_a_record_time_reads_as_none_kept) {
+  const std::string layout_key(4, '\0'), layout("\0\0\0\0\0\0\0\x32", 8);  // 50 ms, no time
+  const std::string window_key = window_entry_key("a", 10, 50ms);
+  const std::vector<restore_record> old_changelog{{layout_key, layout}, {window_key, "a10"}};
+  auto s = std::make_unique<window_store>(open_kv(), nullptr, window_store_options{.retention = 1h});
+  s->restore(old_changelog, changelog_offset(2));
+  EXPECT_EQ(s->segment_interval(), 50ms);
+  EXPECT_EQ(s->kept_record_time(), -1);
+  EXPECT_EQ(s->fetch("a", 10), std::optional<std::string>("a10"));
+  s->keep_record_time(70, 70);
+  s->commit(changelog_offset(3));
+  if (!GetParam().persistent) return;
+  s.reset();
+  auto reopened = std::make_unique<window_store>(open_kv(), nullptr, window_store_options{.retention = 1h});
+  EXPECT_EQ(reopened->segment_interval(), 50ms);
+  EXPECT_EQ(reopened->kept_record_time(), 70);
+}
+
 TEST_P(window_store_conformance, invalid_options_and_negative_starts_are_refused_with_the_store_name) {
   try {
     window_store s(open_kv(), nullptr, {.retention = 0ms});

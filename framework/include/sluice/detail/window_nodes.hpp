@@ -26,17 +26,20 @@ using window_aggregate_store_handle = window_store_handle<K, value_and_timestamp
                                                           value_and_timestamp_serde<default_state_serde<A>>>;
 
 /// What the windowed aggregations below share: their store (Handle), the observed stream
-/// time (the highest record timestamp the node has seen, continued from the store's after a
-/// restart: windows the store has dropped cannot be updated again), the counter of records
-/// too late for a window (sluice_window_late_records_dropped_total) and the emitted record,
-/// reused. Created and used on its task's thread, as every node.
+/// time (the highest record timestamp the node has seen; kept in the store once per commit
+/// and continued from there after a restart, so a window that had closed stays closed and a
+/// final result is not emitted twice; a store written before the time was kept gives its
+/// highest window start, so windows it has dropped cannot be updated again), the counter of
+/// records too late for a window (sluice_window_late_records_dropped_total) and the emitted
+/// record, reused. Created and used on its task's thread, as every node.
 template <class K, class V, class A, class Handle, class OutKey, class OutValue>
 class window_aggregation_node : public typed_node<K, V>, public prior_value_keeper<A> {
  public:
   void init(task_context& task) override {
     node::init(task);
     store_.emplace(task.store(store_name_), &task);
-    observed_ = std::max(observed_, store_->observed_stream_time());
+    observed_ = std::max({observed_, store_->observed_stream_time(), store_->kept_record_time()});
+    task.before_commit([this] { store_->keep_record_time(observed_); });
     late_ = &task.metrics().get_counter("sluice_window_late_records_dropped_total",
                                         "task=\"" + std::string(task.task_id()) + "\",store=\"" + store_name_ + "\"");
   }

@@ -63,10 +63,11 @@ struct window_entry {
 ///   <u64 segment id> <u32 key length> <key> <u64 window start>  ->  value
 /// all integers big-endian. Window starts are >= 0 (stream time is never negative).
 /// Before the first window, one layout record: key 00 00 00 00 (four zero bytes: it sorts
-/// before every window), value the segment interval in ms (u64). The interval is part of
-/// every window's key, so a store reads it back (on open, or from its changelog in a
-/// restore) and keeps it: options that would now give another interval (a new retention, a
-/// longer grace) change expiry, never where an existing window is found.
+/// before every window), value the segment interval in ms (u64), then the kept record time
+/// (u64, once keep_record_time() was called). The interval is part of every window's key, so
+/// a store reads it back (on open, or from its changelog in a restore) and keeps it: options
+/// that would now give another interval (a new retention, a longer grace) change expiry,
+/// never where an existing window is found.
 ///
 /// Observed stream time is the highest window start ever put (or restored); it decides
 /// expiry, as in Kafka Streams' segmented stores. On open it is read back from the newest
@@ -112,6 +113,15 @@ class window_store final : public kv_backed_store {
 
   /// The highest window start put or restored so far; -1 before any.
   std::int64_t observed_stream_time() const noexcept { return observed_; }
+
+  /// Keeps `record_time` (when higher than the time kept) in the layout record, logged at
+  /// `timestamp_ms`, so that it survives a restart: a windowed aggregation keeps the highest
+  /// record timestamp it has seen, which is later than the highest window start and decides
+  /// which windows have closed. A writer calls it once per commit, not per record.
+  void keep_record_time(std::int64_t record_time, std::int64_t timestamp_ms);
+  /// The highest time kept with keep_record_time() (committed, restored or pending); -1
+  /// before any.
+  std::int64_t kept_record_time() const noexcept { return record_time_; }
   std::chrono::milliseconds retention() const noexcept { return retention_; }
   /// The interval in use: the options' for a new store, the stored one for an existing one.
   std::chrono::milliseconds segment_interval() const noexcept { return segment_interval_; }
@@ -125,14 +135,18 @@ class window_store final : public kv_backed_store {
   void drop_expired_segments();
   void log(std::string_view key, const std::optional<std::string_view>& value, std::int64_t timestamp_ms);
   std::int64_t read_observed_from_storage();
+  /// Puts and logs the layout record (interval and kept record time).
+  void write_layout(std::int64_t timestamp_ms);
 
   changelog_sink* changelog_;
   std::chrono::milliseconds retention_;
   std::chrono::milliseconds segment_interval_;
   std::int64_t observed_ = -1;
-  std::int64_t committed_observed_ = -1;  ///< observed_ as of the last commit or restore
-  std::int64_t dropped_below_ = 0;        ///< segments below this id are gone (in this session)
-  bool layout_stored_ = false;            ///< the layout record is written (pending or committed)
+  std::int64_t committed_observed_ = -1;     ///< observed_ as of the last commit or restore
+  std::int64_t record_time_ = -1;            ///< keep_record_time()'s, pending or committed
+  std::int64_t committed_record_time_ = -1;  ///< record_time_ as of the last commit or restore
+  std::int64_t dropped_below_ = 0;           ///< segments below this id are gone (in this session)
+  bool layout_stored_ = false;               ///< the layout record is written (pending or committed)
   std::string key_scratch_;
   bool closed_ = false;
 };
