@@ -293,6 +293,7 @@ void stream_thread::on_assigned(const std::vector<kafka::topic_partition>& parts
 
 void stream_thread::on_revoked(const std::vector<kafka::topic_partition>& parts) {
   spdlog::info("stream thread {}: revoked {}", settings_.index, parts_text(parts));
+  enter_rebalance();
   try {
     commit_all();
     close_tasks(close_mode::clean);
@@ -314,9 +315,17 @@ void stream_thread::on_lost(const std::vector<kafka::topic_partition>& parts) {
       "stream thread {}: lost {} (the group moved on without this instance); what was not committed is "
       "dropped, the next owner processes it",
       settings_.index, parts_text(parts));
+  enter_rebalance();
   drop_uncommitted(producer_after_abort::recreate);
   retire_lag();
   assignment_.clear();
+}
+
+void stream_thread::enter_rebalance() {
+  // The eager protocol takes every partition away until the assignment: the thread owns no
+  // task from here on, so it is not running (/ready answers 503) until on_assigned. A
+  // revocation while stopping is the consumer's close: the thread stays pending_shutdown.
+  if (!stop_.load()) set_state(thread_state::rebalancing);
 }
 
 void stream_thread::create_tasks(const std::vector<kafka::topic_partition>& parts) {

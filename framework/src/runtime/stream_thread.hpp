@@ -120,6 +120,8 @@ class stream_thread final : kafka::rebalance_listener {
   void create_tasks(const std::vector<kafka::topic_partition>& parts);
   /// The thread's state once tasks exist: restoring while a store is behind.
   void set_state_from_tasks();
+  /// rebalancing from a revocation (or loss) until the next assignment, unless stopping.
+  void enter_rebalance();
   void commit_all();
   /// Drops held records (never processed: the next owner or the rewind reads them again)
   /// and closes every task.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -311,6 +312,69 @@ TEST(embedded_app, a_suppression_buffer_comes_back_from_its_changelog_after_a_re
   EXPECT_EQ(key.window.start, 0);
   EXPECT_EQ(sluice::default_serde<std::int64_t>::deserialize(*out[0].value), 2);
   EXPECT_EQ(out[0].timestamp, 2'000);
+}
+
+// The states an app was in when its processors closed: a processor closes when its task
+// goes, in a revocation (rebalancing) or at the app's close (pending_shutdown).
+struct close_witness {
+  std::mutex mutex;
+  std::vector<sluice::app_state> seen;
+  std::atomic<const sluice::app*> app{nullptr};
+};
+
+class state_at_close final : public sluice::processor<std::string, std::string, std::string, std::string> {
+ public:
+  explicit state_at_close(close_witness* w) : witness_(w) {}
+  void process(const sluice::record<std::string, std::string>&) override {}
+  void close() override {
+    if (const auto* a = witness_->app.load()) {
+      std::lock_guard lock(witness_->mutex);
+      witness_->seen.push_back(a->state());
+    }
+  }
+
+ private:
+  close_witness* witness_;
+};
+
+TEST(embedded_app, an_instance_whose_tasks_a_rebalance_revoked_is_not_running_until_it_is_assigned_again) {
+  // Under the eager protocol a revocation takes every task away until the next assignment.
+  // An instance in that gap must not report running (/ready would send it traffic it cannot
+  // serve). Evidence, not timing: the first instance's processors, closed by the revocation
+  // that the second instance's join causes, see their app's state at that moment.
+  const std::string in = unique("events");
+  const std::string app_id = unique("revoked-not-running");
+  auto first_cfg = restartable_embedded_config(app_id);
+  sluice::topic_admin(first_cfg).create_topic(in, 2);
+  close_witness witness;
+  auto topology = [&](close_witness* w) {
+    sluice::streams_builder b;
+    b.stream<std::string, std::string>(in).process([w] { return std::make_unique<state_at_close>(w); });
+    return b.build();
+  };
+  close_witness ignored;  // the second instance's processors
+  sluice::app first(topology(&witness), first_cfg);
+  witness.app = &first;
+  first.start();
+  ASSERT_TRUE(sluice::test::eventually([&] { return first.state() == sluice::app_state::running; }, 30s))
+      << sluice::to_string(first.state());
+  sluice::app second(topology(&ignored), restartable_embedded_config(app_id));
+  second.start();
+  ASSERT_TRUE(sluice::test::eventually(
+      [&] {
+        std::lock_guard lock(witness.mutex);
+        return !witness.seen.empty() && first.state() == sluice::app_state::running &&
+               second.state() == sluice::app_state::running;
+      },
+      60s))
+      << "no revocation of the first instance's tasks, or the instances did not settle";
+  second.close();
+  first.close();
+  std::lock_guard lock(witness.mutex);
+  ASSERT_GE(witness.seen.size(), 2u);  // the revocation's closes, then the final close's
+  for (std::size_t i = 0; i + 1 < witness.seen.size(); ++i)
+    EXPECT_STRNE(sluice::to_string(witness.seen[i]), "running") << "close " << i << " of " << witness.seen.size();
+  EXPECT_STREQ(sluice::to_string(witness.seen.back()), "pending_shutdown");
 }
 
 TEST(embedded_app, a_window_that_closed_before_a_restart_stays_closed_and_its_final_result_comes_once) {
