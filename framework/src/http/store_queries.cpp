@@ -40,10 +40,21 @@ class store_endpoints {
                   const global_store_slot& globals)
       : stores_(stores), topo_(topo), forwarding_(std::move(forwarding)), globals_(globals) {}
 
+  /// What /stores/{store}/keys/{key} and /metadata/stores/{store}/keys/{key} need to know of
+  /// their key: the store, the key's bytes and the partition it lives in.
+  struct resolved_key {
+    std::string store;
+    const detail::store_spec* spec = nullptr;
+    std::string bytes;
+    std::int32_t partition = -1;  ///< of the store's tasks; of the table's topic for a global table
+    const runtime::global_table_store* global = nullptr;  ///< set for a global table: read it here
+  };
+
   response key(const request& req) {
     auto resolved = resolve_key(req);
     if (auto* refusal = std::get_if<response>(&resolved)) return std::move(*refusal);
     const auto& k = std::get<resolved_key>(resolved);
+    if (!k.global && !k.spec->codec) return untyped_key(req, k);
     std::optional<std::string> value;
     if (k.global) {
       if (std::string v; k.global->get(k.bytes, v)) value = std::move(v);
@@ -59,9 +70,49 @@ class store_endpoints {
       return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) + "' in " +
                                                           (k.global ? "global table '" : "store '") + k.store +
                                                           "' (partition " + std::to_string(k.partition) + ")"));
-    auto e = render(k.spec->codec.get(), k.bytes, *value, k.partition);
+    return key_answer(k, k.partition, *value);
+  }
+
+  /// A key of an untyped store (a processor's, added with add_state_store): its bytes need
+  /// not be the records' key (a processor keys its store as it likes, e.g. the throttle's
+  /// encoded keys), so the partition murmur2 of the bytes picks may not hold it. It is looked
+  /// up there first, then in this instance's other partitions, then (unless this request was
+  /// forwarded) by each other instance that owns partitions of the store, once, in its own:
+  /// as Kafka Streams' store.get(key) looks in every local store of the name.
+  response untyped_key(const request& req, const resolved_key& k) {
+    const auto partitions = stores_.partitions(k.store);
+    std::vector<std::int32_t> order{k.partition}, missing;
+    for (std::int32_t p = 0; p < partitions; ++p)
+      if (p != k.partition) order.push_back(p);
+    for (auto p : order) {
+      std::optional<std::string> value;
+      std::string failure;
+      auto outcome = stores_.run(
+          k.store, p, [&](state::kv_store& s) { value = s.get(k.bytes); }, std::chrono::seconds(5), &failure);
+      if (outcome == store_access::outcome::not_local) {
+        missing.push_back(p);
+        continue;
+      }
+      if (outcome != store_access::outcome::done) return stamp(store_access::refusal(outcome, k.store, p, failure));
+      if (value) return key_answer(k, p, *value);
+    }
+    if (!missing.empty() && !req.header(forwarded_header)) {
+      auto owners = owners_of(k.store, missing);
+      if (auto* refusal = std::get_if<response>(&owners)) return stamp(std::move(*refusal));
+      for (const auto& [owner, parts] : std::get<partitions_by_owner>(owners)) {
+        auto r = forward_get(owner, std::string(req.target()), forwarding_->forward_headers(), std::chrono::seconds(3));
+        if (r.status != static_cast<int>(status::not_found)) return stamp(std::move(r));
+      }
+    }
+    return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) + "' in store '" +
+                                                        k.store + "' (any partition)"));
+  }
+
+  /// The answer to a key found in `partition` with `value`.
+  response key_answer(const resolved_key& k, std::int32_t partition, std::string_view value) const {
+    auto e = render(k.spec->codec.get(), k.bytes, value, partition);
     return stamp(response::json(status::ok, "{\"store\": " + bytes_as_json(k.store) +
-                                                ", \"partition\": " + std::to_string(k.partition) +
+                                                ", \"partition\": " + std::to_string(partition) +
                                                 ", \"key\": " + e.key_json + ", \"value\": " + e.value_json + "}"));
   }
 
@@ -149,16 +200,6 @@ class store_endpoints {
     return table;
   }
 
-  /// What /stores/{store}/keys/{key} and /metadata/stores/{store}/keys/{key} need to know of
-  /// their key: the store, the key's bytes and the partition it lives in.
-  struct resolved_key {
-    std::string store;
-    const detail::store_spec* spec = nullptr;
-    std::string bytes;
-    std::int32_t partition = -1;  ///< of the store's tasks; of the table's topic for a global table
-    const runtime::global_table_store* global = nullptr;  ///< set for a global table: read it here
-  };
-
   /// The store, key and partition of a key request, or the answer refusing it (stamped): 404
   /// for an unknown store, 400 for a key that is not one of the store's, 503 + Retry-After
   /// while the partition counts are unknown (the app starting) or the global tables catch up.
@@ -240,21 +281,9 @@ class store_endpoints {
   /// those partitions; a refusal when some partition has no reachable owner.
   std::optional<response> gather_remote(const request& req, const std::string& store,
                                         const std::vector<std::int32_t>& missing, std::vector<store_entry>& entries) {
-    auto* directory = forwarding_->directory();
-    if (!directory) return store_access::refusal(store_access::outcome::unavailable, store, missing.front());
-    std::map<std::string, std::vector<std::int32_t>> by_owner;
-    try {
-      auto view = directory->view();
-      for (auto p : missing) {
-        auto owner = view->owner(store, p);
-        if (!owner || *owner == forwarding_->self())
-          return store_access::refusal(store_access::outcome::unavailable, store, p);
-        by_owner[*owner].push_back(p);
-      }
-    } catch (const std::exception& e) {
-      return forwarding_->owners_unknown("which instances own the store", e);
-    }
-    for (const auto& [owner, parts] : by_owner) {
+    auto owners = owners_of(store, missing);
+    if (auto* refusal = std::get_if<response>(&owners)) return std::move(*refusal);
+    for (const auto& [owner, parts] : std::get<partitions_by_owner>(owners)) {
       auto r = forward_get(owner, std::string(req.target()), forwarding_->forward_headers(), std::chrono::seconds(3));
       if (r.status != 200) return r;
       auto j = nlohmann::json::parse(r.body, nullptr, false);
@@ -270,6 +299,29 @@ class store_endpoints {
           return store_access::refusal(store_access::outcome::unavailable, store, p.get<std::int32_t>());
     }
     return std::nullopt;
+  }
+
+  /// The other instances that own the `missing` partitions of `store`, each with its
+  /// partitions; or the refusal when a partition has no owner but this instance (it is
+  /// moving) or the owners cannot be known.
+  using partitions_by_owner = std::map<std::string, std::vector<std::int32_t>>;
+  std::variant<partitions_by_owner, response> owners_of(const std::string& store,
+                                                        const std::vector<std::int32_t>& missing) {
+    auto* directory = forwarding_->directory();
+    if (!directory) return store_access::refusal(store_access::outcome::unavailable, store, missing.front());
+    partitions_by_owner by_owner;
+    try {
+      auto view = directory->view();
+      for (auto p : missing) {
+        auto owner = view->owner(store, p);
+        if (!owner || *owner == forwarding_->self())
+          return store_access::refusal(store_access::outcome::unavailable, store, p);
+        by_owner[*owner].push_back(p);
+      }
+    } catch (const std::exception& e) {
+      return forwarding_->owners_unknown("which instances own the store", e);
+    }
+    return by_owner;
   }
 
   /// The group as described now for a query about `store`, or the answer refusing it (stamped):

@@ -56,6 +56,28 @@ void wait_for_counts(const sluice::config& cfg, const std::string& topic,
   ASSERT_EQ(counts, expected);
 }
 
+/// Until both instances run and the group, as `port` describes it, is stable with both.
+void wait_until_both_run(std::uint16_t port, const sluice::app& a, const sluice::app& b) {
+  for (int i = 0; i < 600; ++i) {
+    auto m = sluice::test::http_get(port, "/metadata");
+    auto j = nlohmann::json::parse(m.body, nullptr, false);
+    if (a.state() == sluice::app_state::running && b.state() == sluice::app_state::running && m.status == 200 &&
+        j["group_state"] == "Stable" && j["instances"].size() == 2)
+      return;
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+/// Keeps each record under a key of its own making, "seen:<key>", in an untyped store: its
+/// keys are not the records' keys, so murmur2 of a store key does not name its partition.
+struct keeps_under_its_own_key final : sluice::processor<std::string, std::string> {
+  void init(sluice::processor_context<std::string, std::string>& ctx) override {
+    seen_.emplace(ctx.store<std::string, std::string>("seen"));
+  }
+  void process(const sluice::record<std::string, std::string>& r) override { seen_->put("seen:" + r.key, r.value); }
+  std::optional<sluice::key_value_store<std::string, std::string>> seen_;
+};
+
 }  // namespace
 
 TEST(http_queries, keys_ranges_and_prefixes_of_a_word_count_store_answer_with_the_committed_counts) {
@@ -268,6 +290,50 @@ TEST(http_queries, a_topology_endpoint_reads_a_store_through_the_extension_api) 
   app.close();
 }
 
+TEST(http_queries, either_instance_finds_a_processor_store_key_in_whichever_partition_and_instance_holds_it) {
+  SLUICE_REQUIRE_BROKER();
+  const auto in = sluice::test::unique_name("seen-in"), app_id = sluice::test::unique_name("seen");
+  const auto port_a = sluice::test::free_port(), port_b = sluice::test::free_port();
+  auto cfg_a = query_config(app_id, port_a), cfg_b = query_config(app_id, port_b);
+  cfg_a.set("instance.id", "a");
+  cfg_b.set("instance.id", "b");
+  sluice::topic_admin(cfg_a).create_topic(in, 4);
+  auto topology = [&] {
+    sluice::streams_builder b;
+    b.stream<std::string, std::string>(in).process([] { return std::make_unique<keeps_under_its_own_key>(); },
+                                                   sluice::materialized{.name = "seen"});
+    return b.build();
+  };
+  sluice::app a(topology(), cfg_a), b(topology(), cfg_b);
+  a.start();
+  b.start();
+  wait_until_both_run(port_a, a, b);
+  sluice::topic_writer writer(cfg_a);
+  constexpr int users = 40;
+  for (int i = 0; i < users; ++i)
+    writer.send<std::string, std::string>(in, "u" + std::to_string(i), "v" + std::to_string(i));
+  writer.flush();
+  std::set<std::string> served_by;
+  for (int i = 0; i < users; ++i)
+    for (auto port : {port_a, port_b}) {
+      const std::string key = "seen:u" + std::to_string(i);
+      sluice::test::http_reply r;
+      for (int attempt = 0;
+           attempt < 300 && (r = sluice::test::http_get(port, "/stores/seen/keys/" + key)).status != 200; ++attempt)
+        std::this_thread::sleep_for(100ms);  // until the record is processed and committed
+      ASSERT_EQ(r.status, 200) << key << " from " << port << ": " << r.body;
+      EXPECT_EQ(nlohmann::json::parse(r.body)["value"], "v" + std::to_string(i)) << key;
+      served_by.insert(r.header("X-Sluice-Served-By"));
+    }
+  EXPECT_EQ(served_by.size(), 2u) << "keys held by both instances were asked from both";
+  for (auto port : {port_a, port_b}) {
+    auto missing = sluice::test::http_get(port, "/stores/seen/keys/seen:nobody");
+    EXPECT_EQ(missing.status, 404) << "every partition, here and on the other instance, was asked: " << missing.body;
+  }
+  a.close();
+  b.close();
+}
+
 TEST(http_queries, two_instances_answer_every_key_from_either_and_one_answers_all_after_the_other_stops) {
   SLUICE_REQUIRE_BROKER();
   auto in = sluice::test::unique_name("q-in"), out = sluice::test::unique_name("q-out");
@@ -286,15 +352,7 @@ TEST(http_queries, two_instances_answer_every_key_from_either_and_one_answers_al
   a->start();
   b.start();
   wait_for_counts(cfg_a, out, expected);
-  // Both running, the group stable and the partitions split between them.
-  for (int i = 0; i < 600; ++i) {
-    auto m = sluice::test::http_get(port_a, "/metadata");
-    auto j = nlohmann::json::parse(m.body, nullptr, false);
-    if (a->state() == sluice::app_state::running && b.state() == sluice::app_state::running && m.status == 200 &&
-        j["group_state"] == "Stable" && j["instances"].size() == 2)
-      break;
-    std::this_thread::sleep_for(100ms);
-  }
+  wait_until_both_run(port_a, *a, b);  // and the partitions split between them
   auto meta = nlohmann::json::parse(sluice::test::http_get(port_a, "/metadata").body);
   ASSERT_EQ(meta["instances"].size(), 2u) << meta.dump();
   std::set<std::int32_t> store_partitions;

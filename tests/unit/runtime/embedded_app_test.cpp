@@ -16,6 +16,7 @@
 
 #include "kafka/admin.hpp"
 #include "kafka/mock_cluster.hpp"
+#include "kafka/producer.hpp"
 #include "error_of.hpp"
 #include "eventually.hpp"
 #include "http_client.hpp"
@@ -217,6 +218,56 @@ TEST(embedded_app, metadata_names_this_instance_the_owner_of_every_partition) {
   const auto key = sluice::test::http_get(port, "/metadata/stores/word-counts/keys/kafka");
   ASSERT_EQ(key.status, 200) << key.body;
   EXPECT_EQ(nlohmann::json::parse(key.body)["instance"], self) << key.body;
+  app.close();
+}
+
+/// Keeps each record under a key of its own making, "seen:<key>": a store whose keys are not
+/// the records' keys, so murmur2 of a store key does not name the partition holding it.
+struct keeps_under_its_own_key final : sluice::processor<std::string, std::string> {
+  void init(sluice::processor_context<std::string, std::string>& ctx) override {
+    seen_.emplace(ctx.store<std::string, std::string>("seen"));
+  }
+  void process(const sluice::record<std::string, std::string>& r) override { seen_->put("seen:" + r.key, r.value); }
+  std::optional<sluice::key_value_store<std::string, std::string>> seen_;
+};
+
+TEST(embedded_app, a_key_of_a_processor_store_is_found_in_whichever_partition_holds_it) {
+  // A Processor API store carries no types: its keys need not be the partitioning key, so
+  // /stores/{store}/keys/{key} looks in every partition, not only the one murmur2 of the
+  // key's bytes picks (which answered 404 for keys that exist).
+  const std::string in = unique("visits"), app_id = unique("own-keys");
+  auto cfg = restartable_embedded_config(app_id);
+  const auto port = sluice::test::free_port();
+  cfg.set("application.server", "127.0.0.1:" + std::to_string(port));
+  constexpr int partitions = 4;
+  sluice::topic_admin(cfg).create_topic(in, partitions);
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>(in).process([] { return std::make_unique<keeps_under_its_own_key>(); },
+                                                 sluice::materialized{.name = "seen"});
+  sluice::app app(b.build(), cfg);
+  app.start();
+  sluice::topic_writer writer(cfg);
+  constexpr int keys = 40;
+  for (int i = 0; i < keys; ++i)
+    writer.send<std::string, std::string>(in, "u" + std::to_string(i), "v" + std::to_string(i));
+  writer.flush();
+  int elsewhere = 0;  // keys whose partition is not the one their store key's bytes pick
+  for (int i = 0; i < keys; ++i) {
+    const std::string user = "u" + std::to_string(i), key = "seen:" + user;
+    const auto partition = sluice::kafka::murmur2_partition(user, partitions);
+    elsewhere += partition != sluice::kafka::murmur2_partition(key, partitions) ? 1 : 0;
+    sluice::test::http_reply r;
+    ASSERT_TRUE(sluice::test::eventually(
+        [&] { return (r = sluice::test::http_get(port, "/stores/seen/keys/" + key)).status == 200; }, 30s))
+        << key << ": " << r.status << " " << r.body;
+    const auto j = nlohmann::json::parse(r.body);
+    EXPECT_EQ(j["value"], "v" + std::to_string(i)) << key;
+    EXPECT_EQ(j["partition"], partition) << key << ": the partition holding it";
+  }
+  EXPECT_GT(elsewhere, 0) << "every key happened to be in the partition of its bytes: the test proves nothing";
+  const auto missing = sluice::test::http_get(port, "/stores/seen/keys/seen:nobody");
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  EXPECT_NE(missing.body.find("any partition"), std::string::npos) << missing.body;
   app.close();
 }
 
