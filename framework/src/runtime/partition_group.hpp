@@ -153,6 +153,8 @@ class partition_group {
   /// stable offset, past any transaction marker). Records delivered before the event have
   /// lower offsets; a record at `end_offset` or later (new data) ends what it says.
   void note_end(std::size_t input, std::int64_t end_offset) noexcept;
+  /// The last partition end noted for `input`, or -1 if none since the last clear().
+  std::int64_t noted_end(std::size_t input) const noexcept { return queues_[input].end_offset; }
   /// The earliest wall time at which a partition whose task waits at zero lag stops being
   /// waited for (enforced processing), if one is counting down.
   std::optional<std::int64_t> idle_deadline_ms() const noexcept;

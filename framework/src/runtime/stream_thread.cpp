@@ -440,9 +440,15 @@ void stream_thread::update_lag() {
   // watermarks (the last fetch response's), so no broker round trip.
   for (const auto& p : consumer_->position(assignment_)) {
     auto high = consumer_->cached_high_watermark(p.topic, p.partition);
-    if (!high || p.offset < 0) continue;  // nothing fetched yet: no figure rather than a wrong one
+    auto offset = p.offset;
+    // No record consumed since the assignment (an idle partition after a restart): the
+    // fetcher's partition end, if it reached one, is where the consumer stands.
+    if (offset < 0)
+      if (const auto* input = tasks_->find({p.topic, p.partition}))
+        offset = input->task->queued().noted_end(input->index);
+    if (!high || offset < 0) continue;  // nothing fetched yet: no figure rather than a wrong one
     services_.metrics->get_gauge("sluice_consumer_lag_records", lag_labels({p.topic, p.partition}))
-        .set(std::max<std::int64_t>(0, *high - p.offset));
+        .set(std::max<std::int64_t>(0, *high - offset));
   }
 }
 

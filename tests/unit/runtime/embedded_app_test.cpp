@@ -291,6 +291,48 @@ TEST(embedded_app, its_metrics_show_the_memory_of_its_stores_and_its_allocator) 
   app.close();
 }
 
+TEST(embedded_app, after_a_restart_an_idle_partition_shows_its_lag_as_zero) {
+  // The lag series of a partition is set from the consumer's position, which stays unknown
+  // until a record is consumed. A partition with nothing new after a restart had no series
+  // at all; its fetcher's partition end is where the consumer stands, so its lag is 0.
+  const std::string in = unique("pings"), app_id = unique("idle-lag");
+  auto cfg = restartable_embedded_config(app_id);
+  sluice::topic_admin(cfg).create_topic(in, 2);
+  auto topology = [&] {
+    sluice::streams_builder b;
+    b.stream<std::string, std::string>(in).group_by_key().count("pings-per-key");
+    return b.build();
+  };
+  auto lag_of = [&](sluice::app& app, int partition) -> std::optional<double> {
+    const auto text = app.metrics().prometheus_text();
+    const std::string series =
+        "sluice_consumer_lag_records{topic=\"" + in + "\",partition=\"" + std::to_string(partition) + "\"} ";
+    const auto at = text.find(series);
+    if (at == std::string::npos) return std::nullopt;
+    return std::stod(text.substr(at + series.size()));
+  };
+  sluice::topic_writer writer(cfg);
+  for (int i = 0; i < 20; ++i) writer.send_raw(in, "k" + std::to_string(i), "x", 0, {}, i % 2);
+  writer.flush();
+  {
+    sluice::app app(topology(), cfg);
+    app.start();
+    ASSERT_TRUE(sluice::test::eventually([&] { return lag_of(app, 0) == 0.0 && lag_of(app, 1) == 0.0; }, 30s))
+        << app.metrics().prometheus_text();
+    app.close();
+  }
+  writer.send_raw(in, "k0", "x", 0, {}, 0);  // partition 0 moves on; partition 1 stays idle
+  writer.flush();
+  auto restarted = restartable_embedded_config(app_id);
+  sluice::app app(topology(), restarted);
+  app.start();
+  ASSERT_TRUE(sluice::test::eventually([&] { return lag_of(app, 0) == 0.0; }, 30s)) << app.metrics().prometheus_text();
+  EXPECT_TRUE(sluice::test::eventually([&] { return lag_of(app, 1) == 0.0; }, 30s))
+      << "no lag series for the idle partition 1:\n"
+      << app.metrics().prometheus_text();
+  app.close();
+}
+
 TEST(embedded_app, a_windowed_store_changelog_is_compacted_and_deleted_after_retention_plus_a_day) {
   // Kafka Streams' windowed changelogs: compact,delete, retention.ms = the store's retention
   // (window size + grace) + windowstore.changelog.additional.retention.ms (1 day), so the
