@@ -47,6 +47,16 @@ inline http_reply http_get(std::uint16_t port, const std::string& target,
   return out;
 }
 
+/// The status of GET `target` on `port`, or 0 when nothing answers there (not listening yet,
+/// or no longer: a server starting, or a process that died).
+inline int http_status_or_zero(std::uint16_t port, const std::string& target) {
+  try {
+    return http_get(port, target).status;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 /// A port on 127.0.0.1 that was free a moment ago (the kernel picks it).
 inline std::uint16_t free_port() {
   namespace asio = boost::asio;

@@ -211,19 +211,17 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_http_open_connections", "Open connections to the instance HTTP server."},
 };
 
-/// Prometheus wants base units: histograms kept in milliseconds and gauges kept in
-/// milliseconds or microseconds are exposed in seconds (promtool refuses "_ms" in a name).
-std::string exposed_histogram_name(const std::string& name) {
-  if (name.ends_with("_ms")) return name.substr(0, name.size() - 3) + "_seconds";
-  return name;
-}
-std::string exposed_gauge_name(const std::string& name) {
-  if (name.ends_with("_us") || name.ends_with("_ms")) return name.substr(0, name.size() - 3) + "_seconds";
-  return name;
-}
-/// What a gauge's value is divided by to be exposed under exposed_gauge_name().
-double exposed_gauge_divisor(const std::string& name) {
-  return name.ends_with("_us") ? 1e6 : name.ends_with("_ms") ? 1e3 : 1.0;
+/// The name and scale a metric is exposed with. Prometheus wants base units (promtool
+/// refuses "_ms" in a name): a gauge or histogram kept in milliseconds ("<x>_ms") or
+/// microseconds ("<x>_us") is exposed as "<x>_seconds", its values divided by `divisor`.
+struct exposed_unit {
+  std::string name;
+  double divisor = 1.0;
+};
+exposed_unit exposed(const std::string& name) {
+  if (name.ends_with("_ms")) return {name.substr(0, name.size() - 3) + "_seconds", 1e3};
+  if (name.ends_with("_us")) return {name.substr(0, name.size() - 3) + "_seconds", 1e6};
+  return {name, 1.0};
 }
 
 void append_number(std::string& out, double v) {
@@ -273,15 +271,13 @@ std::string metrics_registry::prometheus_text() const {
   }
   last.clear();
   for (const auto& [key, g] : gauges_) {
-    const auto name = exposed_gauge_name(key.first);
-    const double divisor = exposed_gauge_divisor(key.first);
+    const auto [name, divisor] = exposed(key.first);
     if (name != last) header(last = name, "gauge");
     append_sample(out, name, key.second, {}, static_cast<double>(g->value()) / divisor);
   }
   last.clear();
   for (const auto& [key, h] : histograms_) {
-    const auto name = exposed_histogram_name(key.first);
-    const double divisor = name != key.first ? 1000.0 : 1.0;  // ms -> s
+    const auto [name, divisor] = exposed(key.first);
     if (name != last) header(last = name, "histogram");
     // Bucket i holds values whose bit width is i: 0, 1, 2-3, 4-7, ... so its inclusive
     // upper bound is 2^i - 1 ms. Cumulative counts from the buckets themselves, so +Inf and

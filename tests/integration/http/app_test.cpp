@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "broker_env.hpp"
+#include "eventually.hpp"
 #include "http_client.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
@@ -410,15 +411,7 @@ TEST(http_app, a_flood_of_idle_slow_and_oversized_clients_leaves_the_job_output_
   EXPECT_EQ(read_counts(cfg, out, expected), expected);
   flood.clear();
   // Once the flood is gone the server answers again.
-  int status = 0;
-  for (int attempt = 0; attempt < 500 && status != 200; ++attempt) {
-    try {
-      status = sluice::test::http_get(port, "/health").status;
-    } catch (const std::exception&) {
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-  EXPECT_EQ(status, 200);
+  EXPECT_TRUE(sluice::test::eventually([&] { return sluice::test::http_status_or_zero(port, "/health") == 200; }));
   auto metrics = sluice::test::http_get(port, "/metrics");
   EXPECT_GE(metric_value(metrics.body, "sluice_http_connections_refused_total"), 400) << metrics.body;
   EXPECT_NE(metrics.body.find("sluice_http_responses_total{code=\"413\"} 10\n"), std::string::npos) << metrics.body;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "http/server.hpp"
+#include "eventually.hpp"
 #include "http_client.hpp"
 
 using namespace std::chrono_literals;
@@ -165,15 +166,7 @@ TEST(http_server, connections_beyond_the_limit_are_closed_on_accept_and_served_a
   for (auto& c : idle) c->socket.close();
   idle.clear();
   // The server notices the closes on its I/O thread; a fresh connection is served once it has.
-  int status = 0;
-  for (int attempt = 0; attempt < 1000 && status != 200; ++attempt) {
-    try {
-      status = sluice::test::http_get(s.port(), "/echo/x").status;
-    } catch (const std::exception&) {
-      std::this_thread::sleep_for(10ms);
-    }
-  }
-  EXPECT_EQ(status, 200);
+  EXPECT_TRUE(sluice::test::eventually([&] { return sluice::test::http_status_or_zero(s.port(), "/echo/x") == 200; }));
 }
 
 TEST(http_server, a_thousand_idle_connections_do_not_keep_requests_from_being_served) {
