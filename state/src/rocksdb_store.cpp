@@ -354,6 +354,13 @@ class rocksdb_store final : public kv_store {
     });
   }
 
+  std::optional<std::uint64_t> approximate_bytes() override {
+    std::uint64_t sst = 0, memtables = 0;
+    db_->GetIntProperty(data_cf_, "rocksdb.live-sst-files-size", &sst);
+    db_->GetIntProperty(data_cf_, "rocksdb.cur-size-all-mem-tables", &memtables);
+    return sst + memtables;
+  }
+
   std::uint64_t approximate_count() override {
     serve();
     std::uint64_t estimate = 0;

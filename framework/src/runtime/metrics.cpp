@@ -173,6 +173,10 @@ constexpr std::pair<std::string_view, std::string_view> builtin_help[] = {
     {"sluice_state_block_cache_bytes",
      "RocksDB block cache in use by every store of the process, bytes (memtables are charged to it)."},
     {"sluice_state_memtable_bytes", "RocksDB memtables of every store of the process, bytes."},
+    {"sluice_state_store_entries",
+     "Entries of one store of one task (an estimate: RocksDB's plus pending writes), set after each commit."},
+    {"sluice_state_store_bytes",
+     "Bytes of one RocksDB store of one task: its live SST files and memtables, set after each commit."},
     {"sluice_state_memory_budget_bytes", "state.memory.budget.bytes: the bound of the block cache, bytes."},
     {"sluice_consumer_lag_records",
      "Records between the consumer position and the high watermark of a source partition this instance owns, "

@@ -11,6 +11,7 @@
 #include "runtime/error_classification.hpp"
 #include "runtime/sliced_wait.hpp"
 #include "sluice/error.hpp"
+#include "sluice/state/kv_backed_store.hpp"
 
 namespace sluice::runtime {
 
@@ -450,6 +451,21 @@ void stream_thread::update_lag() {
     services_.metrics->get_gauge("sluice_consumer_lag_records", lag_labels({p.topic, p.partition}))
         .set(std::max<std::int64_t>(0, *high - offset));
   }
+  // State sizes: each store's entries and (RocksDB) bytes, estimates from its own counters.
+  for (auto& [id, task] : tasks_->tasks()) {
+    if (!task->running()) continue;
+    for (auto& s : task->stores().all()) {
+      auto* storage = dynamic_cast<state::kv_store*>(s.store.get());
+      if (auto* backed = dynamic_cast<state::kv_backed_store*>(s.store.get())) storage = &backed->storage();
+      if (!storage) continue;
+      auto labels = "task=\"" + task->name() + "\",store=\"" + s.spec->name + "\"";
+      services_.metrics->get_gauge("sluice_state_store_entries", labels)
+          .set(static_cast<std::int64_t>(storage->approximate_count()));
+      if (auto bytes = storage->approximate_bytes())
+        services_.metrics->get_gauge("sluice_state_store_bytes", labels).set(static_cast<std::int64_t>(*bytes));
+      store_size_labels_.insert(std::move(labels));
+    }
+  }
 }
 
 std::unique_ptr<kafka::consumer> stream_thread::make_consumer() {
@@ -467,6 +483,12 @@ std::unique_ptr<kafka::consumer> stream_thread::make_consumer() {
 void stream_thread::retire_lag() {
   // A partition that left this instance is another's to report.
   for (const auto& p : assignment_) services_.metrics->retire_gauge("sluice_consumer_lag_records", lag_labels(p));
+  // The tasks' stores go with their partitions; the next owner reports them.
+  for (const auto& labels : store_size_labels_) {
+    services_.metrics->retire_gauge("sluice_state_store_entries", labels);
+    services_.metrics->retire_gauge("sluice_state_store_bytes", labels);
+  }
+  store_size_labels_.clear();
 }
 
 void stream_thread::release_held_records() {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -213,13 +214,16 @@ class stream_thread final : kafka::rebalance_listener {
   /// Offsets for a transaction that has none of its own, so the broker checks the group
   /// generation (fences a zombie): every running task's known offsets.
   std::vector<kafka::topic_partition_offset> fencing_offsets();
-  /// Sets the lag gauge of each assigned partition (after each commit).
+  /// Sets the lag gauge of each assigned partition and the size gauges of each running
+  /// task's stores (after each commit).
   void update_lag();
-  /// Hides the lag gauges of assignment_ (revoked, or the thread ends).
+  /// Hides the lag gauges of assignment_ and the size gauges of the tasks' stores (revoked,
+  /// or the thread ends).
   void retire_lag();
   std::unique_ptr<kafka::consumer> make_consumer();
 
   restore_metrics restore_metrics_;
+  std::set<std::string> store_size_labels_;  ///< labels of the store size gauges set (update_lag)
   histogram& commit_latency_;
   counter& retries_;
   counter& recoveries_;

@@ -271,6 +271,36 @@ TEST(embedded_app, a_key_of_a_processor_store_is_found_in_whichever_partition_ho
   app.close();
 }
 
+TEST(embedded_app, its_metrics_show_the_entries_and_bytes_of_each_store_of_each_task) {
+  // 60 distinct keys, each written once, over 2 partitions: the estimates are exact then.
+  const std::string in = unique("visits"), app_id = unique("store-sizes");
+  auto cfg = restartable_embedded_config(app_id);
+  sluice::topic_admin(cfg).create_topic(in, 2);
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>(in).process([] { return std::make_unique<keeps_under_its_own_key>(); },
+                                                 sluice::materialized{.name = "seen"});
+  sluice::app app(b.build(), cfg);
+  app.start();
+  sluice::topic_writer writer(cfg);
+  for (int i = 0; i < 60; ++i) writer.send<std::string, std::string>(in, "u" + std::to_string(i), "v");
+  writer.flush();
+  auto gauge = [&](const std::string& text, const std::string& name, int partition) {
+    const std::string series = name + "{task=\"0_" + std::to_string(partition) + "\",store=\"seen\"} ";
+    const auto at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size()));
+  };
+  std::string text;
+  EXPECT_TRUE(sluice::test::eventually([&] {
+    text = app.metrics().prometheus_text();
+    return gauge(text, "sluice_state_store_entries", 0) + gauge(text, "sluice_state_store_entries", 1) == 60.0;
+  })) << text;
+  for (int p : {0, 1}) {
+    EXPECT_GT(gauge(text, "sluice_state_store_entries", p), 0.0) << "partition " << p << "\n" << text;
+    EXPECT_GT(gauge(text, "sluice_state_store_bytes", p), 0.0) << "partition " << p << "\n" << text;
+  }
+  app.close();
+}
+
 TEST(embedded_app, its_metrics_show_the_memory_of_its_stores_and_its_allocator) {
   names t;
   auto cfg = job_config(unique("embedded-memory"));

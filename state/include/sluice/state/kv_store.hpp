@@ -250,6 +250,10 @@ class kv_store : public state_store {
   /// writes (overwrites and deletes make it inexact; expired entries count until compaction
   /// drops them). For the in-memory store, exact except for expired entries not yet read.
   virtual std::uint64_t approximate_count() = 0;
+  /// An estimate of the bytes the store's entries take where they live: for RocksDB, its
+  /// live SST files plus its memtables; nullopt for the in-memory store (its entries are in
+  /// the process's heap: sluice_allocator_in_use_bytes). Reads RocksDB's properties only.
+  virtual std::optional<std::uint64_t> approximate_bytes() { return std::nullopt; }
 
   /// Iterators created by this store and not destroyed yet.
   std::size_t open_iterators() const noexcept { return open_iterators_; }
