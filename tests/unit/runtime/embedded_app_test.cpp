@@ -69,6 +69,17 @@ sluice::config restartable_embedded_config(const std::string& app_id) {
   return c;
 }
 
+/// Clicks counted per key in `windows` ("clicks-per-minute"): every update to `updates`, the
+/// final count of each window (suppressed until it closes) to `finals`.
+sluice::topology windowed_clicks(const std::string& in, const std::string& updates, const std::string& finals,
+                                 sluice::time_windows windows) {
+  sluice::streams_builder b;
+  auto counts = b.stream<std::string, std::string>(in).group_by_key().windowed_by(windows).count("clicks-per-minute");
+  counts.to_stream().to(updates);
+  counts.suppress(sluice::until_window_closes()).to_stream().to(finals);
+  return b.build();
+}
+
 }  // namespace
 
 TEST(embedded_app, a_job_without_bootstrap_servers_stops_naming_the_key) {
@@ -398,14 +409,7 @@ TEST(embedded_app, a_suppression_buffer_comes_back_from_its_changelog_after_a_re
   // can only come from the changelog, and its final count from no record read twice.
   const std::string in = unique("clicks"), updates = unique("click-updates"), finals = unique("final-clicks");
   auto topology = [&] {
-    sluice::streams_builder b;
-    auto counts = b.stream<std::string, std::string>(in)
-                      .group_by_key()
-                      .windowed_by(sluice::time_windows::of_size_with_no_grace(1min))
-                      .count("clicks-per-minute");
-    counts.to_stream().to(updates);
-    counts.suppress(sluice::until_window_closes()).to_stream().to(finals);
-    return b.build();
+    return windowed_clicks(in, updates, finals, sluice::time_windows::of_size_with_no_grace(1min));
   };
   const std::string app_id = unique("suppress-restart");
   auto cfg = restartable_embedded_config(app_id);
@@ -507,14 +511,7 @@ TEST(embedded_app, a_window_that_closed_before_a_restart_stays_closed_and_its_fi
   // window whose final result the suppression would emit a second time.
   const std::string in = unique("clicks"), updates = unique("click-updates"), finals = unique("final-clicks");
   auto topology = [&] {
-    sluice::streams_builder b;
-    auto counts = b.stream<std::string, std::string>(in)
-                      .group_by_key()
-                      .windowed_by(sluice::time_windows::of_size_and_grace(1min, 30s))
-                      .count("clicks-per-minute");
-    counts.to_stream().to(updates);
-    counts.suppress(sluice::until_window_closes()).to_stream().to(finals);
-    return b.build();
+    return windowed_clicks(in, updates, finals, sluice::time_windows::of_size_and_grace(1min, 30s));
   };
   using key_serde = sluice::time_windowed_serde<sluice::default_serde<std::string>>;
   const std::string app_id = unique("closed-window-restart");
