@@ -256,9 +256,19 @@ class store_endpoints {
     explicit operator bool() const { return error.empty(); }
   };
 
+  /// The spec of key-value store `store`, or the refusal: 404 when the topology has no store
+  /// of the name, 400 when it is of another kind (a window, queue or ranked-index store),
+  /// which these paths cannot read.
   std::optional<response> find(const std::string& store, const detail::store_spec*& spec) {
     spec = detail::topology_access::find_store(topo_, store);
     if (!spec) return response::error(status::not_found, "no key-value store '" + store + "' in this topology");
+    if (spec->make_store)
+      return response::error(status::bad_request,
+                             "store '" + store +
+                                 "' is not a key-value store (a window, queue or ranked-index store): the /stores "
+                                 "paths read key-value stores and global tables only; read it in C++ with "
+                                 "app::queries().run<H> and its kind's handle, or through an endpoint the topology "
+                                 "adds (streams_builder::add_endpoint)");
     return std::nullopt;
   }
 
