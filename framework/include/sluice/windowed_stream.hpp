@@ -104,7 +104,9 @@ class ktime_windowed_stream {
     kstream<K, V> in(g_, node_, repartition_);
     in = in.repartitioned(store.name);
     auto& g = *g_;
-    g.add_store(detail::window_store_spec(detail::store_spec_for(store), {.retention = retention()}));
+    auto spec = detail::window_store_spec(detail::store_spec_for(store), {.retention = retention()});
+    spec.codec = detail::make_window_store_codec<K, A>(window_size().count(), false);
+    g.add_store(std::move(spec));
     auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
                       .kind = detail::node_kind::processor,
                       .stores = {store.name},
@@ -112,6 +114,14 @@ class ktime_windowed_stream {
                       .factory = factory<A>(store.name, std::move(initial), std::move(fold))});
     return ktable<windowed<K>, A>(g_, idx, store.name, windows_.grace(), std::nullopt,
                                   detail::table_store_kind::window);
+  }
+
+  /// A window's length: its end is its start + this.
+  std::chrono::milliseconds window_size() const {
+    if constexpr (std::is_same_v<W, sliding_windows>)
+      return windows_.time_difference();
+    else
+      return windows_.size();
   }
 
   std::chrono::milliseconds retention() const {
@@ -228,8 +238,10 @@ class ksession_windowed_stream {
     kstream<K, V> in(g_, node_, repartition_);
     in = in.repartitioned(store.name);
     auto& g = *g_;
-    g.add_store(detail::window_store_spec(detail::store_spec_for(store),
-                                          {.retention = windows_.inactivity_gap() + windows_.grace()}));
+    auto spec = detail::window_store_spec(detail::store_spec_for(store),
+                                          {.retention = windows_.inactivity_gap() + windows_.grace()});
+    spec.codec = detail::make_window_store_codec<K, A>(0, true);
+    g.add_store(std::move(spec));
     auto idx = g.add({.name = g.name("KSTREAM-AGGREGATE"),
                       .kind = detail::node_kind::processor,
                       .stores = {store.name},

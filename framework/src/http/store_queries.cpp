@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <variant>
 
 #include "http/client.hpp"
 #include "kafka/producer.hpp"
 #include "sluice/detail/store_codec.hpp"
+#include "sluice/state/big_endian.hpp"
+#include "sluice/state/window_store.hpp"
 
 namespace sluice::http {
 
@@ -73,39 +76,65 @@ class store_endpoints {
     return key_answer(k, k.partition, *value);
   }
 
-  /// A key of an untyped store (a processor's, added with add_state_store): its bytes need
-  /// not be the records' key (a processor keys its store as it likes, e.g. the throttle's
-  /// encoded keys), so the partition murmur2 of the bytes picks may not hold it. It is looked
-  /// up there first, then in this instance's other partitions, then (unless this request was
-  /// forwarded) by each other instance that owns partitions of the store, once, in its own:
-  /// as Kafka Streams' store.get(key) looks in every local store of the name.
+  /// A key of an untyped store (a processor's, added with add_state_store): see search_untyped.
   response untyped_key(const request& req, const resolved_key& k) {
+    auto found = search_untyped(
+        req, k,
+        [&](std::int32_t p) {
+          partition_lookup l;
+          std::optional<std::string> value;
+          l.outcome = stores_.run(
+              k.store, p, [&](state::kv_store& s) { value = s.get(k.bytes); }, std::chrono::seconds(5), &l.failure);
+          if (value) l.answer = key_answer(k, p, *value);
+          return l;
+        },
+        [](const response& r) { return r.status != static_cast<int>(status::not_found); });
+    if (found) return std::move(*found);
+    return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) + "' in store '" +
+                                                        k.store + "' (any partition)"));
+  }
+
+  /// What looking a key up in one partition found: the answer when the key is there.
+  struct partition_lookup {
+    store_access::outcome outcome = store_access::outcome::done;
+    std::string failure;
+    std::optional<response> answer;
+  };
+
+  /// Finds a key of an untyped store (a processor's, added with add_state_store). Its bytes
+  /// need not be the records' key (a processor keys its store as it likes, e.g. the
+  /// throttle's encoded keys), so the partition murmur2 of the bytes picks may not hold it.
+  /// `lookup` runs there first, then in this instance's other partitions; then (unless this
+  /// request was forwarded) each other instance that owns partitions of the store is asked
+  /// the same request once, and looks in its own; `found_remotely` tells whether its answer
+  /// found the key. As Kafka Streams' store.get(key) looks in every local store of the name.
+  /// The answer found, or a refusal; nullopt when no partition holds the key.
+  std::optional<response> search_untyped(const request& req, const resolved_key& k,
+                                         const std::function<partition_lookup(std::int32_t)>& lookup,
+                                         const std::function<bool(const response&)>& found_remotely) {
     const auto partitions = stores_.partitions(k.store);
     std::vector<std::int32_t> order{k.partition}, missing;
     for (std::int32_t p = 0; p < partitions; ++p)
       if (p != k.partition) order.push_back(p);
     for (auto p : order) {
-      std::optional<std::string> value;
-      std::string failure;
-      auto outcome = stores_.run(
-          k.store, p, [&](state::kv_store& s) { value = s.get(k.bytes); }, std::chrono::seconds(5), &failure);
-      if (outcome == store_access::outcome::not_local) {
+      auto l = lookup(p);
+      if (l.outcome == store_access::outcome::not_local) {
         missing.push_back(p);
         continue;
       }
-      if (outcome != store_access::outcome::done) return stamp(store_access::refusal(outcome, k.store, p, failure));
-      if (value) return key_answer(k, p, *value);
+      if (l.outcome != store_access::outcome::done)
+        return stamp(store_access::refusal(l.outcome, k.store, p, l.failure));
+      if (l.answer) return std::move(l.answer);
     }
     if (!missing.empty() && !req.header(forwarded_header)) {
       auto owners = owners_of(k.store, missing);
       if (auto* refusal = std::get_if<response>(&owners)) return stamp(std::move(*refusal));
       for (const auto& [owner, parts] : std::get<partitions_by_owner>(owners)) {
         auto r = forward_get(owner, std::string(req.target()), forwarding_->forward_headers(), std::chrono::seconds(3));
-        if (r.status != static_cast<int>(status::not_found)) return stamp(std::move(r));
+        if (found_remotely(r)) return stamp(std::move(r));
       }
     }
-    return stamp(response::error(status::not_found, "no key '" + std::string(req.path_param("key")) + "' in store '" +
-                                                        k.store + "' (any partition)"));
+    return std::nullopt;
   }
 
   /// The answer to a key found in `partition` with `value`.
@@ -175,7 +204,120 @@ class store_endpoints {
     return stamp(scan_answer(store, std::move(entries), *limit, missing));
   }
 
+  /// /stores/{store}/keys/{key}/windows?from=&to=: the windows of a key in a window store, as
+  /// Kafka Streams' ReadOnlyWindowStore.fetch(key, from, to) (windows starting in [from,
+  /// to]) and ReadOnlySessionStore.findSessions(key, from, to) (sessions ending at or after
+  /// `from` and starting at or before `to`). Both bounds are optional, in ms since the epoch.
+  response windows(const request& req) {
+    const auto store = std::string(req.path_param("store"));
+    const auto* spec = detail::topology_access::find_store(topo_, store);
+    if (!spec) return stamp(response::error(status::not_found, "no window store '" + store + "' in this topology"));
+    if (!spec->make_store)
+      return stamp(response::error(status::bad_request, "store '" + store + "' is a key-value " +
+                                                            (spec->global ? "store (a global table)" : "store") +
+                                                            ": read its keys with /stores/" + store + "/keys/{key}"));
+    response refusal;
+    auto from = time_query(req, "from", 0, refusal);
+    if (!from) return stamp(std::move(refusal));
+    auto to = time_query(req, "to", std::numeric_limits<std::int64_t>::max(), refusal);
+    if (!to) return stamp(std::move(refusal));
+    if (*from > *to)
+      return stamp(response::error(status::bad_request, "from " + std::to_string(*from) + " is after to " +
+                                                            std::to_string(*to) + ": give from <= to"));
+    auto key = key_bytes(spec, store, req.path_param("key"));
+    if (!key) return stamp(response::error(status::bad_request, key.error));
+    auto partition = stores_.partition_of(store, key.bytes);
+    if (!partition) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    const resolved_key k{store, spec, std::move(key.bytes), *partition, nullptr};
+    auto lookup = [&](std::int32_t p) {
+      partition_lookup l;
+      std::vector<state::window_entry> entries;
+      bool window_store = true;
+      l.outcome = stores_.run_binding(
+          store, p,
+          [&](const detail::store_binding& binding, detail::task_context&) {
+            auto* w = dynamic_cast<state::window_store*>(binding.store);
+            if (!w) {
+              window_store = false;
+              return;
+            }
+            // A session is stored under its end, so its end decides which are read.
+            w->fetch(k.bytes, *from,
+                     spec->codec && spec->codec->sessions ? std::numeric_limits<std::int64_t>::max() : *to, entries);
+          },
+          std::chrono::seconds(5), &l.failure);
+      if (l.outcome == store_access::outcome::done && !window_store)
+        l.answer =
+            stamp(response::error(status::bad_request, "store '" + store +
+                                                           "' is not a window store (a queue or ranked-index "
+                                                           "store): read it through an endpoint the topology adds "
+                                                           "(streams_builder::add_endpoint)"));
+      else if (l.outcome == store_access::outcome::done && (spec->codec || !entries.empty()))
+        l.answer = windows_answer(k, p, entries, *to);
+      return l;
+    };
+    if (spec->codec) {
+      auto l = lookup(k.partition);
+      if (l.outcome == store_access::outcome::not_local) return forward_or_refuse(req, store, k.partition);
+      if (l.outcome != store_access::outcome::done)
+        return stamp(store_access::refusal(l.outcome, store, k.partition, l.failure));
+      return std::move(*l.answer);
+    }
+    auto found = search_untyped(req, k, lookup, [](const response& r) {
+      if (r.status != static_cast<int>(status::ok)) return true;
+      auto j = nlohmann::json::parse(r.body, nullptr, false);
+      return j.is_discarded() || !j.contains("windows") || !j["windows"].empty();
+    });
+    if (found) return std::move(*found);
+    return windows_answer(k, std::nullopt, {}, *to);
+  }
+
  private:
+  /// A time in ms since the epoch from query parameter `name`: `fallback` when absent;
+  /// nullopt with `refusal` set when it is not a whole number.
+  static std::optional<std::int64_t> time_query(const request& req, std::string_view name, std::int64_t fallback,
+                                                response& refusal) {
+    auto text = req.query(name);
+    if (!text) return fallback;
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+    if (ec == std::errc{} && end == text->data() + text->size()) return v;
+    refusal = response::error(status::bad_request, std::string(name) + " '" + std::string(*text) +
+                                                       "' is not a time: give whole milliseconds since the epoch");
+    return std::nullopt;
+  }
+
+  /// The answer of a windows query: `entries` of key `k` found in `partition` (none: found in
+  /// no partition of an untyped store), each with its start, end (when the store's windows
+  /// are known: a DSL aggregation's) and value. Sessions ending at or after the query's from
+  /// were read; those starting after `to` are left out here.
+  response windows_answer(const resolved_key& k, std::optional<std::int32_t> partition,
+                          const std::vector<state::window_entry>& entries, std::int64_t to) const {
+    const auto* codec = k.spec->codec.get();
+    std::string body = "{\"store\": " + bytes_as_json(k.store) +
+                       ", \"partition\": " + (partition ? std::to_string(*partition) : std::string("null")) +
+                       ", \"key\": " + (codec ? codec->key_to_json(k.bytes) : bytes_as_json(k.bytes)) +
+                       ", \"windows\": [";
+    bool first = true;
+    for (const auto& e : entries) {
+      std::string start = std::to_string(e.start), end = "null";
+      if (codec && codec->sessions) {
+        if (e.value.size() < 8) continue;
+        const auto session_start = static_cast<std::int64_t>(state::read_u64(e.value));
+        if (session_start > to) continue;
+        end = start;
+        start = std::to_string(session_start);
+      } else if (codec && codec->window_size_ms > 0) {
+        end = std::to_string(e.start + codec->window_size_ms);
+      }
+      body += (first ? "" : ", ") + std::string("{\"start\": ") + start + ", \"end\": " + end +
+              ", \"value\": " + (codec ? codec->value_to_json(e.value) : bytes_as_json(e.value)) + "}";
+      first = false;
+    }
+    body += "]}";
+    return stamp(response::json(status::ok, std::move(body)));
+  }
+
   /// The answer of a range or prefix scan: the first `limit` of `entries` in key order.
   static response scan_answer(const std::string& store, std::vector<store_entry> entries, std::size_t limit,
                               const std::vector<std::int32_t>& missing) {
@@ -265,10 +407,12 @@ class store_endpoints {
     if (spec->make_store)
       return response::error(status::bad_request,
                              "store '" + store +
-                                 "' is not a key-value store (a window, queue or ranked-index store): the /stores "
-                                 "paths read key-value stores and global tables only; read it in C++ with "
-                                 "app::queries().run<H> and its kind's handle, or through an endpoint the topology "
-                                 "adds (streams_builder::add_endpoint)");
+                                 "' is not a key-value store (a window, queue or ranked-index store): read a window "
+                                 "store's windows with /stores/" +
+                                 store +
+                                 "/keys/{key}/windows; read the other kinds in C++ with app::queries().run<H> and "
+                                 "their kind's handle, or through an endpoint the topology adds "
+                                 "(streams_builder::add_endpoint)");
     return std::nullopt;
   }
 
@@ -406,6 +550,7 @@ void add_store_endpoints(router& routes, store_access& stores, const topology& t
   routes.add("/metadata", [e](const request&) { return e->metadata(); });
   routes.add("/metadata/stores/{store}/keys/{key}", [e](const request& r) { return e->key_metadata(r); });
   routes.add("/stores/{store}/keys/{key}", [e](const request& r) { return e->key(r); });
+  routes.add("/stores/{store}/keys/{key}/windows", [e](const request& r) { return e->windows(r); });
   routes.add("/stores/{store}/range", [e](const request& r) { return e->scan_all(r, store_endpoints::scan::range); });
   routes.add("/stores/{store}/prefix/{prefix}",
              [e](const request& r) { return e->scan_all(r, store_endpoints::scan::prefix); });

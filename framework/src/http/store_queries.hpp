@@ -1,7 +1,8 @@
 // store_queries: the HTTP endpoints of interactive queries of a running app's key-value
-// stores, over the app's store_access (runtime/app_queries.hpp): GET /stores/{store}/keys/{key},
-// /stores/{store}/range and /stores/{store}/prefix/{prefix} decode keys and values with the
-// store's serdes (detail::store_codec) into JSON; /metadata says which instance runs what.
+// and window stores, over the app's store_access (runtime/app_queries.hpp): GET
+// /stores/{store}/keys/{key}, /stores/{store}/range, /stores/{store}/prefix/{prefix} and
+// /stores/{store}/keys/{key}/windows decode keys and values with the store's serdes
+// (detail::store_codec) into JSON; /metadata says which instance runs what.
 // Global tables answer on the same paths from the instance asked (every instance holds each
 // table whole), never forwarded.
 //
@@ -50,9 +51,10 @@ class global_store_slot {
   stores stores_;
 };
 
-/// Adds /stores/{store}/keys/{key}, /stores/{store}/range, /stores/{store}/prefix/{prefix},
-/// /metadata and /metadata/stores/{store}/keys/{key}. Answers carry X-Sluice-Served-By; a key
-/// of a partition this instance does not run goes to its owner through `forwarding`. Global
+/// Adds /stores/{store}/keys/{key}, /stores/{store}/keys/{key}/windows,
+/// /stores/{store}/range, /stores/{store}/prefix/{prefix}, /metadata and
+/// /metadata/stores/{store}/keys/{key}. Answers carry X-Sluice-Served-By; a key of a
+/// partition this instance does not run goes to its owner through `forwarding`. Global
 /// tables are read from `globals`, here.
 void add_store_endpoints(router& routes, store_access& stores, const topology& topo,
                          std::shared_ptr<const owner_forwarding> forwarding, const global_store_slot& globals);

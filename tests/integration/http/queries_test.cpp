@@ -11,6 +11,7 @@
 
 #include "broker_env.hpp"
 #include "http_client.hpp"
+#include "own_key_processors.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
 #include "word_count/topology.hpp"
@@ -67,16 +68,6 @@ void wait_until_both_run(std::uint16_t port, const sluice::app& a, const sluice:
     std::this_thread::sleep_for(100ms);
   }
 }
-
-/// Keeps each record under a key of its own making, "seen:<key>", in an untyped store: its
-/// keys are not the records' keys, so murmur2 of a store key does not name its partition.
-struct keeps_under_its_own_key final : sluice::processor<std::string, std::string> {
-  void init(sluice::processor_context<std::string, std::string>& ctx) override {
-    seen_.emplace(ctx.store<std::string, std::string>("seen"));
-  }
-  void process(const sluice::record<std::string, std::string>& r) override { seen_->put("seen:" + r.key, r.value); }
-  std::optional<sluice::key_value_store<std::string, std::string>> seen_;
-};
 
 }  // namespace
 
@@ -300,8 +291,8 @@ TEST(http_queries, either_instance_finds_a_processor_store_key_in_whichever_part
   sluice::topic_admin(cfg_a).create_topic(in, 4);
   auto topology = [&] {
     sluice::streams_builder b;
-    b.stream<std::string, std::string>(in).process([] { return std::make_unique<keeps_under_its_own_key>(); },
-                                                   sluice::materialized{.name = "seen"});
+    b.stream<std::string, std::string>(in).process(
+        [] { return std::make_unique<sluice::test::keeps_under_its_own_key>(); }, sluice::materialized{.name = "seen"});
     return b.build();
   };
   sluice::app a(topology(), cfg_a), b(topology(), cfg_b);
@@ -329,6 +320,67 @@ TEST(http_queries, either_instance_finds_a_processor_store_key_in_whichever_part
   for (auto port : {port_a, port_b}) {
     auto missing = sluice::test::http_get(port, "/stores/seen/keys/seen:nobody");
     EXPECT_EQ(missing.status, 404) << "every partition, here and on the other instance, was asked: " << missing.body;
+  }
+  a.close();
+  b.close();
+}
+
+TEST(http_queries, either_instance_answers_the_windows_of_every_key_of_a_windowed_count_and_a_processor_window_store) {
+  SLUICE_REQUIRE_BROKER();
+  const auto in = sluice::test::unique_name("clicks-in"), app_id = sluice::test::unique_name("clicks");
+  const auto port_a = sluice::test::free_port(), port_b = sluice::test::free_port();
+  auto cfg_a = query_config(app_id, port_a), cfg_b = query_config(app_id, port_b);
+  cfg_a.set("instance.id", "a");
+  cfg_b.set("instance.id", "b");
+  sluice::topic_admin(cfg_a).create_topic(in, 4);
+  auto topology = [&] {
+    sluice::streams_builder b;
+    auto clicks = b.stream<std::string, std::string>(in);
+    clicks.group_by_key().windowed_by(sluice::time_windows::of_size_and_grace(1min, 1h)).count("clicks-per-minute");
+    clicks.process([] { return std::make_unique<sluice::test::windows_under_its_own_key>(); },
+                   sluice::window_store_materialized("seen-windows", {.retention = 24h}));
+    return b.build();
+  };
+  sluice::app a(topology(), cfg_a), b(topology(), cfg_b);
+  a.start();
+  b.start();
+  wait_until_both_run(port_a, a, b);
+  // Recent times (the broker deletes records older than its retention), on a minute.
+  const std::int64_t minute =
+      std::chrono::duration_cast<std::chrono::minutes>(std::chrono::system_clock::now().time_since_epoch() - 10min)
+          .count() *
+      60'000;
+  sluice::topic_writer writer(cfg_a);
+  constexpr int users = 20;
+  for (int i = 0; i < users; ++i)
+    for (std::int64_t at : {1'000, 5'000, 65'000})
+      writer.send<std::string, std::string>(in, "u" + std::to_string(i), "v" + std::to_string(at), minute + at);
+  writer.flush();
+  const auto windows = [](const std::string& body) { return nlohmann::json::parse(body)["windows"]; };
+  const nlohmann::json counts = {{{"start", minute}, {"end", minute + 60'000}, {"value", 2}},
+                                 {{"start", minute + 60'000}, {"end", minute + 120'000}, {"value", 1}}};
+  const nlohmann::json seen = {{{"start", minute}, {"end", nullptr}, {"value", "v5000"}},
+                               {{"start", minute + 60'000}, {"end", nullptr}, {"value", "v65000"}}};
+  std::set<std::string> served_by;
+  for (int i = 0; i < users; ++i)
+    for (auto port : {port_a, port_b})
+      for (const auto& [path, expected] : {std::pair{"/stores/clicks-per-minute/keys/u" + std::to_string(i), &counts},
+                                           std::pair{"/stores/seen-windows/keys/seen:u" + std::to_string(i), &seen}}) {
+        sluice::test::http_reply r;
+        for (int attempt = 0; attempt < 300; ++attempt) {  // until the records are processed and committed
+          r = sluice::test::http_get(port, path + "/windows");
+          if (r.status == 200 && windows(r.body) == *expected) break;
+          std::this_thread::sleep_for(100ms);
+        }
+        ASSERT_EQ(r.status, 200) << path << " from " << port << ": " << r.body;
+        EXPECT_EQ(windows(r.body), *expected) << path << " from " << port;
+        served_by.insert(r.header("X-Sluice-Served-By"));
+      }
+  EXPECT_EQ(served_by.size(), 2u) << "keys held by both instances were asked from both";
+  for (auto port : {port_a, port_b}) {
+    auto missing = sluice::test::http_get(port, "/stores/seen-windows/keys/seen:nobody/windows");
+    ASSERT_EQ(missing.status, 200) << missing.body;
+    EXPECT_EQ(nlohmann::json::parse(missing.body)["partition"], nullptr) << "asked everywhere: " << missing.body;
   }
   a.close();
   b.close();

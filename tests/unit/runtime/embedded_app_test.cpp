@@ -20,6 +20,7 @@
 #include "error_of.hpp"
 #include "eventually.hpp"
 #include "http_client.hpp"
+#include "own_key_processors.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
 
@@ -232,16 +233,6 @@ TEST(embedded_app, metadata_names_this_instance_the_owner_of_every_partition) {
   app.close();
 }
 
-/// Keeps each record under a key of its own making, "seen:<key>": a store whose keys are not
-/// the records' keys, so murmur2 of a store key does not name the partition holding it.
-struct keeps_under_its_own_key final : sluice::processor<std::string, std::string> {
-  void init(sluice::processor_context<std::string, std::string>& ctx) override {
-    seen_.emplace(ctx.store<std::string, std::string>("seen"));
-  }
-  void process(const sluice::record<std::string, std::string>& r) override { seen_->put("seen:" + r.key, r.value); }
-  std::optional<sluice::key_value_store<std::string, std::string>> seen_;
-};
-
 TEST(embedded_app, a_key_of_a_processor_store_is_found_in_whichever_partition_holds_it) {
   // A Processor API store carries no types: its keys need not be the partitioning key, so
   // /stores/{store}/keys/{key} looks in every partition, not only the one murmur2 of the
@@ -253,8 +244,8 @@ TEST(embedded_app, a_key_of_a_processor_store_is_found_in_whichever_partition_ho
   constexpr int partitions = 4;
   sluice::topic_admin(cfg).create_topic(in, partitions);
   sluice::streams_builder b;
-  b.stream<std::string, std::string>(in).process([] { return std::make_unique<keeps_under_its_own_key>(); },
-                                                 sluice::materialized{.name = "seen"});
+  b.stream<std::string, std::string>(in).process(
+      [] { return std::make_unique<sluice::test::keeps_under_its_own_key>(); }, sluice::materialized{.name = "seen"});
   sluice::app app(b.build(), cfg);
   app.start();
   sluice::topic_writer writer(cfg);
@@ -282,14 +273,102 @@ TEST(embedded_app, a_key_of_a_processor_store_is_found_in_whichever_partition_ho
   app.close();
 }
 
+TEST(embedded_app, the_windows_of_a_key_are_read_over_http_from_each_kind_of_window_store) {
+  const std::string in = unique("clicks"), app_id = unique("window-queries");
+  auto cfg = restartable_embedded_config(app_id);
+  const auto port = sluice::test::free_port();
+  cfg.set("application.server", "127.0.0.1:" + std::to_string(port));
+  sluice::topic_admin(cfg).create_topic(in, 2);
+  sluice::streams_builder b;
+  auto clicks = b.stream<std::string, std::string>(in);
+  // With an hour's grace, the windows of the first minute are still kept at 65 s.
+  clicks.group_by_key().windowed_by(sluice::time_windows::of_size_and_grace(1min, 1h)).count("clicks-per-minute");
+  clicks.group_by_key().windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(10s, 1h)).count("sessions");
+  clicks.group_by_key().count("click-totals");
+  clicks.process([] { return std::make_unique<sluice::test::windows_under_its_own_key>(); },
+                 sluice::window_store_materialized("seen-windows", {.retention = 24h}));
+  sluice::app app(b.build(), cfg);
+  app.start();
+  sluice::topic_writer writer(cfg);
+  // "a": two clicks in [0, 60 s) and one in [60 s, 120 s); sessions [1 s, 5 s] and [65 s, 65 s].
+  for (auto [key, ts] : std::vector<std::pair<std::string, std::int64_t>>{{"a", 1'000}, {"a", 5'000}, {"a", 65'000}})
+    writer.send<std::string, std::string>(in, key, "v" + std::to_string(ts), ts);
+  writer.flush();
+  const auto get = [&](const std::string& path) { return sluice::test::http_get(port, path); };
+  const auto windows_of = [](const sluice::test::http_reply& r) { return nlohmann::json::parse(r.body)["windows"]; };
+  sluice::test::http_reply r;
+  ASSERT_TRUE(sluice::test::eventually(
+      [&] {
+        r = get("/stores/clicks-per-minute/keys/a/windows");
+        return r.status == 200 && windows_of(r).size() == 2;
+      },
+      30s))
+      << r.status << " " << r.body;
+  const auto a_partition = sluice::kafka::murmur2_partition("a", 2);
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["key"], "a");
+  EXPECT_EQ(j["partition"], a_partition);
+  EXPECT_EQ(j["windows"], nlohmann::json::parse(R"([{"start": 0, "end": 60000, "value": 2},
+                                                      {"start": 60000, "end": 120000, "value": 1}])"))
+      << r.body;
+  // from and to bound the windows' starts, both inclusive, as Kafka Streams' fetch(key, from, to).
+  r = get("/stores/clicks-per-minute/keys/a/windows?from=60000");
+  EXPECT_EQ(windows_of(r), nlohmann::json::parse(R"([{"start": 60000, "end": 120000, "value": 1}])")) << r.body;
+  r = get("/stores/clicks-per-minute/keys/a/windows?from=0&to=59999");
+  EXPECT_EQ(windows_of(r), nlohmann::json::parse(R"([{"start": 0, "end": 60000, "value": 2}])")) << r.body;
+  r = get("/stores/clicks-per-minute/keys/nobody/windows");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(windows_of(r).empty()) << r.body;
+
+  // Sessions: those ending at or after from and starting at or before to (findSessions).
+  r = get("/stores/sessions/keys/a/windows");
+  EXPECT_EQ(windows_of(r), nlohmann::json::parse(R"([{"start": 1000, "end": 5000, "value": 2},
+                                                      {"start": 65000, "end": 65000, "value": 1}])"))
+      << r.body;
+  r = get("/stores/sessions/keys/a/windows?from=5000&to=64999");
+  EXPECT_EQ(windows_of(r), nlohmann::json::parse(R"([{"start": 1000, "end": 5000, "value": 2}])")) << r.body;
+  r = get("/stores/sessions/keys/a/windows?from=5001&to=64999");
+  EXPECT_TRUE(windows_of(r).empty()) << r.body;
+
+  // A Processor API window store: untyped (values as strings, ends unknown), and keyed as its
+  // processor likes, so every partition is looked in.
+  r = get("/stores/seen-windows/keys/seen:a/windows");
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["partition"], a_partition) << r.body;
+  EXPECT_EQ(j["windows"], nlohmann::json::parse(R"([{"start": 0, "end": null, "value": "v5000"},
+                                                      {"start": 60000, "end": null, "value": "v65000"}])"))
+      << r.body;
+  r = get("/stores/seen-windows/keys/seen:nobody/windows");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["partition"], nullptr) << r.body;
+  EXPECT_TRUE(windows_of(r).empty()) << r.body;
+
+  // Refusals name the way.
+  r = get("/stores/clicks-per-minute/keys/a");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("/stores/clicks-per-minute/keys/{key}/windows"), std::string::npos) << r.body;
+  r = get("/stores/click-totals/keys/a/windows");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("/stores/click-totals/keys/{key}"), std::string::npos) << r.body;
+  EXPECT_EQ(get("/stores/no-such-store/keys/a/windows").status, 404);
+  r = get("/stores/clicks-per-minute/keys/a/windows?from=yesterday");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("from 'yesterday' is not a time"), std::string::npos) << r.body;
+  r = get("/stores/clicks-per-minute/keys/a/windows?from=2&to=1");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("from 2 is after to 1"), std::string::npos) << r.body;
+  app.close();
+}
+
 TEST(embedded_app, its_metrics_show_the_entries_and_bytes_of_each_store_of_each_task) {
   // 60 distinct keys, each written once, over 2 partitions: the estimates are exact then.
   const std::string in = unique("visits"), app_id = unique("store-sizes");
   auto cfg = restartable_embedded_config(app_id);
   sluice::topic_admin(cfg).create_topic(in, 2);
   sluice::streams_builder b;
-  b.stream<std::string, std::string>(in).process([] { return std::make_unique<keeps_under_its_own_key>(); },
-                                                 sluice::materialized{.name = "seen"});
+  b.stream<std::string, std::string>(in).process(
+      [] { return std::make_unique<sluice::test::keeps_under_its_own_key>(); }, sluice::materialized{.name = "seen"});
   sluice::app app(b.build(), cfg);
   app.start();
   sluice::topic_writer writer(cfg);

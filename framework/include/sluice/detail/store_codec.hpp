@@ -26,6 +26,13 @@ struct store_codec {
   /// A stored key / value as JSON text. Throws sluice::serde_error when the bytes do not decode.
   std::string (*key_to_json)(std::string_view) = nullptr;
   std::string (*value_to_json)(std::string_view) = nullptr;
+  /// Window stores of the DSL's windowed aggregations (/stores/{store}/keys/{key}/windows):
+  /// their windows' size, so a window starting at s ends at s + size (0: not a time-window
+  /// store). Values are 8 bytes (the last update's timestamp) and the aggregate.
+  std::int64_t window_size_ms = 0;
+  /// A session store: each entry's window start is the session's end, and its value is 8
+  /// bytes of the session's start and the aggregate.
+  bool sessions = false;
 };
 
 template <class T>
@@ -108,6 +115,16 @@ std::shared_ptr<const store_codec> make_store_codec() {
 template <class K, class V>
 std::shared_ptr<const store_codec> make_timestamped_store_codec() {
   return make_store_codec<K, V, default_state_serde<K>, timestamp_skipping_serde<default_state_serde<V>>>();
+}
+
+/// The codec of a windowed aggregation's store of K and A (time windows of `window_size_ms`,
+/// or sessions): keys and aggregates as make_timestamped_store_codec shows them.
+template <class K, class A>
+std::shared_ptr<const store_codec> make_window_store_codec(std::int64_t window_size_ms, bool sessions) {
+  auto c = std::make_shared<store_codec>(*make_timestamped_store_codec<K, A>());
+  c->window_size_ms = window_size_ms;
+  c->sessions = sessions;
+  return c;
 }
 
 // The codecs of the commonest stores (string keys; string or 64-bit integer values) are
