@@ -23,6 +23,9 @@ namespace {
 /// How often the process gives its allocator's free memory back (runtime/allocator.hpp).
 constexpr auto allocator_release_interval = 10s;
 
+/// How often the lag and store size gauges are set (a scrape interval is seconds at least).
+constexpr auto partition_gauges_interval = 1s;
+
 /// A partition's lag gauge is labelled by the partition alone: whichever thread owns it.
 std::string lag_labels(const kafka::topic_partition& p) {
   return "topic=\"" + p.topic + "\",partition=\"" + std::to_string(p.partition) + "\"";
@@ -167,7 +170,7 @@ void stream_thread::run() {
     }
     close_tasks(committed ? close_mode::clean : close_mode::dirty);
     consumer_->close();
-    retire_lag();
+    retire_partition_gauges();
     queries_.close();
     set_state(thread_state::dead);
   } catch (const std::exception& e) {
@@ -185,7 +188,7 @@ void stream_thread::run() {
       if (collector_) collector_->abort_transaction();
       close_tasks(close_mode::dirty);
       if (consumer_) consumer_->close();
-      retire_lag();
+      retire_partition_gauges();
     } catch (const std::exception& inner) {
       spdlog::warn("stream thread {}: cleanup after failure also failed: {}", settings_.index, inner.what());
     }
@@ -276,6 +279,8 @@ void stream_thread::loop_once() {
               t.second->stores().commit_due(settings_.checkpoint_tail_fraction, settings_.early_commit_min_records));
     });
     if (due || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
+    // Not at each commit: at-least-once commits every 30 s by default, exactly-once ten times a second.
+    if (clock_type::now() - partition_gauges_set_ >= partition_gauges_interval) update_partition_gauges();
     // The prefetch queues' and the producer's bursts leave freed memory mapped; give it back.
     allocator::release_free_memory_every(allocator_release_interval);
   } catch (const std::exception& e) {
@@ -303,7 +308,7 @@ void stream_thread::on_revoked(const std::vector<kafka::topic_partition>& parts)
                  e.what());
     drop_uncommitted(producer_after_abort::recreate);
   }
-  retire_lag();
+  retire_partition_gauges();
   assignment_.clear();
 }
 
@@ -318,7 +323,7 @@ void stream_thread::on_lost(const std::vector<kafka::topic_partition>& parts) {
       settings_.index, parts_text(parts));
   enter_rebalance();
   drop_uncommitted(producer_after_abort::recreate);
-  retire_lag();
+  retire_partition_gauges();
   assignment_.clear();
 }
 
@@ -380,7 +385,6 @@ void stream_thread::commit_all() {
   }
   if (queries_.pending()) queries_.serve(tasks_->tasks());  // right after the commit: committed state only
   collector_->reset_changelog_offsets();
-  update_lag();
   bool interval_passed = clock_type::now() - last_checkpoint_ >= settings_.checkpoint_interval;
   if (interval_passed) last_checkpoint_ = clock_type::now();
   for (auto& [id, task] : tasks)
@@ -436,7 +440,8 @@ void stream_thread::drop_uncommitted(producer_after_abort after) {
     collector_->recreate();
 }
 
-void stream_thread::update_lag() {
+void stream_thread::update_partition_gauges() {
+  partition_gauges_set_ = clock_type::now();
   // Lag of each assigned partition = the broker's high watermark minus our position; cached
   // watermarks (the last fetch response's), so no broker round trip.
   for (const auto& p : consumer_->position(assignment_)) {
@@ -480,7 +485,7 @@ std::unique_ptr<kafka::consumer> stream_thread::make_consumer() {
   return c;
 }
 
-void stream_thread::retire_lag() {
+void stream_thread::retire_partition_gauges() {
   // A partition that left this instance is another's to report.
   for (const auto& p : assignment_) services_.metrics->retire_gauge("sluice_consumer_lag_records", lag_labels(p));
   // The tasks' stores go with their partitions; the next owner reports them.
@@ -642,7 +647,7 @@ void stream_thread::recover_from_failure() {
     // group.instance.id and resumes from the committed offsets of what it is assigned.
     // Its revocation (inside close) finds no task left to commit; the task manager,
     // which pauses and resumes through the consumer, is recreated with it.
-    retire_lag();
+    retire_partition_gauges();
     assignment_.clear();
     consumer_->close();
     tasks_.reset();

@@ -188,6 +188,7 @@ class stream_thread final : kafka::rebalance_listener {
   std::vector<kafka::message> batch_;
   fetch_changes fetch_changes_;  // reused: filled by the tasks' partition groups
   std::chrono::steady_clock::time_point last_commit_, last_checkpoint_;
+  std::chrono::steady_clock::time_point partition_gauges_set_;  ///< last update_partition_gauges()
   query_inbox queries_;
   std::atomic<bool> stop_{false};
   /// Asked by the waits that may last long on the coordinator (the producer's init, the
@@ -215,15 +216,15 @@ class stream_thread final : kafka::rebalance_listener {
   /// generation (fences a zombie): every running task's known offsets.
   std::vector<kafka::topic_partition_offset> fencing_offsets();
   /// Sets the lag gauge of each assigned partition and the size gauges of each running
-  /// task's stores (after each commit).
-  void update_lag();
+  /// task's stores (every partition_gauges_interval).
+  void update_partition_gauges();
   /// Hides the lag gauges of assignment_ and the size gauges of the tasks' stores (revoked,
   /// or the thread ends).
-  void retire_lag();
+  void retire_partition_gauges();
   std::unique_ptr<kafka::consumer> make_consumer();
 
   restore_metrics restore_metrics_;
-  std::set<std::string> store_size_labels_;  ///< labels of the store size gauges set (update_lag)
+  std::set<std::string> store_size_labels_;  ///< labels of the store size gauges set (update_partition_gauges)
   histogram& commit_latency_;
   counter& retries_;
   counter& recoveries_;

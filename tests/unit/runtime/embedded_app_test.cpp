@@ -361,10 +361,13 @@ TEST(embedded_app, the_windows_of_a_key_are_read_over_http_from_each_kind_of_win
   app.close();
 }
 
-TEST(embedded_app, its_metrics_show_the_entries_and_bytes_of_each_store_of_each_task) {
+TEST(embedded_app, its_metrics_show_the_entries_and_bytes_of_each_store_of_each_task_and_the_lag_without_a_commit) {
   // 60 distinct keys, each written once, over 2 partitions: the estimates are exact then.
   const std::string in = unique("visits"), app_id = unique("store-sizes");
   auto cfg = restartable_embedded_config(app_id);
+  // No commit during the test: the gauges are set every second, not at commits (at-least-once
+  // commits every 30 s by default; a fresh instance showed no size or lag until then).
+  cfg.set("commit.interval.ms", "3600000");
   sluice::topic_admin(cfg).create_topic(in, 2);
   sluice::streams_builder b;
   b.stream<std::string, std::string>(in).process(
@@ -387,6 +390,15 @@ TEST(embedded_app, its_metrics_show_the_entries_and_bytes_of_each_store_of_each_
   for (int p : {0, 1}) {
     EXPECT_GT(gauge(text, "sluice_state_store_entries", p), 0.0) << "partition " << p << "\n" << text;
     EXPECT_GT(gauge(text, "sluice_state_store_bytes", p), 0.0) << "partition " << p << "\n" << text;
+    const std::string lag =
+        "sluice_consumer_lag_records{topic=\"" + in + "\",partition=\"" + std::to_string(p) + "\"} ";
+    EXPECT_TRUE(sluice::test::eventually([&] {
+      text = app.metrics().prometheus_text();
+      const auto at = text.find(lag);
+      return at != std::string::npos && std::stod(text.substr(at + lag.size())) == 0.0;
+    })) << lag
+        << "\n"
+        << text;
   }
   app.close();
 }
