@@ -31,6 +31,17 @@ sluice::config query_config(const std::string& app_id, std::uint16_t port) {
   return c;
 }
 
+/// Two instances of app `app_id`, "a" and "b", each with its own HTTP port.
+struct instance_pair {
+  std::uint16_t port_a = sluice::test::free_port(), port_b = sluice::test::free_port();
+  sluice::config cfg_a, cfg_b;
+  explicit instance_pair(const std::string& app_id)
+      : cfg_a(query_config(app_id, port_a)), cfg_b(query_config(app_id, port_b)) {
+    cfg_a.set("instance.id", "a");
+    cfg_b.set("instance.id", "b");
+  }
+};
+
 /// 2,000 distinct words w0000..w1999, word i counted i % 7 + 1 times.
 std::map<std::string, std::int64_t> feed_words(const sluice::config& cfg, const std::string& topic) {
   std::map<std::string, std::int64_t> expected;
@@ -284,10 +295,8 @@ TEST(http_queries, a_topology_endpoint_reads_a_store_through_the_extension_api) 
 TEST(http_queries, either_instance_finds_a_processor_store_key_in_whichever_partition_and_instance_holds_it) {
   SLUICE_REQUIRE_BROKER();
   const auto in = sluice::test::unique_name("seen-in"), app_id = sluice::test::unique_name("seen");
-  const auto port_a = sluice::test::free_port(), port_b = sluice::test::free_port();
-  auto cfg_a = query_config(app_id, port_a), cfg_b = query_config(app_id, port_b);
-  cfg_a.set("instance.id", "a");
-  cfg_b.set("instance.id", "b");
+  instance_pair pair(app_id);
+  auto& [port_a, port_b, cfg_a, cfg_b] = pair;
   sluice::topic_admin(cfg_a).create_topic(in, 4);
   auto topology = [&] {
     sluice::streams_builder b;
@@ -328,10 +337,8 @@ TEST(http_queries, either_instance_finds_a_processor_store_key_in_whichever_part
 TEST(http_queries, either_instance_answers_the_windows_of_every_key_of_a_windowed_count_and_a_processor_window_store) {
   SLUICE_REQUIRE_BROKER();
   const auto in = sluice::test::unique_name("clicks-in"), app_id = sluice::test::unique_name("clicks");
-  const auto port_a = sluice::test::free_port(), port_b = sluice::test::free_port();
-  auto cfg_a = query_config(app_id, port_a), cfg_b = query_config(app_id, port_b);
-  cfg_a.set("instance.id", "a");
-  cfg_b.set("instance.id", "b");
+  instance_pair pair(app_id);
+  auto& [port_a, port_b, cfg_a, cfg_b] = pair;
   sluice::topic_admin(cfg_a).create_topic(in, 4);
   auto topology = [&] {
     sluice::streams_builder b;
@@ -389,11 +396,8 @@ TEST(http_queries, either_instance_answers_the_windows_of_every_key_of_a_windowe
 TEST(http_queries, two_instances_answer_every_key_from_either_and_one_answers_all_after_the_other_stops) {
   SLUICE_REQUIRE_BROKER();
   auto in = sluice::test::unique_name("q-in"), out = sluice::test::unique_name("q-out");
-  const auto port_a = sluice::test::free_port(), port_b = sluice::test::free_port();
-  auto app_id = sluice::test::unique_name("q");
-  auto cfg_a = query_config(app_id, port_a), cfg_b = query_config(app_id, port_b);
-  cfg_a.set("instance.id", "a");
-  cfg_b.set("instance.id", "b");
+  instance_pair pair(sluice::test::unique_name("q"));
+  auto& [port_a, port_b, cfg_a, cfg_b] = pair;
   for (auto* c : {&cfg_a, &cfg_b}) c->set("consumer.session.timeout.ms", "6000");  // B takes over soon after A stops
   sluice::topic_admin admin(cfg_a);
   admin.create_topic(in, 4);

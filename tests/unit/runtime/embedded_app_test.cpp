@@ -345,19 +345,16 @@ TEST(embedded_app, the_windows_of_a_key_are_read_over_http_from_each_kind_of_win
   EXPECT_TRUE(windows_of(r).empty()) << r.body;
 
   // Refusals name the way.
-  r = get("/stores/clicks-per-minute/keys/a");
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.body.find("/stores/clicks-per-minute/keys/{key}/windows"), std::string::npos) << r.body;
-  r = get("/stores/click-totals/keys/a/windows");
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.body.find("/stores/click-totals/keys/{key}"), std::string::npos) << r.body;
-  EXPECT_EQ(get("/stores/no-such-store/keys/a/windows").status, 404);
-  r = get("/stores/clicks-per-minute/keys/a/windows?from=yesterday");
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.body.find("from 'yesterday' is not a time"), std::string::npos) << r.body;
-  r = get("/stores/clicks-per-minute/keys/a/windows?from=2&to=1");
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.body.find("from 2 is after to 1"), std::string::npos) << r.body;
+  const auto expect_refused = [&](const std::string& path, int status, const std::string& naming) {
+    const auto refusal = get(path);
+    EXPECT_EQ(refusal.status, status) << path << ": " << refusal.body;
+    EXPECT_NE(refusal.body.find(naming), std::string::npos) << path << ": " << refusal.body;
+  };
+  expect_refused("/stores/clicks-per-minute/keys/a", 400, "/stores/clicks-per-minute/keys/{key}/windows");
+  expect_refused("/stores/click-totals/keys/a/windows", 400, "/stores/click-totals/keys/{key}");
+  expect_refused("/stores/no-such-store/keys/a/windows", 404, "no window store 'no-such-store'");
+  expect_refused("/stores/clicks-per-minute/keys/a/windows?from=yesterday", 400, "from 'yesterday' is not a time");
+  expect_refused("/stores/clicks-per-minute/keys/a/windows?from=2&to=1", 400, "from 2 is after to 1");
   app.close();
 }
 
