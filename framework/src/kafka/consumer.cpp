@@ -67,7 +67,7 @@ consumer::consumer(const config_map& config, statistics_callback on_statistics)
   rk_ = new_handle(RD_KAFKA_CONSUMER, std::move(conf));
   name_ = rd_kafka_name(rk_.get());
   // Route the main queue (errors, rebalances) through consumer_poll.
-  throw_if(rd_kafka_poll_set_consumer(rk_.get()), "poll_set_consumer");
+  throw_if_failed(rd_kafka_poll_set_consumer(rk_.get()), "poll_set_consumer");
   wake_queue_.reset(rd_kafka_queue_get_consumer(rk_.get()));
   if (const auto* bootstrap = find(effective, "bootstrap.servers"); bootstrap && has_group_) {
     mock_ = find_mock_cluster(*bootstrap);
@@ -208,6 +208,12 @@ void consumer::on_error_c(rd_kafka_t*, int err, const char* reason, void* opaque
   } catch (...) {}
 }
 
+void consumer::throw_if_failed(rd_kafka_resp_err_t code, std::string_view what) const {
+  if (code == RD_KAFKA_RESP_ERR__FATAL)
+    throw make_fatal_error(rk_.get(), "consumer " + name_ + ": " + std::string(what));
+  throw_if(code, what);
+}
+
 void consumer::rethrow_pending() {
   if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
   if (fatal_) throw make_fatal_error(rk_.get(), "consumer " + name_);
@@ -316,7 +322,7 @@ bool consumer::poll_lent(std::size_t max, std::chrono::milliseconds timeout,
     const auto more = rd_kafka_consume_batch_queue(wake_queue_.get(), 0, lent_raw_.data() + 1, lent_raw_.size() - 1);
     if (more > 0) got += more;
   }
-  if (got < 0) throw_if(rd_kafka_last_error(), "consume_batch_queue");
+  if (got < 0) throw_if_failed(rd_kafka_last_error(), "consume_batch_queue");
   const auto n = static_cast<std::size_t>(std::max<ssize_t>(got, 0));
   // Every message handed out is destroyed when this returns, whatever throws first.
   struct destroy_on_return {
@@ -360,17 +366,17 @@ void consumer::subscribe(const std::vector<std::string>& topics, rebalance_liste
   listener_ = listener;
   partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(topics.size())));
   for (const auto& t : topics) rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
-  throw_if(rd_kafka_subscribe(rk_.get(), list.get()), "subscribe");
+  throw_if_failed(rd_kafka_subscribe(rk_.get(), list.get()), "subscribe");
 }
 
-void consumer::unsubscribe() { throw_if(rd_kafka_unsubscribe(rk_.get()), "unsubscribe"); }
+void consumer::unsubscribe() { throw_if_failed(rd_kafka_unsubscribe(rk_.get()), "unsubscribe"); }
 
 void consumer::assign(const std::vector<topic_partition_offset>& parts) {
   auto list = to_list(parts);
-  throw_if(rd_kafka_assign(rk_.get(), list.get()), "assign");
+  throw_if_failed(rd_kafka_assign(rk_.get(), list.get()), "assign");
 }
 
-void consumer::unassign() { throw_if(rd_kafka_assign(rk_.get(), nullptr), "unassign"); }
+void consumer::unassign() { throw_if_failed(rd_kafka_assign(rk_.get(), nullptr), "unassign"); }
 
 void consumer::assign_more(const std::vector<topic_partition_offset>& parts) {
   if (parts.empty()) return;
@@ -402,7 +408,7 @@ bool consumer::learn_leaders(const std::vector<std::string>& topics, std::chrono
 
 std::vector<topic_partition> consumer::assignment() const {
   rd_kafka_topic_partition_list_t* raw = nullptr;
-  throw_if(rd_kafka_assignment(rk_.get(), &raw), "assignment");
+  throw_if_failed(rd_kafka_assignment(rk_.get(), &raw), "assignment");
   partition_list_ptr list(raw);
   return partitions_of(list.get());
 }
@@ -419,7 +425,7 @@ void consumer::pause(const std::vector<topic_partition>& parts) {
   for (int i = 0; i < list->cnt; ++i)
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR || list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
       paused_.erase(topic_partition{list->elems[i].topic, list->elems[i].partition});
-  throw_if(err, "pause");
+  throw_if_failed(err, "pause");
   throw_on_partition_error(list.get(), "pause");
 }
 
@@ -438,7 +444,7 @@ void consumer::resume(const std::vector<topic_partition>& parts) {
   }
   if (last.empty()) return;
   auto list = to_list(last);
-  throw_if(rd_kafka_resume_partitions(rk_.get(), list.get()), "resume");
+  throw_if_failed(rd_kafka_resume_partitions(rk_.get(), list.get()), "resume");
   throw_on_partition_error(list.get(), "resume");
 }
 
@@ -507,7 +513,7 @@ void consumer::commit(const std::vector<topic_partition_offset>& offsets) {
   require_group("commit");
   if (offsets.empty()) return;
   auto list = to_list(offsets);
-  throw_if(rd_kafka_commit(rk_.get(), list.get(), 0), "commit");
+  throw_if_failed(rd_kafka_commit(rk_.get(), list.get(), 0), "commit");
   throw_on_partition_error(list.get(), "commit");
 }
 
@@ -515,14 +521,14 @@ std::vector<topic_partition_offset> consumer::committed(const std::vector<topic_
                                                         std::chrono::milliseconds timeout) const {
   require_group("committed");
   auto list = to_list(parts);
-  throw_if(rd_kafka_committed(rk_.get(), list.get(), static_cast<int>(timeout.count())), "committed");
+  throw_if_failed(rd_kafka_committed(rk_.get(), list.get(), static_cast<int>(timeout.count())), "committed");
   throw_on_partition_error(list.get(), "committed");
   return offsets_of(list.get());
 }
 
 std::vector<topic_partition_offset> consumer::position(const std::vector<topic_partition>& parts) const {
   auto list = to_list(parts);
-  throw_if(rd_kafka_position(rk_.get(), list.get()), "position");
+  throw_if_failed(rd_kafka_position(rk_.get(), list.get()), "position");
   return offsets_of(list.get());
 }
 
@@ -530,9 +536,9 @@ std::pair<std::int64_t, std::int64_t> consumer::watermarks(const std::string& to
                                                            std::chrono::milliseconds timeout) const {
   std::int64_t low = -1;
   std::int64_t high = -1;
-  throw_if(rd_kafka_query_watermark_offsets(rk_.get(), topic.c_str(), partition, &low, &high,
-                                            static_cast<int>(timeout.count())),
-           "watermarks of " + topic + "[" + std::to_string(partition) + "]");
+  throw_if_failed(rd_kafka_query_watermark_offsets(rk_.get(), topic.c_str(), partition, &low, &high,
+                                                   static_cast<int>(timeout.count())),
+                  "watermarks of " + topic + "[" + std::to_string(partition) + "]");
   return {low, high};
 }
 
@@ -547,7 +553,7 @@ std::vector<std::pair<std::int64_t, std::int64_t>> consumer::watermarks(const st
     query.reserve(parts.size());
     for (const auto& tp : parts) query.push_back({tp.topic, tp.partition, which});
     auto list = to_list(query);
-    throw_if(rd_kafka_offsets_for_times(rk_.get(), list.get(), static_cast<int>(timeout.count())), "watermarks");
+    throw_if_failed(rd_kafka_offsets_for_times(rk_.get(), list.get(), static_cast<int>(timeout.count())), "watermarks");
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const auto* e = rd_kafka_topic_partition_list_find(list.get(), parts[i].topic.c_str(), parts[i].partition);
       const auto where = "watermarks of " + parts[i].topic + "[" + std::to_string(parts[i].partition) + "]";

@@ -183,6 +183,10 @@ class consumer {
   static int on_statistics_c(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts);
   void rethrow_pending();
+  /// Throws for a failed call: _FATAL (the consumer is in a fatal state, e.g. fenced by the
+  /// coordinator after an outage) as the fatal error itself (make_fatal_error: its code,
+  /// FENCED_INSTANCE_ID, and reason), so that callers can tell what to do; others as they are.
+  void throw_if_failed(rd_kafka_resp_err_t code, std::string_view what) const;
   /// Handles an error message; returns normally if consumption may continue.
   void handle_error_message(const rd_kafka_message_t& m);
   rd_kafka_message_t* next(int timeout_ms);

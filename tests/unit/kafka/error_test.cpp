@@ -193,6 +193,38 @@ TEST(kafka_error, a_consumers_fatal_error_is_thrown_before_the_records_fetched_a
   }
 }
 
+// A consumer the coordinator fenced (FENCED_INSTANCE_ID, as after a long outage under static
+// membership) answers a commit with _FATAL. The commit throws the fencing itself, which a
+// stream thread rides out by recreating its consumer; as a bare _FATAL it stopped the job.
+TEST(kafka_error, a_commit_of_a_fenced_consumer_throws_the_fencing) {
+  mock_cluster cluster;
+  cluster.create_topic("fenced-commit", 1);
+  test::write_numbered(cluster.bootstrap_servers(), "fenced-commit", 0, 10);
+  consumer c(config_map{{"bootstrap.servers", cluster.bootstrap_servers()},
+                        {"group.id", "fenced-commit"},
+                        {"group.instance.id", "fenced-commit-0"},
+                        {"heartbeat.interval.ms", "100"},
+                        {"auto.offset.reset", "earliest"}});
+  c.subscribe({"fenced-commit"});
+  std::vector<message> batch;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {}
+  ASSERT_EQ(batch.size(), 1u);
+  rd_kafka_mock_push_request_errors(cluster.native(), 12 /* Heartbeat */, 1, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+  while (rd_kafka_fatal_error(c.native(), nullptr, 0) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(rd_kafka_fatal_error(c.native(), nullptr, 0), RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+  try {
+    c.commit({{"fenced-commit", 0, 1}});
+    FAIL() << "a fenced consumer's commit did not throw";
+  } catch (const sluice::error& e) {
+    EXPECT_EQ(e.code(), errc::kafka_fatal) << e.what();
+    EXPECT_EQ(e.kafka().code, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID) << e.what();
+    EXPECT_TRUE(e.kafka().fatal) << e.what();
+  }
+}
+
 // An abortable transaction error keeps txn_requires_abort and maps to transaction_aborted.
 TEST(kafka_error, abortable_transaction_error_keeps_flag) {
   mock_cluster cluster;
