@@ -249,6 +249,7 @@ void changelog_reader::begin_restore_if_idle() {
   if (in_restore_) return;
   in_restore_ = true;
   started_ = clock_type::now();
+  last_log_ = started_;  // the first progress line one interval in: a short restore logs none
   restore_total_ = retired_done_ = 0;
   restore_records_ = 0;
 }
