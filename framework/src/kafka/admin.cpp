@@ -160,6 +160,12 @@ void admin::delete_topics(const std::vector<std::string>& topics, std::chrono::m
   throw_first_failure({results, n}, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "delete topic");
 }
 
+void admin::reach(std::chrono::milliseconds timeout) {
+  const rd_kafka_metadata_t* raw = nullptr;
+  throw_if(rd_kafka_metadata(rk_.get(), 0, nullptr, &raw, static_cast<int>(timeout.count())), "metadata");
+  metadata_ptr md(const_cast<rd_kafka_metadata_t*>(raw));
+}
+
 std::optional<int> admin::partition_count(const std::string& topic, std::chrono::milliseconds timeout) {
   // The mock creates any topic a metadata request names; only ask about ours.
   if (mock_ && !mock_->topic_configs(topic)) return std::nullopt;

@@ -42,6 +42,9 @@ class admin {
   void create_topics(const std::vector<new_topic>& topics, std::chrono::milliseconds timeout);
   /// Deletes the topics; one that does not exist is not an error.
   void delete_topics(const std::vector<std::string>& topics, std::chrono::milliseconds timeout);
+  /// Asks the cluster for its brokers (a metadata request naming no topic); throws the
+  /// client's error (_TRANSPORT, _TIMED_OUT) when no broker answers within `timeout`.
+  void reach(std::chrono::milliseconds timeout);
   /// The partition count from metadata, or nullopt when the topic does not exist.
   std::optional<int> partition_count(const std::string& topic, std::chrono::milliseconds timeout);
   /// Every config entry of the topic (name → value), defaults included.

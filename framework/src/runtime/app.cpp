@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "http/instance_server.hpp"
 #include "runtime/allocator.hpp"
@@ -19,6 +20,7 @@
 #include "kafka/config.hpp"
 #include "kafka/mock_cluster.hpp"
 #include "runtime/config_checks.hpp"
+#include "runtime/error_classification.hpp"
 #include "runtime/global_tables.hpp"
 #include "runtime/partition_counts.hpp"
 #include "runtime/stream_thread.hpp"
@@ -57,6 +59,8 @@ struct app::impl {
   std::unique_ptr<runtime::app_queries> queries;  ///< made with the app; attached to the threads by start()
   std::unique_ptr<http::instance_server> http;
   std::string bootstrap;
+  /// Set by run(): whether SIGTERM or SIGINT came while start() waits for the cluster.
+  std::function<bool()> stop_requested_at_start;
   std::mutex mutex;
   std::condition_variable changed;
   app_state state = app_state::created;
@@ -190,6 +194,46 @@ client_configs make_client_configs(const config& cfg) {
   }
   return c;
 }
+
+/// Step 0: a broker answers. A job started before its cluster (a compose file, both restarted
+/// at once) waits for it for up to task.timeout.ms, as the stream threads ride out an outage,
+/// and says so every 10 s; then it stops with the client's error. `stop_requested` is asked
+/// every second. False when the wait was stopped.
+bool wait_for_cluster(kafka::admin& admin, const config& cfg, const std::string& bootstrap,
+                      const std::function<bool()>& stop_requested) {
+  const auto timeout = cfg.get_ms("task.timeout.ms");
+  const auto started = std::chrono::steady_clock::now();
+  auto next_report = started + 10s;
+  for (;;) {
+    const auto attempt = std::chrono::steady_clock::now();
+    try {
+      admin.reach(1s);
+      return true;
+    } catch (const error& e) {
+      if (runtime::classify_failure(e) != runtime::failure_kind::retriable) throw;
+      const auto waited = std::chrono::steady_clock::now() - started;
+      if (waited >= timeout)
+        throw error(errc::timeout,
+                    std::string(e.what()) + "; no broker at bootstrap.servers=" + bootstrap + " answered in " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) +
+                        " s (task.timeout.ms=" + std::to_string(timeout.count()) +
+                        "): check the address and that the brokers are up, or raise task.timeout.ms to wait longer");
+      if (std::chrono::steady_clock::now() >= next_report) {
+        spdlog::warn("sluice: waiting for a broker at bootstrap.servers={} ({} s so far, up to task.timeout.ms={}): {}",
+                     bootstrap, std::chrono::duration_cast<std::chrono::seconds>(waited).count(), timeout.count(),
+                     e.what());
+        next_report += 10s;
+      }
+    }
+    if (stop_requested && stop_requested()) return false;
+    std::this_thread::sleep_until(attempt + 1s);  // a refused connection fails at once
+  }
+}
+
+/// Thrown by start() when run() was asked to stop while it waited for the cluster.
+struct stopped_at_start final : error {
+  stopped_at_start() : error(errc::state, "stopped while waiting for the cluster") {}
+};
 
 /// Step 1: the external source topics exist (the embedded cluster creates them) and the
 /// sources of one sub-topology have equal partition counts. Returns sub-topology id ->
@@ -529,6 +573,8 @@ void app::start() {
   if (clients.cluster == cluster_kind::embedded)
     spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
   kafka::admin admin(clients.admin);
+  if (clients.cluster == cluster_kind::kafka && !wait_for_cluster(admin, d.cfg, d.bootstrap, d.stop_requested_at_start))
+    throw stopped_at_start();
   auto sub_partitions = validate_source_topics(d.topo, admin, clients.cluster);
   const auto repartition_partitions = runtime::infer_repartition_partitions(d.topo, sub_partitions);
   d.create_internal_topics(admin, sub_partitions, repartition_partitions);
@@ -579,8 +625,18 @@ int app::run() {
   sigaddset(&signals, SIGTERM);
   // Threads started from here inherit the mask, so only this thread receives the signals.
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  impl_->stop_requested_at_start = [&signals] {
+    timespec now{0, 0};
+    const int sig = sigtimedwait(&signals, nullptr, &now);
+    if (sig != SIGINT && sig != SIGTERM) return false;
+    spdlog::info("sluice: {} received while waiting for the cluster; stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return true;
+  };
   try {
     start();
+  } catch (const stopped_at_start&) {
+    spdlog::info("sluice: stopped cleanly (before it started)");
+    return 0;
   } catch (const std::exception& e) {
     spdlog::error("sluice: the job cannot start: {}", e.what());
     return 1;

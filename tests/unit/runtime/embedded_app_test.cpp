@@ -2,6 +2,8 @@
 // asked for, and every topic the topology reads is created there (sources, global tables).
 #include <gtest/gtest.h>
 
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -94,6 +96,25 @@ TEST(embedded_app, a_job_without_bootstrap_servers_stops_naming_the_key) {
     EXPECT_EQ(e.code(), sluice::errc::invalid_config);
     EXPECT_NE(std::string(e.what()).find("'bootstrap.servers' is not set"), std::string::npos) << e.what();
   }
+}
+
+// A job started before its brokers (a compose file, both restarted at once) waits for them
+// for task.timeout.ms, as its threads ride out an outage, then stops naming the address and
+// the setting. (It waited 30 s, then stopped with the metadata request's error.)
+TEST(embedded_app, a_job_whose_brokers_do_not_answer_waits_task_timeout_ms_then_stops_naming_them) {
+  names t;
+  sluice::kafka::mock_cluster cluster;
+  rd_kafka_mock_broker_set_down(cluster.native(), 1);
+  auto cfg = job_config(unique("no-broker"));
+  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
+  cfg.set("task.timeout.ms", "1500");
+  sluice::app app(enrich_orders(t), cfg);
+  const std::string message = sluice::test::error_of([&] { app.start(); }, sluice::errc::timeout);
+  EXPECT_NE(message.find("no broker at bootstrap.servers=" + cluster.bootstrap_servers() + " answered"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(task.timeout.ms=1500): check the address and that the brokers are up"), std::string::npos)
+      << message;
 }
 
 // A dead-lettered record written to a topic the job reads would come back, fail again and
