@@ -153,39 +153,53 @@ TEST(kafka_error, produce_after_a_fatal_error_throws_it) {
   EXPECT_EQ(p.fatal_error()->code(), errc::kafka_fatal);
 }
 
+/// A static member of a group reading `topic` (one partition, `records` written) that has
+/// polled its first record. fence() has the coordinator answer a heartbeat with
+/// FENCED_INSTANCE_ID, as after a twin's join or an outage past the session timeout, and
+/// waits until the consumer is in that fatal state.
+struct static_member {
+  static_member(const std::string& topic, int records)
+      : c(config_map{{"bootstrap.servers", cluster.bootstrap_servers()},
+                     {"group.id", topic},
+                     {"group.instance.id", topic + "-0"},
+                     {"heartbeat.interval.ms", "100"},
+                     {"auto.offset.reset", "earliest"}}) {
+    cluster.create_topic(topic, 1);
+    test::write_numbered(cluster.bootstrap_servers(), topic, 0, records);
+    c.subscribe({topic});
+    while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {}
+  }
+  bool fence() {
+    rd_kafka_mock_push_request_errors(cluster.native(), 12 /* Heartbeat */, 1, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+    while (rd_kafka_fatal_error(c.native(), nullptr, 0) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+           std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(10ms);
+    return rd_kafka_fatal_error(c.native(), nullptr, 0) == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID;
+  }
+
+  mock_cluster cluster;
+  consumer c;
+  std::vector<message> batch;
+  const std::chrono::steady_clock::time_point end = std::chrono::steady_clock::now() + 10s;
+};
+
 // A consumer's fatal error (here the FENCED_INSTANCE_ID a twin's join causes) is thrown by
 // the next poll, ahead of the records fetched before it: a stream thread learns that its
 // consumer was fenced at once, not after draining what was queued.
 TEST(kafka_error, a_consumers_fatal_error_is_thrown_before_the_records_fetched_ahead_of_it) {
-  mock_cluster cluster;
-  cluster.create_topic("fetched-ahead", 1);
-  test::write_numbered(cluster.bootstrap_servers(), "fetched-ahead", 0, 2000);
-  consumer c(config_map{{"bootstrap.servers", cluster.bootstrap_servers()},
-                        {"group.id", "fetched-ahead"},
-                        {"group.instance.id", "fetched-ahead-0"},
-                        {"heartbeat.interval.ms", "100"},
-                        {"auto.offset.reset", "earliest"}});
-  c.subscribe({"fetched-ahead"});
-  std::vector<message> batch;
-  const auto end = std::chrono::steady_clock::now() + 10s;
-  while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {}
-  ASSERT_EQ(batch.size(), 1u);
-  // The rest is fetched and queued; then the coordinator answers a heartbeat with
-  // FENCED_INSTANCE_ID, as it does once a twin joined with this group.instance.id.
-  rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(c.native());
-  while (rd_kafka_queue_length(queue) < 1999 && std::chrono::steady_clock::now() < end)
+  static_member m("fetched-ahead", 2000);
+  ASSERT_EQ(m.batch.size(), 1u);
+  // The rest is fetched and queued; then the consumer is fenced.
+  rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(m.c.native());
+  while (rd_kafka_queue_length(queue) < 1999 && std::chrono::steady_clock::now() < m.end)
     std::this_thread::sleep_for(10ms);
   const auto queued = rd_kafka_queue_length(queue);
   rd_kafka_queue_destroy(queue);
   ASSERT_GE(queued, 1999u);
-  rd_kafka_mock_push_request_errors(cluster.native(), 12 /* Heartbeat */, 1, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
-  while (rd_kafka_fatal_error(c.native(), nullptr, 0) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-         std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(10ms);
-  ASSERT_EQ(rd_kafka_fatal_error(c.native(), nullptr, 0), RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+  ASSERT_TRUE(m.fence());
   try {
-    c.poll_batch(batch, 1, 100ms);
-    FAIL() << "poll_batch returned a record (offset " << (batch.empty() ? -1 : batch[0].offset)
+    m.c.poll_batch(m.batch, 1, 100ms);
+    FAIL() << "poll_batch returned a record (offset " << (m.batch.empty() ? -1 : m.batch[0].offset)
            << ") after the consumer's fatal error";
   } catch (const sluice::error& e) {
     EXPECT_EQ(e.code(), errc::kafka_fatal) << e.what();
@@ -197,26 +211,11 @@ TEST(kafka_error, a_consumers_fatal_error_is_thrown_before_the_records_fetched_a
 // membership) answers a commit with _FATAL. The commit throws the fencing itself, which a
 // stream thread rides out by recreating its consumer; as a bare _FATAL it stopped the job.
 TEST(kafka_error, a_commit_of_a_fenced_consumer_throws_the_fencing) {
-  mock_cluster cluster;
-  cluster.create_topic("fenced-commit", 1);
-  test::write_numbered(cluster.bootstrap_servers(), "fenced-commit", 0, 10);
-  consumer c(config_map{{"bootstrap.servers", cluster.bootstrap_servers()},
-                        {"group.id", "fenced-commit"},
-                        {"group.instance.id", "fenced-commit-0"},
-                        {"heartbeat.interval.ms", "100"},
-                        {"auto.offset.reset", "earliest"}});
-  c.subscribe({"fenced-commit"});
-  std::vector<message> batch;
-  const auto end = std::chrono::steady_clock::now() + 10s;
-  while (!c.poll_batch(batch, 1, 100ms) && std::chrono::steady_clock::now() < end) {}
-  ASSERT_EQ(batch.size(), 1u);
-  rd_kafka_mock_push_request_errors(cluster.native(), 12 /* Heartbeat */, 1, RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
-  while (rd_kafka_fatal_error(c.native(), nullptr, 0) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-         std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(10ms);
-  ASSERT_EQ(rd_kafka_fatal_error(c.native(), nullptr, 0), RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID);
+  static_member m("fenced-commit", 10);
+  ASSERT_EQ(m.batch.size(), 1u);
+  ASSERT_TRUE(m.fence());
   try {
-    c.commit({{"fenced-commit", 0, 1}});
+    m.c.commit({{"fenced-commit", 0, 1}});
     FAIL() << "a fenced consumer's commit did not throw";
   } catch (const sluice::error& e) {
     EXPECT_EQ(e.code(), errc::kafka_fatal) << e.what();
