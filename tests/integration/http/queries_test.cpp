@@ -298,13 +298,7 @@ TEST(http_queries, either_instance_finds_a_processor_store_key_in_whichever_part
   instance_pair pair(app_id);
   auto& [port_a, port_b, cfg_a, cfg_b] = pair;
   sluice::topic_admin(cfg_a).create_topic(in, 4);
-  auto topology = [&] {
-    sluice::streams_builder b;
-    b.stream<std::string, std::string>(in).process(
-        [] { return std::make_unique<sluice::test::keeps_under_its_own_key>(); }, sluice::materialized{.name = "seen"});
-    return b.build();
-  };
-  sluice::app a(topology(), cfg_a), b(topology(), cfg_b);
+  sluice::app a(sluice::test::keeping_under_own_keys(in), cfg_a), b(sluice::test::keeping_under_own_keys(in), cfg_b);
   a.start();
   b.start();
   wait_until_both_run(port_a, a, b);

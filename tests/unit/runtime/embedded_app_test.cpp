@@ -264,10 +264,7 @@ TEST(embedded_app, a_key_of_a_processor_store_is_found_in_whichever_partition_ho
   cfg.set("application.server", "127.0.0.1:" + std::to_string(port));
   constexpr int partitions = 4;
   sluice::topic_admin(cfg).create_topic(in, partitions);
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>(in).process(
-      [] { return std::make_unique<sluice::test::keeps_under_its_own_key>(); }, sluice::materialized{.name = "seen"});
-  sluice::app app(b.build(), cfg);
+  sluice::app app(sluice::test::keeping_under_own_keys(in), cfg);
   app.start();
   sluice::topic_writer writer(cfg);
   constexpr int keys = 40;
@@ -387,10 +384,7 @@ TEST(embedded_app, its_metrics_show_the_entries_and_bytes_of_each_store_of_each_
   // commits every 30 s by default; a fresh instance showed no size or lag until then).
   cfg.set("commit.interval.ms", "3600000");
   sluice::topic_admin(cfg).create_topic(in, 2);
-  sluice::streams_builder b;
-  b.stream<std::string, std::string>(in).process(
-      [] { return std::make_unique<sluice::test::keeps_under_its_own_key>(); }, sluice::materialized{.name = "seen"});
-  sluice::app app(b.build(), cfg);
+  sluice::app app(sluice::test::keeping_under_own_keys(in), cfg);
   app.start();
   sluice::topic_writer writer(cfg);
   for (int i = 0; i < 60; ++i) writer.send<std::string, std::string>(in, "u" + std::to_string(i), "v");
