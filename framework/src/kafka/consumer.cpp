@@ -201,7 +201,10 @@ void consumer::on_error_c(rd_kafka_t*, int err, const char* reason, void* opaque
     const auto code = static_cast<rd_kafka_resp_err_t>(err);
     if (code == RD_KAFKA_RESP_ERR__FATAL) {
       self->fatal_ = true;
-    } else if (self->throttle_.should_log(err)) {
+      return;
+    }
+    if (code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) self->brokers_down_ = true;
+    if (self->throttle_.should_log(err)) {
       layer_logger()->warn("consumer {}: {}", self->name_,
                            make_error(code, "client error", {}, reason ? reason : "").what());
     }
@@ -398,12 +401,31 @@ bool consumer::learn_leaders(const std::vector<std::string>& topics, std::chrono
   std::vector<topic_ptr> handles;
   handles.reserve(topics.size());
   for (const auto& topic : topics) handles.emplace_back(rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr));
+  return known_topics_metadata(timeout);
+}
+
+bool consumer::known_topics_metadata(std::chrono::milliseconds timeout) {
   const rd_kafka_metadata_t* raw = nullptr;
   // The response updates the leaders of the partitions this client holds.
   if (rd_kafka_metadata(rk_.get(), 0, nullptr, &raw, static_cast<int>(timeout.count())) != RD_KAFKA_RESP_ERR_NO_ERROR)
     return false;
   metadata_ptr md(const_cast<rd_kafka_metadata_t*>(raw));
   return true;
+}
+
+bool consumer::check_brokers_back(const std::vector<topic_partition>& assigned, const std::vector<std::string>& topics,
+                                  std::chrono::milliseconds timeout) {
+  if (!brokers_down_) return false;
+  bool answered = false;
+  if (has_group_ && !assigned.empty()) {
+    auto list = to_list(std::vector<topic_partition>{assigned.front()});
+    answered =
+        rd_kafka_committed(rk_.get(), list.get(), static_cast<int>(timeout.count())) == RD_KAFKA_RESP_ERR_NO_ERROR;
+  } else {
+    answered = topics.empty() ? known_topics_metadata(timeout) : learn_leaders(topics, timeout);
+  }
+  if (answered) brokers_down_ = false;
+  return brokers_down_;
 }
 
 std::vector<topic_partition> consumer::assignment() const {
@@ -450,6 +472,7 @@ void consumer::resume(const std::vector<topic_partition>& parts) {
 
 void consumer::after_poll(bool got_records) {
   if (got_records) {
+    brokers_down_ = false;
     next_wake_ = {}, wake_interval_ = {};  // records flow: the next dry poll may wake at once
     return;
   }

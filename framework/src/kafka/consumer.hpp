@@ -137,6 +137,21 @@ class consumer {
   /// How many times wake_stalled_fetch() asked (since this consumer was made).
   std::uint64_t fetch_wakes() const noexcept { return fetch_wakes_; }
 
+  /// True from librdkafka's report that every broker is down (_ALL_BROKERS_DOWN, which its
+  /// error callback gets inside this consumer's polls) until a poll returns a record or
+  /// check_brokers_back() hears a broker. An idle consumer has no other sign of an outage: it
+  /// has nothing to commit, so no call fails.
+  bool brokers_down() const noexcept { return brokers_down_; }
+  /// While brokers_down(): asks, waiting up to `timeout`, the group coordinator for the
+  /// committed offset of the first of `assigned`, or (no group or nothing assigned) any broker
+  /// for the metadata of `topics`; an answer clears brokers_down(). The coordinator first: the
+  /// group keeps its connection, where librdkafka connects to other brokers only while a
+  /// request waits for them, and a request given up after `timeout` can miss the moment its
+  /// reconnect back-off ends. Returns brokers_down() after the call; asks nothing when it is
+  /// false.
+  bool check_brokers_back(const std::vector<topic_partition>& assigned, const std::vector<std::string>& topics,
+                          std::chrono::milliseconds timeout);
+
   /// One message, or nullopt if none arrived within `timeout`.
   std::optional<message> poll(std::chrono::milliseconds timeout);
   /// Up to `max` messages into `out`, reusing its elements (and their string capacity);
@@ -183,6 +198,9 @@ class consumer {
   static int on_statistics_c(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts);
   void rethrow_pending();
+  /// Asks the brokers for the metadata of the topics this client knows; false when none answered
+  /// within `timeout`.
+  bool known_topics_metadata(std::chrono::milliseconds timeout);
   /// Throws for a failed call: _FATAL (the consumer is in a fatal state, e.g. fenced by the
   /// coordinator after an outage) as the fatal error itself (make_fatal_error: its code,
   /// FENCED_INSTANCE_ID, and reason), so that callers can tell what to do; others as they are.
@@ -203,6 +221,7 @@ class consumer {
   statistics_callback on_statistics_;
   std::exception_ptr pending_;
   bool fatal_ = false;
+  bool brokers_down_ = false;  // see brokers_down()
   bool closed_ = false;
   bool has_group_ = false;
   log_throttle throttle_;

@@ -26,6 +26,11 @@ constexpr auto allocator_release_interval = 10s;
 /// How often the lag and store size gauges are set (a scrape interval is seconds at least).
 constexpr auto partition_gauges_interval = 1s;
 
+/// While the consumer reports every broker down: how often watch_brokers() asks whether one
+/// answers again, and how long it waits for the answer (the loop is blocked meanwhile).
+constexpr auto brokers_check_interval = 1s;
+constexpr auto brokers_check_timeout = 200ms;
+
 /// A partition's lag gauge is labelled by the partition alone: whichever thread owns it.
 std::string lag_labels(const kafka::topic_partition& p) {
   return "topic=\"" + p.topic + "\",partition=\"" + std::to_string(p.partition) + "\"";
@@ -279,6 +284,7 @@ void stream_thread::loop_once() {
               t.second->stores().commit_due(settings_.checkpoint_tail_fraction, settings_.early_commit_min_records));
     });
     if (due || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
+    watch_brokers();
     // Not at each commit: at-least-once commits every 30 s by default, exactly-once ten times a second.
     if (clock_type::now() - partition_gauges_set_ >= partition_gauges_interval) update_partition_gauges();
     // The prefetch queues' and the producer's bursts leave freed memory mapped; give it back.
@@ -375,7 +381,7 @@ void stream_thread::commit_all() {
   if (!offsets.empty() || services_.guarantee == processing_guarantee::exactly_once) {
     // Progress: whatever failed before has been ridden out.
     failing_since_.reset();
-    set_degraded(false);
+    set_failing(false);
   }
   commit_latency_.record(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started).count());
   for (auto& [id, task] : tasks) {
@@ -567,7 +573,7 @@ void stream_thread::note_failure(const std::exception& e) {
   if (!failing_since_) failing_since_ = now;
   retries_.add();
   last_failure_ = e.what();
-  set_degraded(true);
+  set_failing(true);
   const auto failing_for = std::chrono::duration_cast<std::chrono::milliseconds>(now - *failing_since_);
   if (failing_for >= settings_.task_timeout)
     throw sluice::error(errc::timeout,
@@ -675,9 +681,37 @@ std::vector<kafka::topic_partition_offset> stream_thread::committed_offsets(
                         [&](std::chrono::milliseconds slice) { return consumer_->committed(parts, slice); });
 }
 
-void stream_thread::set_degraded(bool degraded) {
+void stream_thread::set_failing(bool failing) {
+  failing_ = failing;
+  publish_degraded();
+}
+
+void stream_thread::set_brokers_down(bool down) {
+  brokers_down_ = down;
+  publish_degraded();
+}
+
+void stream_thread::publish_degraded() {
+  const bool degraded = failing_ || brokers_down_;
   if (degraded_.exchange(degraded) == degraded) return;
   if (on_state_change_) on_state_change_(state_.load());
+}
+
+void stream_thread::watch_brokers() {
+  bool down = consumer_->brokers_down();
+  if (down && clock_type::now() - brokers_checked_ >= brokers_check_interval) {
+    brokers_checked_ = clock_type::now();
+    down = consumer_->check_brokers_back(assignment_, settings_.source_topics, brokers_check_timeout);
+  }
+  if (down == brokers_down_) return;
+  if (down)
+    spdlog::warn(
+        "stream thread {}: no broker at bootstrap.servers answers; degraded until one does (nothing is lost: "
+        "the thread resumes from where it stands)",
+        settings_.index);
+  else
+    spdlog::info("stream thread {}: the brokers answer again", settings_.index);
+  set_brokers_down(down);
 }
 
 void stream_thread::rewind_to_committed() {

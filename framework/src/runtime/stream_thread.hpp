@@ -101,8 +101,9 @@ class stream_thread final : kafka::rebalance_listener {
   /// Joins if the thread finishes by `deadline`; returns false (not joined) otherwise.
   bool join_until(std::chrono::steady_clock::time_point deadline);
   thread_state state() const noexcept { return state_.load(); }
-  /// True from a retriable failure until the next successful commit: the thread is
-  /// recovering (or retrying) and its tasks may be closed. Safe from any thread.
+  /// True from a retriable failure until the next successful commit (the thread is
+  /// recovering or retrying, and its tasks may be closed), and while its consumer reports
+  /// every broker down until one answers (watch_brokers()). Safe from any thread.
   bool degraded() const noexcept { return degraded_.load(); }
   const std::string& failure() const noexcept { return failure_; }
   /// Where HTTP handlers queue store queries for this thread's tasks; safe from any thread.
@@ -159,7 +160,14 @@ class stream_thread final : kafka::rebalance_listener {
   /// The group's committed offsets of `parts`, waited for up to 30 s in slices: a stop
   /// request cuts the wait short (its last error is thrown).
   std::vector<kafka::topic_partition_offset> committed_offsets(const std::vector<kafka::topic_partition>& parts);
-  void set_degraded(bool degraded);
+  /// Sets one of the two causes of degraded() and publishes their sum.
+  void set_failing(bool failing);
+  void set_brokers_down(bool down);
+  void publish_degraded();
+  /// An idle at-least-once thread has nothing to commit during an outage, so no failure
+  /// shows it: the consumer's report that every broker is down marks the thread degraded,
+  /// and a metadata request once a second (up to 200 ms) clears it when a broker answers.
+  void watch_brokers();
   /// Feeds queued records to their tasks (lowest timestamp first, until a processor pauses
   /// the input or the task idles for an empty input: max.task.idle.ms); pauses/resumes
   /// partitions in the consumer to bound what is queued.
@@ -195,7 +203,10 @@ class stream_thread final : kafka::rebalance_listener {
   /// rewind's committed offsets), so that a stop cuts them short.
   const std::function<bool()> stop_requested_ = [this] { return stop_.load(); };
   std::atomic<thread_state> state_{thread_state::created};
-  std::atomic<bool> degraded_{false};
+  std::atomic<bool> degraded_{false};  ///< failing_ || brokers_down_
+  bool failing_ = false;
+  bool brokers_down_ = false;
+  std::chrono::steady_clock::time_point brokers_checked_;  ///< last probe of watch_brokers()
   /// Since when failures have kept the thread from committing (task.timeout.ms counts from it).
   std::optional<std::chrono::steady_clock::time_point> failing_since_;
   std::string last_failure_;

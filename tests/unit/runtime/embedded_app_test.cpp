@@ -415,6 +415,49 @@ TEST(embedded_app, its_metrics_show_the_entries_and_bytes_of_each_store_of_each_
   app.close();
 }
 
+// An at-least-once job whose input is idle has nothing to commit while its brokers are
+// away, so no call of it fails: it stayed `running` (/ready 200) through an outage. Now the
+// consumer's report that every broker is down makes it `degraded` until a broker answers
+// again, and it goes on from where it stood.
+TEST(embedded_app, an_idle_at_least_once_job_is_degraded_while_its_brokers_are_down_and_goes_on_after) {
+  sluice::kafka::mock_cluster cluster;
+  const std::string in = unique("idle-visits");
+  auto cfg = job_config(unique("idle-outage"));
+  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
+  cfg.set("processing.guarantee", "at_least_once");
+  cfg.set("commit.interval.ms", "3600000");  // no commit: nothing but the outage's report can mark it
+  cluster.create_topic(in, 1);
+  sluice::app app(sluice::test::keeping_under_own_keys(in), cfg);
+  app.start();
+  sluice::topic_writer writer(cfg);
+  auto entries = [&] {
+    const auto text = app.metrics().prometheus_text();
+    const std::string series = "sluice_state_store_entries{task=\"0_0\",store=\"seen\"} ";
+    const auto at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size()));
+  };
+  auto send = [&](int from, int to) {
+    for (int i = from; i < to; ++i) writer.send<std::string, std::string>(in, "u" + std::to_string(i), "v");
+    writer.flush();
+  };
+  send(0, 10);
+  ASSERT_TRUE(sluice::test::eventually([&] { return entries() == 10.0; }, 30s)) << app.metrics().prometheus_text();
+  ASSERT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::running; }))
+      << sluice::to_string(app.state());
+
+  rd_kafka_mock_broker_set_down(cluster.native(), 1);
+  EXPECT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::degraded; }, 30s))
+      << sluice::to_string(app.state());
+  rd_kafka_mock_broker_set_up(cluster.native(), 1);
+  EXPECT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::running; }, 30s))
+      << sluice::to_string(app.state());
+
+  send(10, 20);
+  EXPECT_TRUE(sluice::test::eventually([&] { return entries() == 20.0; }, 30s)) << app.metrics().prometheus_text();
+  EXPECT_EQ(app.state(), sluice::app_state::running) << app.error_message();
+  app.close();
+}
+
 TEST(embedded_app, its_metrics_show_the_memory_of_its_stores_and_its_allocator) {
   names t;
   auto cfg = job_config(unique("embedded-memory"));
