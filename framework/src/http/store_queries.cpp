@@ -1,4 +1,4 @@
-// Interactive queries of key-value stores over HTTP: the /stores/... and /metadata endpoints.
+// Interactive queries of stores over HTTP: the /stores/... and /metadata endpoints.
 #include "http/store_queries.hpp"
 
 #include <algorithm>
@@ -43,8 +43,13 @@ class store_endpoints {
                   const global_store_slot& globals)
       : stores_(stores), topo_(topo), forwarding_(std::move(forwarding)), globals_(globals) {}
 
-  /// What /stores/{store}/keys/{key} and /metadata/stores/{store}/keys/{key} need to know of
-  /// their key: the store, the key's bytes and the partition it lives in.
+  /// The stores a path reads: /stores/{store}/keys/{key}, /range and /prefix key-value stores
+  /// (global tables among them), .../windows window and session stores, and
+  /// /metadata/stores/{store}/keys/{key} any store, whose partition it names.
+  enum class store_kind { key_value, window, any };
+
+  /// What the key paths need to know of their key: the store, the key's bytes and the
+  /// partition it lives in.
   struct resolved_key {
     std::string store;
     const detail::store_spec* spec = nullptr;
@@ -54,7 +59,7 @@ class store_endpoints {
   };
 
   response key(const request& req) {
-    auto resolved = resolve_key(req);
+    auto resolved = resolve_key(req, store_kind::key_value);
     if (auto* refusal = std::get_if<response>(&resolved)) return std::move(*refusal);
     const auto& k = std::get<resolved_key>(resolved);
     if (!k.global && !k.spec->codec) return untyped_key(req, k);
@@ -150,7 +155,7 @@ class store_endpoints {
   response scan_all(const request& req, scan kind) {
     const auto store = std::string(req.path_param("store"));
     const detail::store_spec* spec = nullptr;
-    if (auto r = find(store, spec)) return stamp(std::move(*r));
+    if (auto r = find(store, spec, store_kind::key_value)) return stamp(std::move(*r));
     response refusal;
     auto limit = req.whole_number_query("limit", default_query_limit, 1, max_query_limit, refusal,
                                         "; page with from= set past the last key returned");
@@ -209,13 +214,11 @@ class store_endpoints {
   /// to]) and ReadOnlySessionStore.findSessions(key, from, to) (sessions ending at or after
   /// `from` and starting at or before `to`). Both bounds are optional, in ms since the epoch.
   response windows(const request& req) {
-    const auto store = std::string(req.path_param("store"));
-    const auto* spec = detail::topology_access::find_store(topo_, store);
-    if (!spec) return stamp(response::error(status::not_found, "no window store '" + store + "' in this topology"));
-    if (!spec->make_store)
-      return stamp(response::error(status::bad_request, "store '" + store + "' is a key-value " +
-                                                            (spec->global ? "store (a global table)" : "store") +
-                                                            ": read its keys with /stores/" + store + "/keys/{key}"));
+    auto resolved = resolve_key(req, store_kind::window);
+    if (auto* refusal = std::get_if<response>(&resolved)) return std::move(*refusal);
+    const auto& k = std::get<resolved_key>(resolved);
+    const auto& store = k.store;
+    const auto* spec = k.spec;
     response refusal;
     auto from = time_query(req, "from", 0, refusal);
     if (!from) return stamp(std::move(refusal));
@@ -224,11 +227,6 @@ class store_endpoints {
     if (*from > *to)
       return stamp(response::error(status::bad_request, "from " + std::to_string(*from) + " is after to " +
                                                             std::to_string(*to) + ": give from <= to"));
-    auto key = key_bytes(spec, store, req.path_param("key"));
-    if (!key) return stamp(response::error(status::bad_request, key.error));
-    auto partition = stores_.partition_of(store, key.bytes);
-    if (!partition) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
-    const resolved_key k{store, spec, std::move(key.bytes), *partition, nullptr};
     auto lookup = [&](std::int32_t p) {
       partition_lookup l;
       std::vector<state::window_entry> entries;
@@ -343,12 +341,13 @@ class store_endpoints {
   }
 
   /// The store, key and partition of a key request, or the answer refusing it (stamped): 404
-  /// for an unknown store, 400 for a key that is not one of the store's, 503 + Retry-After
-  /// while the partition counts are unknown (the app starting) or the global tables catch up.
-  std::variant<resolved_key, response> resolve_key(const request& req) {
+  /// for an unknown store, 400 for a store of another kind than the path reads (find) or a key
+  /// that is not one of the store's, 503 + Retry-After while the partition counts are unknown
+  /// (the app starting) or the global tables catch up.
+  std::variant<resolved_key, response> resolve_key(const request& req, store_kind kind) {
     resolved_key k;
     k.store = std::string(req.path_param("store"));
-    if (auto r = find(k.store, k.spec)) return stamp(std::move(*r));
+    if (auto r = find(k.store, k.spec, kind)) return stamp(std::move(*r));
     auto key = key_bytes(k.spec, k.store, req.path_param("key"));
     if (!key) return stamp(response::error(status::bad_request, key.error));
     k.bytes = std::move(key.bytes);
@@ -398,13 +397,19 @@ class store_endpoints {
     explicit operator bool() const { return error.empty(); }
   };
 
-  /// The spec of key-value store `store`, or the refusal: 404 when the topology has no store
-  /// of the name, 400 when it is of another kind (a window, queue or ranked-index store),
-  /// which these paths cannot read.
-  std::optional<response> find(const std::string& store, const detail::store_spec*& spec) {
+  /// The spec of store `store`, or the refusal: 404 when the topology has no store of the
+  /// name, 400 when it is not of the `kind` the path reads.
+  std::optional<response> find(const std::string& store, const detail::store_spec*& spec, store_kind kind) {
     spec = detail::topology_access::find_store(topo_, store);
-    if (!spec) return response::error(status::not_found, "no key-value store '" + store + "' in this topology");
-    if (spec->make_store)
+    static constexpr const char* kind_names[] = {"key-value store", "window store", "store"};
+    if (!spec)
+      return response::error(status::not_found, "no " + std::string(kind_names[static_cast<int>(kind)]) + " '" + store +
+                                                    "' in this topology");
+    if (kind == store_kind::window && !spec->make_store)
+      return response::error(status::bad_request, "store '" + store + "' is a key-value " +
+                                                      (spec->global ? "store (a global table)" : "store") +
+                                                      ": read its keys with /stores/" + store + "/keys/{key}");
+    if (kind == store_kind::key_value && spec->make_store)
       return response::error(status::bad_request,
                              "store '" + store +
                                  "' is not a key-value store (a window, queue or ranked-index store): read a window "
@@ -513,7 +518,7 @@ class store_endpoints {
   }
 
   response key_metadata(const request& req) {
-    auto resolved = resolve_key(req);
+    auto resolved = resolve_key(req, store_kind::any);
     if (auto* refusal = std::get_if<response>(&resolved)) return std::move(*refusal);
     const auto& k = std::get<resolved_key>(resolved);
     nlohmann::json j;

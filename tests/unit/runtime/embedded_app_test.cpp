@@ -362,6 +362,15 @@ TEST(embedded_app, the_windows_of_a_key_are_read_over_http_from_each_kind_of_win
   EXPECT_EQ(nlohmann::json::parse(r.body)["partition"], nullptr) << r.body;
   EXPECT_TRUE(windows_of(r).empty()) << r.body;
 
+  // Which instance holds a key's windows: /metadata answers for window stores as for the others.
+  for (const std::string store : {"clicks-per-minute", "sessions", "seen-windows"}) {
+    r = get("/metadata/stores/" + store + "/keys/a");
+    ASSERT_EQ(r.status, 200) << store << ": " << r.body;
+    j = nlohmann::json::parse(r.body);
+    EXPECT_EQ(j["partition"], a_partition) << r.body;
+    EXPECT_EQ(j["instance"], "127.0.0.1:" + std::to_string(port)) << r.body;
+  }
+
   // Refusals name the way.
   const auto expect_refused = [&](const std::string& path, int status, const std::string& naming) {
     const auto refusal = get(path);
