@@ -51,7 +51,10 @@ class app {
   void start();
   /// Asks every thread to finish its records in hand, commit and close; waits up to
   /// `timeout` for them. Threads still closing then go on (state() stays pending_shutdown)
-  /// and the destructor waits for them. Safe to call twice and from any thread.
+  /// and the destructor waits for them. Safe to call twice and from any thread. Called while
+  /// start() runs on another thread (waiting for its brokers, say), it makes start() stop
+  /// within about a second and throw errc::state, and returns after it; start() after
+  /// close() throws the same.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(60));
   /// Blocks until the app stops by itself (error) or close() is called elsewhere.
   void wait();

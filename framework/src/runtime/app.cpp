@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <optional>
 #include <thread>
 
 #include "http/instance_server.hpp"
@@ -61,12 +62,24 @@ struct app::impl {
   std::string bootstrap;
   /// Set by run(): whether SIGTERM or SIGINT came while start() waits for the cluster.
   std::function<bool()> stop_requested_at_start;
+  /// The thread in start(), if one is: close() from another thread waits for it to return
+  /// (it stops at its next check, within about a second of a wait for the cluster).
+  std::optional<std::thread::id> starting;
   std::mutex mutex;
   std::condition_variable changed;
   app_state state = app_state::created;
   std::string error;
   std::vector<std::function<void(app_state, app_state)>> listeners;
   bool closed = false;
+
+  /// Whether start() is to stop: close() was called, or run()'s signal came.
+  bool stop_at_start() {
+    {
+      std::lock_guard lock(mutex);
+      if (closed) return true;
+    }
+    return stop_requested_at_start && stop_requested_at_start();
+  }
 
   // app::start()'s steps that need the app's members (the others are free functions below).
   void create_internal_topics(kafka::admin& admin, const std::map<int, int>& sub_partitions,
@@ -230,9 +243,13 @@ bool wait_for_cluster(kafka::admin& admin, const config& cfg, const std::string&
   }
 }
 
-/// Thrown by start() when run() was asked to stop while it waited for the cluster.
+/// Thrown by start() when close() was called, or run() got SIGTERM or SIGINT, while it
+/// waited for the cluster (or before it started the threads).
 struct stopped_at_start final : error {
-  stopped_at_start() : error(errc::state, "stopped while waiting for the cluster") {}
+  stopped_at_start()
+      : error(errc::state,
+              "the app was closed while it was starting (app::close(), SIGTERM or SIGINT); "
+              "nothing was started") {}
 };
 
 /// Step 1: the external source topics exist (the embedded cluster creates them) and the
@@ -562,6 +579,21 @@ void app::impl::start_threads(const kafka::config_map& consumer_props, const kaf
 
 void app::start() {
   auto& d = *impl_;
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.closed) throw stopped_at_start();
+    d.starting = std::this_thread::get_id();
+  }
+  struct started_or_not {
+    impl& d;
+    ~started_or_not() {
+      {
+        std::lock_guard lock(d.mutex);
+        d.starting.reset();
+      }
+      d.changed.notify_all();
+    }
+  } done{d};
   // Before any Kafka client: a second instance on this state.dir would join the group with
   // the same group.instance.id and transactional.id and fence this one's twin.
   d.state_lock = std::make_unique<state::application_directory>(d.cfg.state_dir(), d.cfg.application_id());
@@ -573,7 +605,8 @@ void app::start() {
   if (clients.cluster == cluster_kind::embedded)
     spdlog::info("bootstrap.servers=embedded: using the in-process mock cluster at {}", d.bootstrap);
   kafka::admin admin(clients.admin);
-  if (clients.cluster == cluster_kind::kafka && !wait_for_cluster(admin, d.cfg, d.bootstrap, d.stop_requested_at_start))
+  if (clients.cluster == cluster_kind::kafka &&
+      !wait_for_cluster(admin, d.cfg, d.bootstrap, [&d] { return d.stop_at_start(); }))
     throw stopped_at_start();
   auto sub_partitions = validate_source_topics(d.topo, admin, clients.cluster);
   const auto repartition_partitions = runtime::infer_repartition_partitions(d.topo, sub_partitions);
@@ -584,15 +617,19 @@ void app::start() {
   if (d.http) d.http->set_global_stores(d.globals->stores());
   auto producer = clients.producer;
   d.services.record_limits = learn_record_limits(d.topo, d.cfg, admin, producer);
+  if (d.stop_at_start()) throw stopped_at_start();
   d.start_threads(clients.consumer, producer, clients.admin, sub_partitions);
 }
 
 void app::close(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   {
-    std::lock_guard lock(d.mutex);
+    std::unique_lock lock(d.mutex);
     if (d.closed) return;
     d.closed = true;
+    // A start() on another thread stops at its next check and returns (throwing); not when
+    // this is its own thread (a state listener closing the app), which would wait for itself.
+    d.changed.wait(lock, [&] { return !d.starting || *d.starting == std::this_thread::get_id(); });
   }
   if (state() != app_state::error) d.set_state(app_state::pending_shutdown);
   for (auto& t : d.threads) t->request_stop();

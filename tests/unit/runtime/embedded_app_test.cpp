@@ -117,6 +117,30 @@ TEST(embedded_app, a_job_whose_brokers_do_not_answer_waits_task_timeout_ms_then_
       << message;
 }
 
+// An embedding program's close() stops a start() that waits for its brokers, as run()'s
+// SIGTERM does. (start() waited out task.timeout.ms, and close() returned at once while it did.)
+TEST(embedded_app, close_stops_a_start_that_waits_for_the_brokers) {
+  names t;
+  sluice::kafka::mock_cluster cluster;
+  rd_kafka_mock_broker_set_down(cluster.native(), 1);
+  auto cfg = job_config(unique("closed-while-waiting"));
+  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
+  cfg.set("task.timeout.ms", "120000");
+  const auto port = sluice::test::free_port();
+  cfg.set("application.server", "127.0.0.1:" + std::to_string(port));
+  sluice::app app(enrich_orders(t), cfg);
+  std::string message;
+  std::thread starting([&] { message = sluice::test::error_of([&] { app.start(); }, sluice::errc::state); });
+  // The server answers from just before the wait begins.
+  EXPECT_TRUE(sluice::test::eventually([&] { return sluice::test::http_status_or_zero(port, "/health") == 200; }, 30s));
+  app.close();
+  starting.join();
+  EXPECT_NE(message.find("the app was closed while it was starting"), std::string::npos) << message;
+  EXPECT_EQ(app.state(), sluice::app_state::not_running);
+  const auto again = sluice::test::error_of([&] { app.start(); }, sluice::errc::state);
+  EXPECT_NE(again.find("the app was closed"), std::string::npos) << again;
+}
+
 // A dead-lettered record written to a topic the job reads would come back, fail again and
 // be dead-lettered again, without end: refused before anything connects.
 TEST(embedded_app, a_dead_letter_topic_the_job_reads_is_refused_naming_the_setting) {
