@@ -72,6 +72,17 @@ sluice::config restartable_embedded_config(const std::string& app_id) {
   return c;
 }
 
+/// A job of a new application id on `cluster`, whose only broker this takes down, waiting up
+/// to `task_timeout_ms` for it.
+sluice::config config_of_brokers_down(sluice::kafka::mock_cluster& cluster, const std::string& app_id,
+                                      const std::string& task_timeout_ms) {
+  rd_kafka_mock_broker_set_down(cluster.native(), 1);
+  auto c = job_config(unique(app_id));
+  c.set("bootstrap.servers", cluster.bootstrap_servers());
+  c.set("task.timeout.ms", task_timeout_ms);
+  return c;
+}
+
 /// Clicks counted per key in `windows` ("clicks-per-minute"): every update to `updates`, the
 /// final count of each window (suppressed until it closes) to `finals`.
 sluice::topology windowed_clicks(const std::string& in, const std::string& updates, const std::string& finals,
@@ -104,10 +115,7 @@ TEST(embedded_app, a_job_without_bootstrap_servers_stops_naming_the_key) {
 TEST(embedded_app, a_job_whose_brokers_do_not_answer_waits_task_timeout_ms_then_stops_naming_them) {
   names t;
   sluice::kafka::mock_cluster cluster;
-  rd_kafka_mock_broker_set_down(cluster.native(), 1);
-  auto cfg = job_config(unique("no-broker"));
-  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
-  cfg.set("task.timeout.ms", "1500");
+  auto cfg = config_of_brokers_down(cluster, "no-broker", "1500");
   sluice::app app(enrich_orders(t), cfg);
   const std::string message = sluice::test::error_of([&] { app.start(); }, sluice::errc::timeout);
   EXPECT_NE(message.find("no broker at bootstrap.servers=" + cluster.bootstrap_servers() + " answered"),
@@ -122,10 +130,7 @@ TEST(embedded_app, a_job_whose_brokers_do_not_answer_waits_task_timeout_ms_then_
 TEST(embedded_app, close_stops_a_start_that_waits_for_the_brokers) {
   names t;
   sluice::kafka::mock_cluster cluster;
-  rd_kafka_mock_broker_set_down(cluster.native(), 1);
-  auto cfg = job_config(unique("closed-while-waiting"));
-  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
-  cfg.set("task.timeout.ms", "120000");
+  auto cfg = config_of_brokers_down(cluster, "closed-while-waiting", "120000");
   const auto port = sluice::test::free_port();
   cfg.set("application.server", "127.0.0.1:" + std::to_string(port));
   sluice::app app(enrich_orders(t), cfg);
