@@ -189,11 +189,15 @@ TEST(store_kind_queries, an_endpoint_reads_a_ranked_index_through_its_handle_and
   EXPECT_EQ(wrong.status, 500);
   EXPECT_NE(wrong.body.find("store 'word-ranks' is not a queue store"), std::string::npos) << wrong.body;
   // The built-in key-value paths refuse another kind as the client's mistake, naming the way.
-  for (const std::string path :
-       {"/stores/word-ranks/keys/g1", "/stores/word-ranks/range", "/metadata/stores/word-ranks/keys/g1"}) {
+  for (const std::string path : {"/stores/word-ranks/keys/g1", "/stores/word-ranks/range"}) {
     auto kv = sluice::test::http_get(port, path);
     EXPECT_EQ(kv.status, 400) << path << ": " << kv.body;
     EXPECT_NE(kv.body.find("is not a key-value store"), std::string::npos) << path << ": " << kv.body;
   }
+  // Where a key lives is answered for a store of any kind (Kafka Streams' queryMetadataForKey).
+  auto where = sluice::test::http_get(port, "/metadata/stores/word-ranks/keys/g1");
+  ASSERT_EQ(where.status, 200) << where.body;
+  EXPECT_EQ(nlohmann::json::parse(where.body)["store"], "word-ranks") << where.body;
+  EXPECT_TRUE(nlohmann::json::parse(where.body)["partition"].is_number_integer()) << where.body;
   app.close();
 }
