@@ -394,17 +394,12 @@ void consumer::unassign_some(const std::vector<topic_partition>& parts) {
 }
 
 bool consumer::learn_leaders(const std::vector<std::string>& topics, std::chrono::milliseconds timeout) {
-  if (topics.empty()) return true;
   // librdkafka 2.0.2's rd_kafka_metadata asks for one topic, every topic in the cluster, or
   // the topics this client knows (a handle or a cached answer): holding a handle to each of
   // `topics` makes the last one request, one round trip, name all of them.
   std::vector<topic_ptr> handles;
   handles.reserve(topics.size());
   for (const auto& topic : topics) handles.emplace_back(rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr));
-  return known_topics_metadata(timeout);
-}
-
-bool consumer::known_topics_metadata(std::chrono::milliseconds timeout) {
   const rd_kafka_metadata_t* raw = nullptr;
   // The response updates the leaders of the partitions this client holds.
   if (rd_kafka_metadata(rk_.get(), 0, nullptr, &raw, static_cast<int>(timeout.count())) != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -422,7 +417,7 @@ bool consumer::check_brokers_back(const std::vector<topic_partition>& assigned, 
     answered =
         rd_kafka_committed(rk_.get(), list.get(), static_cast<int>(timeout.count())) == RD_KAFKA_RESP_ERR_NO_ERROR;
   } else {
-    answered = topics.empty() ? known_topics_metadata(timeout) : learn_leaders(topics, timeout);
+    answered = learn_leaders(topics, timeout);
   }
   if (answered) brokers_down_ = false;
   return brokers_down_;

@@ -86,7 +86,7 @@ class consumer {
   /// 2.0.2 asks for one topic, all the cluster's, or the known ones): for the restore
   /// consumer, the changelog topics it was assigned before, the topics its own periodic
   /// refresh asks for too. Returns false (and the scan still finds the leaders) when the
-  /// broker did not answer.
+  /// broker did not answer. With no topics, asks for the known ones alone.
   bool learn_leaders(const std::vector<std::string>& topics, std::chrono::milliseconds timeout);
   std::vector<topic_partition> assignment() const;
 
@@ -198,9 +198,6 @@ class consumer {
   static int on_statistics_c(rd_kafka_t* rk, char* json, size_t json_len, void* opaque);
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts);
   void rethrow_pending();
-  /// Asks the brokers for the metadata of the topics this client knows; false when none answered
-  /// within `timeout`.
-  bool known_topics_metadata(std::chrono::milliseconds timeout);
   /// Throws for a failed call: _FATAL (the consumer is in a fatal state, e.g. fenced by the
   /// coordinator after an outage) as the fatal error itself (make_fatal_error: its code,
   /// FENCED_INSTANCE_ID, and reason), so that callers can tell what to do; others as they are.
