@@ -26,8 +26,9 @@ namespace sluice {
 /// lines in the log and sluice_restore_remaining_records).
 /// degraded: a stream thread is riding out a retriable failure (broker outage, leader or
 /// coordinator move, fenced producer): its tasks were closed and are being recovered from
-/// the last commit, retried for up to task.timeout.ms; it leaves degraded at its next
-/// successful commit (sluice_task_retries_total and sluice_task_recoveries_total count).
+/// the last commit, retried for up to task.timeout.ms; it leaves degraded at its first
+/// commit after a recovery, which comes at once (sluice_task_retries_total and
+/// sluice_task_recoveries_total count). Also while no broker answers an idle thread.
 enum class app_state { created, rebalancing, restoring, running, pending_shutdown, not_running, error, degraded };
 
 /// A readable name of the state ("running").
@@ -62,6 +63,10 @@ class app {
   app_state state() const noexcept;
   /// The first fatal error's message, when state() is error.
   std::string error_message() const;
+  /// While state() is degraded: what each degraded stream thread rides out ("stream thread 0:
+  /// no broker at bootstrap.servers answers", or "stream thread 0: retrying after: " and its
+  /// last retriable failure), "; " between threads; empty in every other state.
+  std::string degraded_reason() const;
   metrics_registry& metrics() noexcept;
   /// Reads of the stores of the tasks this instance runs, of any kind, on their stream
   /// threads and on committed state (sluice/queries.hpp); the same path the HTTP handlers

@@ -169,12 +169,15 @@ void instance_server::add_builtin_endpoints() {
       return response::json(
           status::service_unavailable,
           "{\"status\": \"stopped\", \"state\": \"not_running\", \"reason\": \"the app was closed\"}");
-    return response::json(status::ok, std::string("{\"status\": \"ok\", \"state\": \"") + to_string(state) + "\"}");
+    std::string body = std::string("{\"status\": \"ok\", \"state\": \"") + to_string(state) + "\"";
+    if (state == app_state::degraded) body += ", \"reason\": \"" + json_escape(app_.degraded_reason()) + "\"";
+    return response::json(status::ok, body + "}");
   });
   routes_.add("/ready", [this](const request&) {
     const auto state = app_.state();
     std::string body = std::string("{\"state\": \"") + to_string(state) + "\", \"restore\": " + restore_json(app_);
     if (state == app_state::error) body += ", \"reason\": \"" + json_escape(app_.error_message()) + "\"";
+    if (state == app_state::degraded) body += ", \"reason\": \"" + json_escape(app_.degraded_reason()) + "\"";
     body += "}";
     return response::json(state == app_state::running ? status::ok : status::service_unavailable, std::move(body));
   });

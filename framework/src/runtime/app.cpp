@@ -68,6 +68,9 @@ struct app::impl {
   std::mutex mutex;
   std::condition_variable changed;
   app_state state = app_state::created;
+  /// Why the degraded threads are degraded, one "stream thread N: ..." per thread, "; "
+  /// between them (guarded by mutex, kept by on_thread_state).
+  std::string degraded_reason;
   std::string error;
   std::vector<std::function<void(app_state, app_state)>> listeners;
   bool closed = false;
@@ -116,12 +119,22 @@ struct app::impl {
       if (state == app_state::pending_shutdown || state == app_state::error || state == app_state::not_running) return;
     }
     bool any_rebalancing = false, any_restoring = false, all_running = true, any_degraded = false;
-    for (auto& t : threads) {
-      if (t->degraded()) any_degraded = true;
+    std::string reasons;
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+      const auto& t = threads[i];
+      if (t->degraded()) {
+        any_degraded = true;
+        if (auto reason = t->degraded_reason(); !reason.empty())
+          reasons += (reasons.empty() ? "" : "; ") + ("stream thread " + std::to_string(i) + ": ") + reason;
+      }
       auto ts = t->state();
       if (ts == runtime::thread_state::rebalancing || ts == runtime::thread_state::starting) any_rebalancing = true;
       if (ts == runtime::thread_state::restoring) any_restoring = true;
       if (ts != runtime::thread_state::running) all_running = false;
+    }
+    {
+      std::lock_guard lock(mutex);
+      degraded_reason = std::move(reasons);
     }
     if (any_degraded)
       set_state(app_state::degraded);
@@ -705,6 +718,11 @@ app_state app::state() const noexcept {
 std::string app::error_message() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->error;
+}
+
+std::string app::degraded_reason() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->state == app_state::degraded ? impl_->degraded_reason : std::string();
 }
 
 metrics_registry& app::metrics() noexcept { return impl_->metrics; }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "runtime/allocator.hpp"
 #include "runtime/error_classification.hpp"
@@ -283,7 +284,7 @@ void stream_thread::loop_once() {
              (bound_transactions &&
               t.second->stores().commit_due(settings_.checkpoint_tail_fraction, settings_.early_commit_min_records));
     });
-    if (due || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
+    if (due || commit_after_recovery_ || clock_type::now() - last_commit_ >= settings_.commit_interval) commit_all();
     watch_brokers();
     // Not at each commit: at-least-once commits every 30 s by default, exactly-once ten times a second.
     if (clock_type::now() - partition_gauges_set_ >= partition_gauges_interval) update_partition_gauges();
@@ -365,8 +366,12 @@ void stream_thread::commit_all() {
     return collector_->next_changelog_offset(topic, partition);
   };
   auto started = clock_type::now();
+  const bool after_recovery = std::exchange(commit_after_recovery_, false);
   if (services_.guarantee == processing_guarantee::exactly_once) {
-    if (offsets.empty() && !collector_->transaction_open()) return;
+    if (offsets.empty() && !collector_->transaction_open()) {
+      if (after_recovery) note_progress();
+      return;
+    }
     if (offsets.empty()) offsets = fencing_offsets();
     auto group = consumer_->group_metadata();
     if (consumer_->assignment_lost())  // after the metadata: a lost flag set later finds it stale
@@ -378,11 +383,9 @@ void stream_thread::commit_all() {
     collector_->flush();
     if (!offsets.empty()) consumer_->commit(offsets);
   }
-  if (!offsets.empty() || services_.guarantee == processing_guarantee::exactly_once) {
-    // Progress: whatever failed before has been ridden out.
-    failing_since_.reset();
-    set_failing(false);
-  }
+  // Progress: whatever failed before has been ridden out. (An at-least-once commit without
+  // offsets talked to no broker, unless a recovery just did.)
+  if (!offsets.empty() || services_.guarantee == processing_guarantee::exactly_once || after_recovery) note_progress();
   commit_latency_.record(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started).count());
   for (auto& [id, task] : tasks) {
     if (!task->running()) continue;
@@ -671,6 +674,7 @@ void stream_thread::recover_from_failure() {
   if (!assignment_.empty()) create_tasks(assignment_);  // none after a new consumer: it rejoins
   rewind_to_committed();
   recovery_pending_ = false;
+  commit_after_recovery_ = true;
   recoveries_.add();
   spdlog::info("stream thread {}: recovered; resuming from the last committed offsets", settings_.index);
 }
@@ -679,6 +683,11 @@ std::vector<kafka::topic_partition_offset> stream_thread::committed_offsets(
     const std::vector<kafka::topic_partition>& parts) {
   return wait_in_slices(30s, stop_requested_,
                         [&](std::chrono::milliseconds slice) { return consumer_->committed(parts, slice); });
+}
+
+void stream_thread::note_progress() {
+  failing_since_.reset();
+  set_failing(false);
 }
 
 void stream_thread::set_failing(bool failing) {
@@ -692,9 +701,24 @@ void stream_thread::set_brokers_down(bool down) {
 }
 
 void stream_thread::publish_degraded() {
+  std::string reason;
+  if (brokers_down_)
+    reason = "no broker at bootstrap.servers answers";
+  else if (failing_)
+    reason = "retrying after: " + last_failure_;
+  bool reason_changed = false;
+  {
+    std::lock_guard lock(degraded_reason_mutex_);
+    if (reason != degraded_reason_) degraded_reason_ = std::move(reason), reason_changed = true;
+  }
   const bool degraded = failing_ || brokers_down_;
-  if (degraded_.exchange(degraded) == degraded) return;
+  if (degraded_.exchange(degraded) == degraded && !reason_changed) return;
   if (on_state_change_) on_state_change_(state_.load());
+}
+
+std::string stream_thread::degraded_reason() const {
+  std::lock_guard lock(degraded_reason_mutex_);
+  return degraded_reason_;
 }
 
 void stream_thread::watch_brokers() {

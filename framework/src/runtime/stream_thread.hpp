@@ -105,6 +105,9 @@ class stream_thread final : kafka::rebalance_listener {
   /// recovering or retrying, and its tasks may be closed), and while its consumer reports
   /// every broker down until one answers (watch_brokers()). Safe from any thread.
   bool degraded() const noexcept { return degraded_.load(); }
+  /// While degraded(): what the thread rides out ("no broker at bootstrap.servers answers",
+  /// or the last retriable failure); empty otherwise. Safe from any thread.
+  std::string degraded_reason() const;
   const std::string& failure() const noexcept { return failure_; }
   /// Where HTTP handlers queue store queries for this thread's tasks; safe from any thread.
   query_inbox& queries() noexcept { return queries_; }
@@ -160,7 +163,10 @@ class stream_thread final : kafka::rebalance_listener {
   /// The group's committed offsets of `parts`, waited for up to 30 s in slices: a stop
   /// request cuts the wait short (its last error is thrown).
   std::vector<kafka::topic_partition_offset> committed_offsets(const std::vector<kafka::topic_partition>& parts);
-  /// Sets one of the two causes of degraded() and publishes their sum.
+  /// The end of a failure: a commit went through, or the first commit after a recovery found
+  /// nothing to commit. Clears failing_ and the task.timeout.ms count.
+  void note_progress();
+  /// Sets one of the two causes of degraded() and publishes their sum and its reason.
   void set_failing(bool failing);
   void set_brokers_down(bool down);
   void publish_degraded();
@@ -206,6 +212,12 @@ class stream_thread final : kafka::rebalance_listener {
   std::atomic<bool> degraded_{false};  ///< failing_ || brokers_down_
   bool failing_ = false;
   bool brokers_down_ = false;
+  mutable std::mutex degraded_reason_mutex_;
+  std::string degraded_reason_;  ///< guarded by degraded_reason_mutex_
+  /// Set by a recovery: the next loop commits at once, not a commit interval later, and that
+  /// commit ends the failure also when it has nothing to commit (the recovery heard the
+  /// cluster: the committed offsets of the rewind, the new producer's init under exactly-once).
+  bool commit_after_recovery_ = false;
   std::chrono::steady_clock::time_point brokers_checked_;  ///< last probe of watch_brokers()
   /// Since when failures have kept the thread from committing (task.timeout.ms counts from it).
   std::optional<std::chrono::steady_clock::time_point> failing_since_;

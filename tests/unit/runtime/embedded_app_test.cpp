@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -93,6 +95,24 @@ sluice::topology windowed_clicks(const std::string& in, const std::string& updat
   counts.suppress(sluice::until_window_closes()).to_stream().to(finals);
   return b.build();
 }
+
+/// Forwards its input; asks for a commit from a wall-clock punctuation whenever `ask` is set
+/// (once per setting), so a test chooses the moment of a commit under a long commit interval.
+class commit_on_request : public sluice::processor<std::string, std::string, std::string, std::string> {
+ public:
+  explicit commit_on_request(std::atomic<bool>& ask) : ask_(ask) {}
+  void init(context_type& ctx) override {
+    processor::init(ctx);
+    schedule_ = ctx.schedule(20ms, sluice::punctuation_type::wall_clock, [this](std::int64_t) {
+      if (ask_.exchange(false)) context().commit();
+    });
+  }
+  void process(const sluice::record<std::string, std::string>& r) override { context().forward(r); }
+
+ private:
+  std::atomic<bool>& ask_;
+  sluice::cancellable schedule_;
+};
 
 }  // namespace
 
@@ -464,6 +484,8 @@ TEST(embedded_app, an_idle_at_least_once_job_is_degraded_while_its_brokers_are_d
   cfg.set("bootstrap.servers", cluster.bootstrap_servers());
   cfg.set("processing.guarantee", "at_least_once");
   cfg.set("commit.interval.ms", "3600000");  // no commit: nothing but the outage's report can mark it
+  const auto port = sluice::test::free_port();
+  cfg.set("application.server", "127.0.0.1:" + std::to_string(port));
   cluster.create_topic(in, 1);
   sluice::app app(sluice::test::keeping_under_own_keys(in), cfg);
   app.start();
@@ -486,13 +508,66 @@ TEST(embedded_app, an_idle_at_least_once_job_is_degraded_while_its_brokers_are_d
   rd_kafka_mock_broker_set_down(cluster.native(), 1);
   EXPECT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::degraded; }, 30s))
       << sluice::to_string(app.state());
+  // Why, for the operator: in the app and in /ready's and /health's answers.
+  const std::string why = "stream thread 0: no broker at bootstrap.servers answers";
+  EXPECT_EQ(app.degraded_reason(), why);
+  const auto ready = sluice::test::http_get(port, "/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_NE(ready.body.find("\"state\": \"degraded\""), std::string::npos) << ready.body;
+  EXPECT_NE(ready.body.find("\"reason\": \"" + why + "\""), std::string::npos) << ready.body;
+  const auto health = sluice::test::http_get(port, "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_NE(health.body.find("\"reason\": \"" + why + "\""), std::string::npos) << health.body;
   rd_kafka_mock_broker_set_up(cluster.native(), 1);
   EXPECT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::running; }, 30s))
       << sluice::to_string(app.state());
+  EXPECT_EQ(app.degraded_reason(), "");
+  EXPECT_EQ(sluice::test::http_get(port, "/ready").body.find("reason"), std::string::npos);
 
   send(10, 20);
   EXPECT_TRUE(sluice::test::eventually([&] { return entries() == 20.0; }, 30s)) << app.metrics().prometheus_text();
   EXPECT_EQ(app.state(), sluice::app_state::running) << app.error_message();
+  app.close();
+}
+
+// A failed commit makes the thread `degraded` until its next successful commit. At least once,
+// that came a commit interval (30 s by default) after the recovery, so /ready answered 503 that
+// long after the cluster was back. The first commit now comes right after the recovery.
+TEST(embedded_app, an_at_least_once_job_is_running_again_right_after_a_recovery_not_a_commit_interval_later) {
+  sluice::kafka::mock_cluster cluster;
+  const std::string in = unique("recovered-in"), out = unique("recovered-out");
+  auto cfg = job_config(unique("alos-recovery"));
+  cfg.set("bootstrap.servers", cluster.bootstrap_servers());
+  cfg.set("processing.guarantee", "at_least_once");
+  cfg.set("commit.interval.ms", "3600000");  // the commits are the ones the test asks for
+  cluster.create_topic(in, 1);
+  cluster.create_topic(out, 1);
+  std::atomic<bool> ask_commit{false};
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>(in)
+      .process([&ask_commit] { return std::make_unique<commit_on_request>(ask_commit); })
+      .to(out);
+  sluice::app app(b.build(), cfg);
+  app.start();
+  {
+    sluice::topic_writer writer(cfg);
+    writer.send<std::string, std::string>(in, "k", "v");
+    writer.flush();
+  }
+  ASSERT_TRUE(sluice::test::eventually([&] { return app.metrics().total("sluice_records_processed_total") > 0; }, 30s));
+  ASSERT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::running; }, 30s))
+      << sluice::to_string(app.state());
+  const auto recoveries = app.metrics().total("sluice_task_recoveries_total");
+
+  // The group coordinator refuses the commit the test asks for (librdkafka does not retry
+  // REBALANCE_IN_PROGRESS): the thread closes its task, rewinds and reprocesses the record.
+  rd_kafka_mock_push_request_errors(cluster.native(), 8 /* OffsetCommit */, 1, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS);
+  ask_commit = true;
+  ASSERT_TRUE(
+      sluice::test::eventually([&] { return app.metrics().total("sluice_task_recoveries_total") > recoveries; }, 30s))
+      << "the refused commit did not lead to a recovery: " << sluice::to_string(app.state());
+  EXPECT_TRUE(sluice::test::eventually([&] { return app.state() == sluice::app_state::running; }, 30s))
+      << sluice::to_string(app.state()) << " 30 s after the recovery";
   app.close();
 }
 
