@@ -147,7 +147,7 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
       if (cooperative)
         throw_if(rd_kafka_incremental_assign(rk, parts), "incremental_assign");
       else
-        throw_if(rd_kafka_assign(rk, parts), "assign");
+        throw_if_failed(rd_kafka_assign(rk, parts), "assign");
       // Eager: the list is the whole assignment. Cooperative: it adds to what is held.
       auto& mine = membership_.assignment;
       if (!cooperative) {
@@ -169,7 +169,7 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
       if (cooperative)
         throw_if(rd_kafka_incremental_unassign(rk, parts), "incremental_unassign");
       else
-        throw_if(rd_kafka_assign(rk, nullptr), "unassign");
+        throw_if_failed(rd_kafka_assign(rk, nullptr), "unassign");
       auto& mine = membership_.assignment;
       if (cooperative)
         std::erase_if(mine,
