@@ -5,15 +5,15 @@
 // that reaches the loop is classified once (error_classification.hpp): a retriable one
 // closes the tasks dirty, aborts, recreates the producer (and, when the group fenced the
 // consumer, the consumer and task manager) and resumes from the last committed offsets,
-// retried for up to task.timeout.ms while the thread reports degraded(); a fatal one stops
-// the thread.
+// retried for up to task.timeout.ms while the thread reports degraded() (until the commit
+// it makes right after a successful recovery); a fatal one stops the thread.
 //
 // Lifecycle: created -> start() (starting) -> rebalancing -> restoring / running, back to
 // rebalancing on every assignment -> request_stop() -> pending_shutdown -> dead; failed
 // when an error stops it (failure() says why).
 //
 // Threading: everything here runs on the thread's own std::thread except request_stop(),
-// state() and degraded(), which are safe from any thread.
+// state(), degraded() and degraded_reason(), which are safe from any thread.
 #pragma once
 
 #include <atomic>
