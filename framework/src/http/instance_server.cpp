@@ -19,6 +19,14 @@
 namespace sluice::http {
 namespace {
 
+/// `, "reason": "…"` for a state that has one (error: the first fatal error; degraded: what
+/// the degraded threads ride out), else nothing.
+std::string reason_field(const app& a, app_state state) {
+  if (state == app_state::error) return ", \"reason\": \"" + json_escape(a.error_message()) + "\"";
+  if (state == app_state::degraded) return ", \"reason\": \"" + json_escape(a.degraded_reason()) + "\"";
+  return {};
+}
+
 /// The current restore of the threads restoring now (gauges per thread, see
 /// runtime/changelog_reader.hpp); when none is, the last restore of each thread.
 std::string restore_json(app& a) {
@@ -162,23 +170,19 @@ void instance_server::add_builtin_endpoints() {
   routes_.add("/health", [this](const request&) {
     const auto state = app_.state();
     if (state == app_state::error)
-      return response::json(
-          status::service_unavailable,
-          "{\"status\": \"error\", \"state\": \"error\", \"reason\": \"" + json_escape(app_.error_message()) + "\"}");
+      return response::json(status::service_unavailable,
+                            "{\"status\": \"error\", \"state\": \"error\"" + reason_field(app_, state) + "}");
     if (state == app_state::not_running)
       return response::json(
           status::service_unavailable,
           "{\"status\": \"stopped\", \"state\": \"not_running\", \"reason\": \"the app was closed\"}");
-    std::string body = std::string("{\"status\": \"ok\", \"state\": \"") + to_string(state) + "\"";
-    if (state == app_state::degraded) body += ", \"reason\": \"" + json_escape(app_.degraded_reason()) + "\"";
-    return response::json(status::ok, body + "}");
+    return response::json(status::ok, std::string("{\"status\": \"ok\", \"state\": \"") + to_string(state) + "\"" +
+                                          reason_field(app_, state) + "}");
   });
   routes_.add("/ready", [this](const request&) {
     const auto state = app_.state();
     std::string body = std::string("{\"state\": \"") + to_string(state) + "\", \"restore\": " + restore_json(app_);
-    if (state == app_state::error) body += ", \"reason\": \"" + json_escape(app_.error_message()) + "\"";
-    if (state == app_state::degraded) body += ", \"reason\": \"" + json_escape(app_.degraded_reason()) + "\"";
-    body += "}";
+    body += reason_field(app_, state) + "}";
     return response::json(state == app_state::running ? status::ok : status::service_unavailable, std::move(body));
   });
   routes_.add("/topology", [this](const request& req) {

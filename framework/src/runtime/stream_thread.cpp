@@ -701,6 +701,8 @@ void stream_thread::set_brokers_down(bool down) {
 }
 
 void stream_thread::publish_degraded() {
+  // Every commit clears failing_: nothing to publish when nothing was degraded.
+  if (!failing_ && !brokers_down_ && !degraded_.load()) return;
   std::string reason;
   if (brokers_down_)
     reason = "no broker at bootstrap.servers answers";
