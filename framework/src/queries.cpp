@@ -2,6 +2,8 @@
 // key-value overload of run and the sentences for refusals.
 #include "sluice/queries.hpp"
 
+#include <algorithm>
+
 namespace sluice {
 
 const char* to_string(query_outcome o) noexcept {
@@ -28,6 +30,16 @@ errc code_of(query_outcome o) noexcept {
   }
 }
 
+/// The raw key-value store of a binding, or nullptr with `kind_error` naming the mismatch.
+state::kv_store* raw_kv_store(const detail::store_binding& binding, std::string_view store, std::string& kind_error) {
+  auto* kv = dynamic_cast<state::kv_store*>(binding.store);
+  if (!kv)
+    kind_error = "store '" + std::string(store) +
+                 "' is not a key-value store; query it with run<H> and the handle of its kind "
+                 "(e.g. ranked_index_store, queue_store_handle)";
+  return kv;
+}
+
 }  // namespace
 
 query_error::query_error(query_outcome outcome, const std::string& message)
@@ -40,14 +52,7 @@ query_outcome interactive_queries::run(std::string_view store, std::int32_t part
   auto o = run_binding(
       store, partition,
       [&](const detail::store_binding& binding, detail::task_context&) {
-        auto* kv = dynamic_cast<state::kv_store*>(binding.store);
-        if (!kv) {
-          kind_error = "store '" + std::string(store) +
-                       "' is not a key-value store; query it with run<H> and the handle of its kind "
-                       "(e.g. ranked_index_store, queue_store_handle)";
-          return;
-        }
-        fn(*kv);
+        if (auto* kv = raw_kv_store(binding, store, kind_error)) fn(*kv);
       },
       timeout, failure);
   if (o == outcome::done && !kind_error.empty()) {
@@ -55,6 +60,50 @@ query_outcome interactive_queries::run(std::string_view store, std::int32_t part
     return outcome::wrong_kind;
   }
   return o;
+}
+
+std::vector<interactive_queries::partition_outcome> interactive_queries::run_bindings(
+    std::string_view store, const std::vector<std::int32_t>& partitions, partition_reader fn,
+    std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<partition_outcome> outcomes;
+  outcomes.reserve(partitions.size());
+  for (const auto p : partitions) {
+    const auto left =
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    auto& o = outcomes.emplace_back(partition_outcome{p, outcome::unavailable, {}});
+    o.result = run_binding(
+        store, p, [&](const detail::store_binding& binding, detail::task_context& context) { fn(p, binding, context); },
+        left, &o.failure);
+  }
+  return outcomes;
+}
+
+std::vector<interactive_queries::partition_outcome> interactive_queries::run_each(
+    std::string_view store, const std::vector<std::int32_t>& partitions,
+    std::function<void(std::int32_t, state::kv_store&)> fn, std::chrono::milliseconds timeout) {
+  // One slot per partition asked: the calls of two partitions may run at the same time.
+  std::vector<std::string> kind_errors(partitions.size());
+  auto outcomes = run_bindings(
+      store, partitions,
+      [&](std::int32_t p, const detail::store_binding& binding, detail::task_context&) {
+        const auto slot =
+            static_cast<std::size_t>(std::find(partitions.begin(), partitions.end(), p) - partitions.begin());
+        if (auto* kv = raw_kv_store(binding, store, kind_errors[slot])) fn(p, *kv);
+      },
+      timeout);
+  apply_kind_errors(outcomes, kind_errors);
+  return outcomes;
+}
+
+void interactive_queries::apply_kind_errors(std::vector<partition_outcome>& outcomes,
+                                            std::vector<std::string>& kind_errors) {
+  for (std::size_t i = 0; i < outcomes.size(); ++i)
+    if (outcomes[i].result == outcome::done && !kind_errors[i].empty()) {
+      outcomes[i].result = outcome::wrong_kind;
+      outcomes[i].failure = std::move(kind_errors[i]);
+    }
 }
 
 std::string interactive_queries::describe(outcome o, std::string_view store, std::int32_t partition,

@@ -35,6 +35,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "sluice/detail/node.hpp"
 #include "sluice/error.hpp"
@@ -90,6 +91,27 @@ class interactive_queries {
   virtual outcome run_binding(std::string_view store, std::int32_t partition, binding_reader fn,
                               std::chrono::milliseconds timeout = default_timeout, std::string* failure = nullptr) = 0;
 
+  /// What run_bindings runs on each partition: the partition, its store and a read-only context.
+  using partition_reader =
+      std::function<void(std::int32_t partition, const detail::store_binding&, detail::task_context&)>;
+  /// What became of one partition of run_bindings or run_each; `failure` as run_binding's.
+  struct partition_outcome {
+    std::int32_t partition = -1;
+    outcome result = outcome::unavailable;
+    std::string failure;
+  };
+
+  /// Runs `fn` on each of `partitions` of `store` as run_binding runs it on one, but asks
+  /// every partition before waiting for any answer: in a running app under exactly-once they
+  /// are all answered at the end of the same transaction, so reading 8 partitions waits one
+  /// commit interval rather than 8. Calls for different partitions may run at the same time
+  /// on different stream threads: `fn` must write only what belongs to its partition.
+  /// `timeout` bounds the whole call, and `fn` never runs after it returns. One outcome per
+  /// partition, in the order given. This default asks the partitions one after another.
+  virtual std::vector<partition_outcome> run_bindings(std::string_view store,
+                                                      const std::vector<std::int32_t>& partitions, partition_reader fn,
+                                                      std::chrono::milliseconds timeout = default_timeout);
+
   /// Runs `fn(H&)` with H the typed handle of the store's kind (ranked_index_store,
   /// queue_store_handle, key_value_store<K, V>, ...), made as ctx.state_store<H>(store) makes
   /// it. A store of another kind answers wrong_kind with a message naming both.
@@ -119,10 +141,42 @@ class interactive_queries {
     return o;
   }
 
+  /// run<H> on each of `partitions` at once (see run_bindings: `fn(partition, handle)` of two
+  /// partitions may run at the same time, so it must write only its partition's result).
+  template <class H, class F>
+  std::vector<partition_outcome> run_each(std::string_view store, const std::vector<std::int32_t>& partitions, F&& fn,
+                                          std::chrono::milliseconds timeout = default_timeout) {
+    static_assert(std::is_invocable_v<F&, std::int32_t, H&>,
+                  "run_each<H>: the query function must take the partition and the handle as H&");
+    std::vector<std::string> kind_errors(partitions.size());  // a slot per partition asked
+    auto outcomes = run_bindings(
+        store, partitions,
+        [&](std::int32_t p, const detail::store_binding& binding, detail::task_context& context) {
+          std::optional<H> handle;
+          try {
+            handle.emplace(detail::store_handle_factory::make<H>(binding, &context));
+          } catch (const error& e) {
+            if (e.code() != errc::invalid_topology) throw;
+            for (std::size_t i = 0; i < partitions.size(); ++i)
+              if (partitions[i] == p) kind_errors[i] = e.what();
+            return;
+          }
+          fn(p, *handle);
+        },
+        timeout);
+    apply_kind_errors(outcomes, kind_errors);
+    return outcomes;
+  }
+
   /// Runs `fn` on the raw key-value store (serialized keys and values). A store of another
   /// kind answers wrong_kind.
   outcome run(std::string_view store, std::int32_t partition, std::function<void(state::kv_store&)> fn,
               std::chrono::milliseconds timeout = default_timeout, std::string* failure = nullptr);
+  /// The raw key-value run on each of `partitions` at once (see run_bindings: `fn` of two
+  /// partitions may run at the same time).
+  std::vector<partition_outcome> run_each(std::string_view store, const std::vector<std::int32_t>& partitions,
+                                          std::function<void(std::int32_t partition, state::kv_store&)> fn,
+                                          std::chrono::milliseconds timeout = default_timeout);
 
   /// Like run<H>, returning what `fn` returns; throws query_error (naming the store, the
   /// partition and the outcome) when the outcome is not done.
@@ -145,6 +199,11 @@ class interactive_queries {
 
   /// A sentence for an outcome other than done, naming the store and partition and what to do.
   static std::string describe(outcome o, std::string_view store, std::int32_t partition, std::string_view failure = {});
+
+ private:
+  /// A partition that ran but found its store of another kind answers wrong_kind, with the
+  /// message (run_each: one slot per partition asked).
+  static void apply_kind_errors(std::vector<partition_outcome>& outcomes, std::vector<std::string>& kind_errors);
 };
 
 }  // namespace sluice

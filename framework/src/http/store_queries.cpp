@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <variant>
 
@@ -85,13 +86,18 @@ class store_endpoints {
   response untyped_key(const request& req, const resolved_key& k) {
     auto found = search_untyped(
         req, k,
-        [&](std::int32_t p) {
-          partition_lookup l;
-          std::optional<std::string> value;
-          l.outcome = stores_.run(
-              k.store, p, [&](state::kv_store& s) { value = s.get(k.bytes); }, std::chrono::seconds(5), &l.failure);
-          if (value) l.answer = key_answer(k, p, *value);
-          return l;
+        [&](const std::vector<std::int32_t>& order) {
+          std::vector<std::optional<std::string>> values(
+              static_cast<std::size_t>(std::max(stores_.partitions(k.store), k.partition + 1)));
+          auto outcomes = stores_.run_each(
+              k.store, order,
+              [&](std::int32_t p, state::kv_store& s) { values.at(static_cast<std::size_t>(p)) = s.get(k.bytes); },
+              std::chrono::seconds(5));
+          return lookups(outcomes, [&](std::int32_t p) -> std::optional<response> {
+            const auto& value = values.at(static_cast<std::size_t>(p));
+            if (value) return key_answer(k, p, *value);
+            return std::nullopt;
+          });
         },
         [](const response& r) { return r.status != static_cast<int>(status::not_found); });
     if (found) return std::move(*found);
@@ -101,34 +107,49 @@ class store_endpoints {
 
   /// What looking a key up in one partition found: the answer when the key is there.
   struct partition_lookup {
+    std::int32_t partition = -1;
     store_access::outcome outcome = store_access::outcome::done;
     std::string failure;
     std::optional<response> answer;
   };
 
+  /// The lookups of run_each's outcomes: `answer(p)` for each partition that answered.
+  template <class Answer>
+  static std::vector<partition_lookup> lookups(std::vector<store_access::partition_outcome>& outcomes,
+                                               Answer&& answer) {
+    std::vector<partition_lookup> out;
+    for (auto& o : outcomes) {
+      auto& l = out.emplace_back(partition_lookup{o.partition, o.result, std::move(o.failure), std::nullopt});
+      if (l.outcome == store_access::outcome::done) l.answer = answer(o.partition);
+    }
+    return out;
+  }
+
   /// Finds a key of an untyped store (a processor's, added with add_state_store). Its bytes
   /// need not be the records' key (a processor keys its store as it likes, e.g. the
   /// throttle's encoded keys), so the partition murmur2 of the bytes picks may not hold it.
-  /// `lookup` runs there first, then in this instance's other partitions; then (unless this
-  /// request was forwarded) each other instance that owns partitions of the store is asked
-  /// the same request once, and looks in its own; `found_remotely` tells whether its answer
-  /// found the key. As Kafka Streams' store.get(key) looks in every local store of the name.
-  /// The answer found, or a refusal; nullopt when no partition holds the key.
-  std::optional<response> search_untyped(const request& req, const resolved_key& k,
-                                         const std::function<partition_lookup(std::int32_t)>& lookup,
-                                         const std::function<bool(const response&)>& found_remotely) {
+  /// `look` looks in this instance's partitions, all at once (one wait for the stream
+  /// threads, not one per partition), and the answer of the partition murmur2 picks wins,
+  /// then the lowest; then (unless this request was forwarded) each other instance that owns
+  /// partitions of the store is asked the same request once, and looks in its own;
+  /// `found_remotely` tells whether its answer found the key. As Kafka Streams'
+  /// store.get(key) looks in every local store of the name. The answer found, or a refusal;
+  /// nullopt when no partition holds the key.
+  std::optional<response> search_untyped(
+      const request& req, const resolved_key& k,
+      const std::function<std::vector<partition_lookup>(const std::vector<std::int32_t>&)>& look,
+      const std::function<bool(const response&)>& found_remotely) {
     const auto partitions = stores_.partitions(k.store);
     std::vector<std::int32_t> order{k.partition}, missing;
     for (std::int32_t p = 0; p < partitions; ++p)
       if (p != k.partition) order.push_back(p);
-    for (auto p : order) {
-      auto l = lookup(p);
+    for (auto& l : look(order)) {
       if (l.outcome == store_access::outcome::not_local) {
-        missing.push_back(p);
+        missing.push_back(l.partition);
         continue;
       }
       if (l.outcome != store_access::outcome::done)
-        return stamp(store_access::refusal(l.outcome, k.store, p, l.failure));
+        return stamp(store_access::refusal(l.outcome, k.store, l.partition, l.failure));
       if (l.answer) return std::move(l.answer);
     }
     if (!missing.empty() && !req.header(forwarded_header)) {
@@ -184,24 +205,29 @@ class store_endpoints {
     if (spec->global) return global_scan(store, *spec, kind, everything, from, to, prefix, *limit);
     const auto partitions = stores_.partitions(store);
     if (partitions <= 0) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    // Every partition at once; each fills its own slot.
+    std::vector<std::int32_t> all(static_cast<std::size_t>(partitions));
+    std::iota(all.begin(), all.end(), 0);
+    std::vector<std::vector<std::pair<std::string, std::string>>> raw(all.size());
+    auto outcomes = stores_.run_each(
+        store, all,
+        [&](std::int32_t p, state::kv_store& s) {
+          auto& mine = raw.at(static_cast<std::size_t>(p));
+          auto it = kind == scan::prefix ? s.prefix(prefix) : everything ? s.all() : s.range(from, to);
+          for (; it.valid() && mine.size() < *limit; it.next()) mine.emplace_back(it.key(), it.value());
+        },
+        std::chrono::seconds(5));
     std::vector<store_entry> entries;
     std::vector<std::int32_t> missing;
-    for (std::int32_t p = 0; p < partitions; ++p) {
-      std::vector<std::pair<std::string, std::string>> raw;
-      std::string failure;
-      auto outcome = stores_.run(
-          store, p,
-          [&](state::kv_store& s) {
-            auto it = kind == scan::prefix ? s.prefix(prefix) : everything ? s.all() : s.range(from, to);
-            for (; it.valid() && raw.size() < *limit; it.next()) raw.emplace_back(it.key(), it.value());
-          },
-          std::chrono::seconds(5), &failure);
-      if (outcome == store_access::outcome::not_local) {
-        missing.push_back(p);
+    for (const auto& o : outcomes) {
+      if (o.result == store_access::outcome::not_local) {
+        missing.push_back(o.partition);
         continue;
       }
-      if (outcome != store_access::outcome::done) return stamp(store_access::refusal(outcome, store, p, failure));
-      for (auto& [k, v] : raw) entries.push_back(render(spec->codec.get(), k, v, p));
+      if (o.result != store_access::outcome::done)
+        return stamp(store_access::refusal(o.result, store, o.partition, o.failure));
+      for (auto& [k, v] : raw[static_cast<std::size_t>(o.partition)])
+        entries.push_back(render(spec->codec.get(), k, v, o.partition));
     }
     if (!missing.empty() && !req.header(forwarded_header)) {
       if (auto refused = gather_remote(req, store, missing, entries)) return stamp(std::move(*refused));
@@ -227,41 +253,45 @@ class store_endpoints {
     if (*from > *to)
       return stamp(response::error(status::bad_request, "from " + std::to_string(*from) + " is after to " +
                                                             std::to_string(*to) + ": give from <= to"));
-    auto lookup = [&](std::int32_t p) {
-      partition_lookup l;
-      std::vector<state::window_entry> entries;
-      bool window_store = true;
-      l.outcome = stores_.run_binding(
-          store, p,
-          [&](const detail::store_binding& binding, detail::task_context&) {
+    // Looks in `partitions` at once; per partition: its windows of the key, and whether the
+    // store is a window store at all.
+    auto look = [&](const std::vector<std::int32_t>& partitions) {
+      const auto slots = static_cast<std::size_t>(std::max(stores_.partitions(store), k.partition + 1));
+      std::vector<std::vector<state::window_entry>> entries(slots);
+      std::vector<char> window_store(slots, 1);
+      auto outcomes = stores_.run_bindings(
+          store, partitions,
+          [&](std::int32_t p, const detail::store_binding& binding, detail::task_context&) {
             auto* w = dynamic_cast<state::window_store*>(binding.store);
             if (!w) {
-              window_store = false;
+              window_store.at(static_cast<std::size_t>(p)) = 0;
               return;
             }
             // A session is stored under its end, so its end decides which are read.
             w->fetch(k.bytes, *from,
-                     spec->codec && spec->codec->sessions ? std::numeric_limits<std::int64_t>::max() : *to, entries);
+                     spec->codec && spec->codec->sessions ? std::numeric_limits<std::int64_t>::max() : *to,
+                     entries.at(static_cast<std::size_t>(p)));
           },
-          std::chrono::seconds(5), &l.failure);
-      if (l.outcome == store_access::outcome::done && !window_store)
-        l.answer =
-            stamp(response::error(status::bad_request, "store '" + store +
-                                                           "' is not a window store (a queue or ranked-index "
-                                                           "store): read it through an endpoint the topology adds "
-                                                           "(streams_builder::add_endpoint)"));
-      else if (l.outcome == store_access::outcome::done && (spec->codec || !entries.empty()))
-        l.answer = windows_answer(k, p, entries, *to);
-      return l;
+          std::chrono::seconds(5));
+      return lookups(outcomes, [&](std::int32_t p) -> std::optional<response> {
+        const auto slot = static_cast<std::size_t>(p);
+        if (!window_store[slot])
+          return stamp(response::error(status::bad_request, "store '" + store +
+                                                                "' is not a window store (a queue or ranked-index "
+                                                                "store): read it through an endpoint the topology "
+                                                                "adds (streams_builder::add_endpoint)"));
+        if (spec->codec || !entries[slot].empty()) return windows_answer(k, p, entries[slot], *to);
+        return std::nullopt;
+      });
     };
     if (spec->codec) {
-      auto l = lookup(k.partition);
+      auto l = std::move(look({k.partition}).front());
       if (l.outcome == store_access::outcome::not_local) return forward_or_refuse(req, store, k.partition);
       if (l.outcome != store_access::outcome::done)
         return stamp(store_access::refusal(l.outcome, store, k.partition, l.failure));
       return std::move(*l.answer);
     }
-    auto found = search_untyped(req, k, lookup, [](const response& r) {
+    auto found = search_untyped(req, k, look, [](const response& r) {
       if (r.status != static_cast<int>(status::ok)) return true;
       auto j = nlohmann::json::parse(r.body, nullptr, false);
       return j.is_discarded() || !j.contains("windows") || !j["windows"].empty();

@@ -55,27 +55,60 @@ std::optional<std::int32_t> app_queries::partition_of(std::string_view store, st
 
 query_outcome app_queries::run_binding(std::string_view store, std::int32_t partition, binding_reader fn,
                                        std::chrono::milliseconds timeout, std::string* failure) {
+  auto answers = run_bindings(
+      store, {partition},
+      [&fn](std::int32_t, const detail::store_binding& binding, detail::task_context& context) {
+        fn(binding, context);
+      },
+      timeout);
+  if (failure && !answers[0].failure.empty()) *failure = std::move(answers[0].failure);
+  return answers[0].result;
+}
+
+std::vector<interactive_queries::partition_outcome> app_queries::run_bindings(
+    std::string_view store, const std::vector<std::int32_t>& partitions, partition_reader fn,
+    std::chrono::milliseconds timeout) {
+  std::vector<partition_outcome> answers;
+  for (const auto p : partitions) answers.push_back(partition_outcome{p, outcome::unavailable, {}});
   const int sub = subtopology_of(store);
-  if (sub < 0) return outcome::unknown_store;
+  if (sub < 0) {
+    for (auto& a : answers) a.result = outcome::unknown_store;
+    return answers;
+  }
   std::vector<query_inbox*> inboxes;
   {
     std::lock_guard lock(mutex_);
     inboxes = inboxes_;
   }
-  if (inboxes.empty()) return outcome::unavailable;  // starting or stopping
-  auto q = std::make_shared<store_query>(std::string(store), task_id{sub, partition}, std::move(fn),
-                                         static_cast<int>(inboxes.size()));
-  for (auto* inbox : inboxes) inbox->submit(q);
-  switch (q->wait(timeout)) {
-    case query_status::done: return outcome::done;
-    case query_status::not_here: return outcome::not_local;
-    case query_status::unavailable: return outcome::unavailable;
-    case query_status::timed_out: return outcome::timed_out;
-    case query_status::failed:
-      if (failure) *failure = q->failure();
-      return outcome::failed;
+  if (inboxes.empty()) return answers;  // starting or stopping: unavailable
+  // Every partition is queued before any answer is awaited, so a thread answers all of its
+  // own in one serve. `fn` is held by reference: a query never runs after its wait returned.
+  std::vector<std::shared_ptr<store_query>> queries;
+  for (const auto p : partitions) {
+    auto q = std::make_shared<store_query>(
+        std::string(store), task_id{sub, p},
+        [&fn, p](const detail::store_binding& binding, detail::task_context& context) { fn(p, binding, context); },
+        static_cast<int>(inboxes.size()));
+    for (auto* inbox : inboxes) inbox->submit(q);
+    queries.push_back(std::move(q));
   }
-  return outcome::failed;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    const auto left =
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    switch (queries[i]->wait(left)) {
+      case query_status::done: answers[i].result = outcome::done; break;
+      case query_status::not_here: answers[i].result = outcome::not_local; break;
+      case query_status::unavailable: answers[i].result = outcome::unavailable; break;
+      case query_status::timed_out: answers[i].result = outcome::timed_out; break;
+      case query_status::failed:
+        answers[i].result = outcome::failed;
+        answers[i].failure = queries[i]->failure();
+        break;
+    }
+  }
+  return answers;
 }
 
 }  // namespace sluice::runtime

@@ -1,7 +1,8 @@
 // app_queries: the running app's interactive_queries (sluice/queries.hpp), the same object
 // the HTTP server hands its handlers as http::store_access. A query goes to every stream
 // thread's query_inbox; the thread running the partition's task answers it between polls
-// (after a commit under exactly-once), the others say "not here".
+// (after a commit under exactly-once), the others say "not here". A read of several
+// partitions (run_bindings) queues all of them before it waits for the first answer.
 //
 // Lifecycle: owned by the app from its construction; attach() gives it the stream threads'
 // inboxes once they exist, detach() takes them away before the threads are destroyed
@@ -36,6 +37,9 @@ class app_queries final : public http::store_access {
   std::int32_t partitions(std::string_view store) const override;
   outcome run_binding(std::string_view store, std::int32_t partition, binding_reader fn,
                       std::chrono::milliseconds timeout, std::string* failure) override;
+  /// Queues the query of every partition on every thread before waiting for the first answer.
+  std::vector<partition_outcome> run_bindings(std::string_view store, const std::vector<std::int32_t>& partitions,
+                                              partition_reader fn, std::chrono::milliseconds timeout) override;
 
  private:
   /// The sub-topology whose tasks hold `store`, or -1.

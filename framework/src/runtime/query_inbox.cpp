@@ -63,6 +63,11 @@ bool query_inbox::submit(std::shared_ptr<store_query> q) {
   return false;
 }
 
+std::size_t query_inbox::queued() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
 void query_inbox::set_waker(std::function<void()> wake) {
   std::lock_guard lock(mutex_);
   wake_ = std::move(wake);

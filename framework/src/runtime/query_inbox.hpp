@@ -86,13 +86,15 @@ class query_inbox {
   /// exists; submit() calls it under the inbox's lock, so it never outlives its consumer.
   void set_waker(std::function<void()> wake);
   bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
+  /// The queries waiting for the thread's next serve (any thread).
+  std::size_t queued() const;
   /// Answers every queued query against the thread's tasks.
   void serve(const std::map<task_id, std::unique_ptr<stream_task>>& tasks);
   /// The thread stops: queued and later queries are answered not_here.
   void close();
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::deque<std::shared_ptr<store_query>> queue_;
   std::atomic<bool> pending_{false};
   bool closed_ = false;

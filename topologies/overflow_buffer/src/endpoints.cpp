@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -78,27 +79,30 @@ std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohma
 
 // Fills each row's rate with the one that applies to the customer now, as the processor
 // reads it: its entry in the rates table, or the default when it has none or an invalid one.
-// The global table is read through a query on the customer store's partition (a global store
-// has no partition of its own; any task of the instance sees the same table).
+void fill_rates(detail::task_context& context, const overflow_buffer_options& o,
+                const std::vector<backlog_row*>& rows) {
+  if (o.rates_topic.empty()) {
+    for (auto* row : rows) row->rate = o.default_rate_per_second;
+    return;
+  }
+  global_store_view<std::string, std::string> rates(context.global_store(o.rates_store));
+  for (auto* row : rows) {
+    const auto raw = rates.get(row->customer);
+    const auto parsed = raw ? overflow_detail::parse_rate(*raw) : std::nullopt;
+    row->rate = parsed.value_or(o.default_rate_per_second);
+  }
+}
+
+// The rates of `rows`, all in `partition`. The global table is read through a query on the
+// customer store's partition (a global store has no partition of its own; any task of the
+// instance sees the same table).
 interactive_queries::outcome read_rates(interactive_queries& q, const overflow_buffer_options& o,
                                         std::int32_t partition, const std::vector<backlog_row*>& rows,
-                                        std::string* failure,
-                                        std::chrono::milliseconds timeout = interactive_queries::default_timeout) {
+                                        std::string* failure) {
   return q.run_binding(
       o.customer_store, partition,
-      [&](const detail::store_binding&, detail::task_context& context) {
-        if (o.rates_topic.empty()) {
-          for (auto* row : rows) row->rate = o.default_rate_per_second;
-          return;
-        }
-        global_store_view<std::string, std::string> rates(context.global_store(o.rates_store));
-        for (auto* row : rows) {
-          const auto raw = rates.get(row->customer);
-          const auto parsed = raw ? overflow_detail::parse_rate(*raw) : std::nullopt;
-          row->rate = parsed.value_or(o.default_rate_per_second);
-        }
-      },
-      timeout, failure);
+      [&](const detail::store_binding&, detail::task_context& context) { fill_rates(context, o, rows); },
+      interactive_queries::default_timeout, failure);
 }
 
 /// The backlog of the partitions this instance runs: the `limit` largest, with their rates.
@@ -106,7 +110,6 @@ struct local_backlog {
   std::vector<backlog_row> rows;
   std::vector<std::int32_t> local, not_local, unavailable;
   std::vector<std::int32_t> timed_out;    ///< local partitions whose read timed out (the budget's rest)
-  std::vector<std::int32_t> not_reached;  ///< partitions not looked at: the budget was spent
   std::optional<http::response> refusal;  ///< a failure that is not about where a partition is
 };
 
@@ -141,47 +144,47 @@ local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_o
     out.refusal->headers.emplace_back("Retry-After", "1");
     return out;
   }
-  for (std::int32_t p = 0; p < partitions; ++p) {
-    std::vector<backlog_row> mine;
-    std::string failure;
-    if (budget.remaining().count() == 0) {  // spent: the rest are named, not waited for
-      out.not_reached.push_back(p);
-      continue;
-    }
-    auto outcome = q.run<queue_store_handle>(
-        o.buffer_store, p,
-        [&](queue_store_handle& buffer) {
-          // Sizes of every buffering customer of the partition (meta reads, no entries), then
-          // the heads of only the `limit` largest.
-          std::map<std::string, backlog_row, std::less<>> by_customer;
-          for (const auto& queue : buffer.non_empty_queues()) {
-            auto [it, inserted] = by_customer.try_emplace(queue.substr(1));
-            if (inserted) {
-              it->second.customer = it->first;
-              it->second.partition = p;
-            }
-            (queue[0] == 'l' ? it->second.line : it->second.scheduled) = buffer.size(queue);
+  std::vector<std::int32_t> all(static_cast<std::size_t>(partitions));
+  std::iota(all.begin(), all.end(), 0);
+  // Every partition at once (one wait for the stream threads, not one per partition); each
+  // fills its own rows.
+  std::vector<std::vector<backlog_row>> found(all.size());
+  auto outcomes = q.run_each<queue_store_handle>(
+      o.buffer_store, all,
+      [&](std::int32_t p, queue_store_handle& buffer) {
+        auto& mine = found[static_cast<std::size_t>(p)];
+        // Sizes of every buffering customer of the partition (meta reads, no entries), then
+        // the heads of only the `limit` largest.
+        std::map<std::string, backlog_row, std::less<>> by_customer;
+        for (const auto& queue : buffer.non_empty_queues()) {
+          auto [it, inserted] = by_customer.try_emplace(queue.substr(1));
+          if (inserted) {
+            it->second.customer = it->first;
+            it->second.partition = p;
           }
-          for (auto& [customer, row] : by_customer) mine.push_back(std::move(row));
-          const std::size_t n = std::min(limit, mine.size());
-          std::partial_sort(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(n), mine.end(),
-                            [](const backlog_row& a, const backlog_row& b) {
-                              return a.buffered() != b.buffered() ? a.buffered() > b.buffered()
-                                                                  : a.customer < b.customer;
-                            });
-          mine.resize(n);
-          for (auto& row : mine) read_queues(buffer, row);
-        },
-        budget.read_timeout(), &failure);
-    switch (outcome) {
+          (queue[0] == 'l' ? it->second.line : it->second.scheduled) = buffer.size(queue);
+        }
+        for (auto& [customer, row] : by_customer) mine.push_back(std::move(row));
+        const std::size_t n = std::min(limit, mine.size());
+        std::partial_sort(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(n), mine.end(),
+                          [](const backlog_row& a, const backlog_row& b) {
+                            return a.buffered() != b.buffered() ? a.buffered() > b.buffered() : a.customer < b.customer;
+                          });
+        mine.resize(n);
+        for (auto& row : mine) read_queues(buffer, row);
+      },
+      budget.read_timeout());
+  for (auto& answer : outcomes) {
+    const auto p = answer.partition;
+    switch (answer.result) {
       case interactive_queries::outcome::done:
         out.local.push_back(p);
-        for (auto& row : mine) out.rows.push_back(std::move(row));
+        for (auto& row : found[static_cast<std::size_t>(p)]) out.rows.push_back(std::move(row));
         break;
       case interactive_queries::outcome::not_local: out.not_local.push_back(p); break;
       case interactive_queries::outcome::unavailable: out.unavailable.push_back(p); break;
       case interactive_queries::outcome::timed_out: out.timed_out.push_back(p); break;
-      default: out.refusal = http::store_access::refusal(outcome, o.buffer_store, p, failure); return out;
+      default: out.refusal = http::store_access::refusal(answer.result, o.buffer_store, p, answer.failure); return out;
     }
   }
   const std::size_t n = std::min(limit, out.rows.size());
@@ -192,11 +195,17 @@ local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_o
   out.rows.resize(n);
   std::map<std::int32_t, std::vector<backlog_row*>> by_partition;
   for (auto& row : out.rows) by_partition[row.partition].push_back(&row);
-  for (auto& [p, members] : by_partition) {
-    std::string failure;
-    // A partition that moved since, or out of time: its rows keep the default rate (unknown).
-    if (budget.remaining().count() > 0) (void)read_rates(q, o, p, members, &failure, budget.read_timeout());
-  }
+  std::vector<std::int32_t> with_rows;
+  for (const auto& [p, members] : by_partition) with_rows.push_back(p);
+  // All at once again; a partition that moved since, or out of time: its rows keep the
+  // default rate (unknown).
+  if (!with_rows.empty() && budget.remaining().count() > 0)
+    (void)q.run_bindings(
+        o.customer_store, with_rows,
+        [&](std::int32_t p, const detail::store_binding&, detail::task_context& context) {
+          fill_rates(context, o, by_partition.at(p));
+        },
+        budget.read_timeout());
   return out;
 }
 
@@ -247,12 +256,6 @@ http::response gathered_backlog(const http::request& req, const overflow_buffer_
     unreachable.push_back({{"partition", p},
                            {"error", "not read: its stream thread did not answer within the request's " +
                                          budget_text(limits) + "; retry"}});
-  }
-  for (auto p : mine.not_reached) {
-    unavailable.insert(p);
-    unreachable.push_back(
-        {{"partition", p},
-         {"error", "not read: the request's " + budget_text(limits) + " were spent before it; retry"}});
   }
   for (const auto p : mine.not_local) {
     if (answered.count(p)) continue;  // its owner answered for it with an earlier partition
@@ -326,7 +329,6 @@ http::response overflow_backlog_response(interactive_queries& q, const overflow_
   if (mine.refusal) return std::move(*mine.refusal);
   // Not read in time: unavailable for now, as the forwarding instance reports it.
   mine.unavailable.insert(mine.unavailable.end(), mine.timed_out.begin(), mine.timed_out.end());
-  mine.unavailable.insert(mine.unavailable.end(), mine.not_reached.begin(), mine.not_reached.end());
   std::sort(mine.unavailable.begin(), mine.unavailable.end());
   nlohmann::json customers = nlohmann::json::array();
   for (const auto& row : mine.rows) customers.push_back(backlog_row_json(row, o, now_ms));
