@@ -67,6 +67,13 @@ class app {
   /// no broker at bootstrap.servers answers", or "stream thread 0: retrying after: " and its
   /// last retriable failure), "; " between threads; empty in every other state.
   std::string degraded_reason() const;
+  /// The state and, in error and degraded, its reason (error_message(), degraded_reason()),
+  /// read together: what /health and /ready answer.
+  struct status_snapshot {
+    app_state state = app_state::created;
+    std::string reason;
+  };
+  status_snapshot status() const;
   metrics_registry& metrics() noexcept;
   /// Reads of the stores of the tasks this instance runs, of any kind, on their stream
   /// threads and on committed state (sluice/queries.hpp); the same path the HTTP handlers

@@ -21,10 +21,9 @@ namespace {
 
 /// `, "reason": "…"` for a state that has one (error: the first fatal error; degraded: what
 /// the degraded threads ride out), else nothing.
-std::string reason_field(const app& a, app_state state) {
-  if (state == app_state::error) return ", \"reason\": \"" + json_escape(a.error_message()) + "\"";
-  if (state == app_state::degraded) return ", \"reason\": \"" + json_escape(a.degraded_reason()) + "\"";
-  return {};
+std::string reason_field(const app::status_snapshot& s) {
+  if (s.state != app_state::error && s.state != app_state::degraded) return {};
+  return ", \"reason\": \"" + json_escape(s.reason) + "\"";
 }
 
 /// The current restore of the threads restoring now (gauges per thread, see
@@ -168,21 +167,23 @@ void instance_server::add_builtin_endpoints() {
     return r;
   });
   routes_.add("/health", [this](const request&) {
-    const auto state = app_.state();
+    const auto now = app_.status();
+    const auto state = now.state;
     if (state == app_state::error)
       return response::json(status::service_unavailable,
-                            "{\"status\": \"error\", \"state\": \"error\"" + reason_field(app_, state) + "}");
+                            "{\"status\": \"error\", \"state\": \"error\"" + reason_field(now) + "}");
     if (state == app_state::not_running)
       return response::json(
           status::service_unavailable,
           "{\"status\": \"stopped\", \"state\": \"not_running\", \"reason\": \"the app was closed\"}");
     return response::json(status::ok, std::string("{\"status\": \"ok\", \"state\": \"") + to_string(state) + "\"" +
-                                          reason_field(app_, state) + "}");
+                                          reason_field(now) + "}");
   });
   routes_.add("/ready", [this](const request&) {
-    const auto state = app_.state();
+    const auto now = app_.status();
+    const auto state = now.state;
     std::string body = std::string("{\"state\": \"") + to_string(state) + "\", \"restore\": " + restore_json(app_);
-    body += reason_field(app_, state) + "}";
+    body += reason_field(now) + "}";
     return response::json(state == app_state::running ? status::ok : status::service_unavailable, std::move(body));
   });
   routes_.add("/topology", [this](const request& req) {

@@ -725,6 +725,14 @@ std::string app::degraded_reason() const {
   return impl_->state == app_state::degraded ? impl_->degraded_reason : std::string();
 }
 
+app::status_snapshot app::status() const {
+  std::lock_guard lock(impl_->mutex);
+  status_snapshot s{impl_->state, {}};
+  if (s.state == app_state::error) s.reason = impl_->error;
+  if (s.state == app_state::degraded) s.reason = impl_->degraded_reason;
+  return s;
+}
+
 metrics_registry& app::metrics() noexcept { return impl_->metrics; }
 interactive_queries& app::queries() noexcept { return *impl_->queries; }
 const topology& app::get_topology() const noexcept { return impl_->topo; }
