@@ -143,11 +143,9 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
     const auto list = partitions_of(parts);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       layer_logger()->info("consumer {}: assigned {} partition(s)", name_, list.size());
-      if (listener_) guard([&] { listener_->on_assigned(list); });
-      if (cooperative)
-        throw_if(rd_kafka_incremental_assign(rk, parts), "incremental_assign");
-      else
-        throw_if_failed(rd_kafka_assign(rk, parts), "assign");
+      // The mock learns the assignment before the listener runs, as a coordinator knows it
+      // before the member's callback: a listener that makes the app `running` (no restore)
+      // must not let a /metadata read find the group without this member.
       // Eager: the list is the whole assignment. Cooperative: it adds to what is held.
       auto& mine = membership_.assignment;
       if (!cooperative) {
@@ -158,6 +156,11 @@ void consumer::on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_li
       }
       std::sort(mine.begin(), mine.end());
       report_membership();
+      if (listener_) guard([&] { listener_->on_assigned(list); });
+      if (cooperative)
+        throw_if(rd_kafka_incremental_assign(rk, parts), "incremental_assign");
+      else
+        throw_if_failed(rd_kafka_assign(rk, parts), "assign");
     } else {
       const bool lost = rd_kafka_assignment_lost(rk) != 0;
       if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {

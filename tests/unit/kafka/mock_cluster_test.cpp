@@ -155,6 +155,36 @@ TEST(kafka_mock_cluster, describing_a_group_lists_its_consumers_with_their_assig
   EXPECT_EQ(a.describe_group("described-group", 5s).state, "Empty");
 }
 
+// A member's assignment is in the mock's description of the group before its rebalance
+// listener runs, as a coordinator knows it before the member's callback: a stream thread
+// that needs no restore is `running` inside that callback, and /metadata read right then
+// must name it (embedded_app.metadata_names_this_instance_the_owner_of_every_partition once
+// found the group empty).
+TEST(kafka_mock_cluster, a_members_assignment_is_described_before_its_listener_runs) {
+  config_map config{{"bootstrap.servers", "embedded"}};
+  apply_embedded(config);
+  admin a(config);
+  a.create_topics({new_topic{"described-early", 3, -1, {}}}, 10s);
+  config["group.id"] = "described-early-group";
+  config["client.id"] = "early";
+  struct listener : rebalance_listener {
+    admin* describer = nullptr;
+    std::optional<std::size_t> described;  // the member's partitions as described in on_assigned
+    void on_assigned(const std::vector<topic_partition>&) override {
+      described = 0;
+      for (const auto& m : describer->describe_group("described-early-group", 5s).members)
+        if (m.client_id == "early") described = m.assignment.size();
+    }
+    void on_revoked(const std::vector<topic_partition>&) override {}
+  } rebalances;
+  rebalances.describer = &a;
+  consumer c(config);
+  c.subscribe({"described-early"}, &rebalances);
+  std::vector<message> batch;
+  while (!rebalances.described) EXPECT_FALSE(c.poll_batch(batch, 100, std::chrono::hours(1)));
+  EXPECT_EQ(rebalances.described, 3u);
+}
+
 // poll_lent hands out the records of several partitions without copying, each run from one
 // partition and in offset order, with null keys and values as nullopt; every record once.
 TEST(kafka_mock_cluster, learning_the_leaders_of_assigned_topics_answers_and_the_records_follow) {
