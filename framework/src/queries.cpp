@@ -88,13 +88,15 @@ std::vector<interactive_queries::partition_outcome> interactive_queries::run_eac
   auto outcomes = run_bindings(
       store, partitions,
       [&](std::int32_t p, const detail::store_binding& binding, detail::task_context&) {
-        const auto slot =
-            static_cast<std::size_t>(std::find(partitions.begin(), partitions.end(), p) - partitions.begin());
-        if (auto* kv = raw_kv_store(binding, store, kind_errors[slot])) fn(p, *kv);
+        if (auto* kv = raw_kv_store(binding, store, kind_errors[slot_of(partitions, p)])) fn(p, *kv);
       },
       timeout);
   apply_kind_errors(outcomes, kind_errors);
   return outcomes;
+}
+
+std::size_t interactive_queries::slot_of(const std::vector<std::int32_t>& partitions, std::int32_t partition) {
+  return static_cast<std::size_t>(std::find(partitions.begin(), partitions.end(), partition) - partitions.begin());
 }
 
 void interactive_queries::apply_kind_errors(std::vector<partition_outcome>& outcomes,

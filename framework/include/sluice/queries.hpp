@@ -157,8 +157,7 @@ class interactive_queries {
             handle.emplace(detail::store_handle_factory::make<H>(binding, &context));
           } catch (const error& e) {
             if (e.code() != errc::invalid_topology) throw;
-            for (std::size_t i = 0; i < partitions.size(); ++i)
-              if (partitions[i] == p) kind_errors[i] = e.what();
+            kind_errors[slot_of(partitions, p)] = e.what();
             return;
           }
           fn(p, *handle);
@@ -201,6 +200,8 @@ class interactive_queries {
   static std::string describe(outcome o, std::string_view store, std::int32_t partition, std::string_view failure = {});
 
  private:
+  /// The position of `partition` in `partitions` (run_each: one slot per partition asked).
+  static std::size_t slot_of(const std::vector<std::int32_t>& partitions, std::int32_t partition);
   /// A partition that ran but found its store of another kind answers wrong_kind, with the
   /// message (run_each: one slot per partition asked).
   static void apply_kind_errors(std::vector<partition_outcome>& outcomes, std::vector<std::string>& kind_errors);

@@ -168,23 +168,22 @@ void instance_server::add_builtin_endpoints() {
   });
   routes_.add("/health", [this](const request&) {
     const auto now = app_.status();
-    const auto state = now.state;
-    if (state == app_state::error)
+    if (now.state == app_state::error)
       return response::json(status::service_unavailable,
                             "{\"status\": \"error\", \"state\": \"error\"" + reason_field(now) + "}");
-    if (state == app_state::not_running)
+    // A guard: close() stops the server before the app is not_running, so no request sees it.
+    if (now.state == app_state::not_running)
       return response::json(
           status::service_unavailable,
           "{\"status\": \"stopped\", \"state\": \"not_running\", \"reason\": \"the app was closed\"}");
-    return response::json(status::ok, std::string("{\"status\": \"ok\", \"state\": \"") + to_string(state) + "\"" +
+    return response::json(status::ok, std::string("{\"status\": \"ok\", \"state\": \"") + to_string(now.state) + "\"" +
                                           reason_field(now) + "}");
   });
   routes_.add("/ready", [this](const request&) {
     const auto now = app_.status();
-    const auto state = now.state;
-    std::string body = std::string("{\"state\": \"") + to_string(state) + "\", \"restore\": " + restore_json(app_);
+    std::string body = std::string("{\"state\": \"") + to_string(now.state) + "\", \"restore\": " + restore_json(app_);
     body += reason_field(now) + "}";
-    return response::json(state == app_state::running ? status::ok : status::service_unavailable, std::move(body));
+    return response::json(now.state == app_state::running ? status::ok : status::service_unavailable, std::move(body));
   });
   routes_.add("/topology", [this](const request& req) {
     auto format = req.query("format").value_or("text");

@@ -94,10 +94,7 @@ std::vector<interactive_queries::partition_outcome> app_queries::run_bindings(
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (std::size_t i = 0; i < queries.size(); ++i) {
-    const auto left =
-        std::max(std::chrono::milliseconds(0),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
-    switch (queries[i]->wait(left)) {
+    switch (queries[i]->wait_until(deadline)) {
       case query_status::done: answers[i].result = outcome::done; break;
       case query_status::not_here: answers[i].result = outcome::not_local; break;
       case query_status::unavailable: answers[i].result = outcome::unavailable; break;

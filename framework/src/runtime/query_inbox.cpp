@@ -6,9 +6,9 @@
 
 namespace sluice::runtime {
 
-query_status store_query::wait(std::chrono::milliseconds timeout) {
+query_status store_query::wait_until(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  if (!answered_.wait_for(lock, timeout, [&] { return finished_; })) {
+  if (!answered_.wait_until(lock, deadline, [&] { return finished_; })) {
     finished_ = true;  // late answers are ignored; the function never runs after this
     return query_status::timed_out;
   }

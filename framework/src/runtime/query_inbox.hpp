@@ -48,10 +48,10 @@ class store_query {
   store_query(std::string store, task_id task, interactive_queries::binding_reader fn, int threads)
       : store_(std::move(store)), task_(task), fn_(std::move(fn)), remaining_(threads) {}
 
-  /// Handler side: waits for the answer until `timeout`. After a timeout the function
-  /// never runs (or has finished running).
-  query_status wait(std::chrono::milliseconds timeout);
-  /// The exception message when wait() returned failed.
+  /// Handler side: waits for the answer until `deadline` (one deadline for the queries of
+  /// one read). After a timeout the function never runs (or has finished running).
+  query_status wait_until(std::chrono::steady_clock::time_point deadline);
+  /// The exception message when wait_until() returned failed.
   const std::string& failure() const noexcept { return failure_; }
 
   // Stream thread side.
