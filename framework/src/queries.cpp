@@ -3,6 +3,7 @@
 #include "sluice/queries.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 namespace sluice {
 
@@ -93,6 +94,12 @@ std::vector<interactive_queries::partition_outcome> interactive_queries::run_eac
       timeout);
   apply_kind_errors(outcomes, kind_errors);
   return outcomes;
+}
+
+std::vector<std::int32_t> interactive_queries::every_partition(std::string_view store) const {
+  std::vector<std::int32_t> all(static_cast<std::size_t>(std::max(partitions(store), 0)));
+  std::iota(all.begin(), all.end(), 0);
+  return all;
 }
 
 std::size_t interactive_queries::slot_of(const std::vector<std::int32_t>& partitions, std::int32_t partition) {

@@ -85,6 +85,9 @@ class interactive_queries {
   virtual std::optional<std::int32_t> partition_of(std::string_view store, std::string_view key_bytes) const = 0;
   /// The partition count of the store's tasks; 0 for an unknown store or before the app knows.
   virtual std::int32_t partitions(std::string_view store) const = 0;
+  /// Every partition of the store's tasks, 0 to partitions(store) - 1: what a read of the
+  /// whole store passes to run_bindings or run_each. Empty when partitions(store) is 0.
+  std::vector<std::int32_t> every_partition(std::string_view store) const;
 
   /// Runs `fn` on partition `partition` of `store`, on the owning thread (see the file
   /// comment). `failure` receives the message for wrong_kind and failed.

@@ -86,7 +86,8 @@ class query_inbox {
   /// exists; submit() calls it under the inbox's lock, so it never outlives its consumer.
   void set_waker(std::function<void()> wake);
   bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
-  /// The queries waiting for the thread's next serve (any thread).
+  /// The queries waiting for the thread's next serve (any thread). Read by tests, which
+  /// wait until every query they sent is queued before they serve or time out.
   std::size_t queued() const;
   /// Answers every queued query against the thread's tasks.
   void serve(const std::map<task_id, std::unique_ptr<stream_task>>& tasks);

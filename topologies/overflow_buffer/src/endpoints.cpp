@@ -12,7 +12,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <set>
 #include <vector>
 
@@ -36,6 +35,28 @@ struct backlog_row {
   double rate = -1;
   std::uint64_t buffered() const noexcept { return line + scheduled; }
 };
+
+/// What orders a backlog: a row's buffered count and customer id.
+std::pair<std::uint64_t, std::string_view> backlog_order(const backlog_row& row) {
+  return {row.buffered(), row.customer};
+}
+std::pair<std::uint64_t, std::string> backlog_order(const nlohmann::json& row) {
+  return {row["buffered"].get<std::uint64_t>(), row["customer"].get<std::string>()};
+}
+
+/// Keeps the `limit` largest backlogs of `rows` (rows read here, or answered by other
+/// instances as JSON), largest first; ties by customer id, so every instance orders a merge
+/// the same way.
+template <class Row>
+void keep_largest(std::vector<Row>& rows, std::size_t limit) {
+  const std::size_t n = std::min(limit, rows.size());
+  std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n), rows.end(),
+                    [](const Row& a, const Row& b) {
+                      const auto x = backlog_order(a), y = backlog_order(b);
+                      return x.first != y.first ? x.first > y.first : x.second < y.second;
+                    });
+  rows.resize(n);
+}
 
 // Reads what the buffer holds for `customer` (its two queues' sizes and heads).
 void read_queues(queue_store_handle& q, backlog_row& row) {
@@ -93,18 +114,6 @@ void fill_rates(detail::task_context& context, const overflow_buffer_options& o,
   }
 }
 
-// The rates of `rows`, all in `partition`. The global table is read through a query on the
-// customer store's partition (a global store has no partition of its own; any task of the
-// instance sees the same table).
-interactive_queries::outcome read_rates(interactive_queries& q, const overflow_buffer_options& o,
-                                        std::int32_t partition, const std::vector<backlog_row*>& rows,
-                                        std::string* failure) {
-  return q.run_binding(
-      o.customer_store, partition,
-      [&](const detail::store_binding&, detail::task_context& context) { fill_rates(context, o, rows); },
-      interactive_queries::default_timeout, failure);
-}
-
 /// The backlog of the partitions this instance runs: the `limit` largest, with their rates.
 struct local_backlog {
   std::vector<backlog_row> rows;
@@ -137,15 +146,13 @@ std::string budget_text(const backlog_gather_limits& limits) { return std::to_st
 local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_options& o, std::size_t limit,
                                  const request_budget& budget) {
   local_backlog out;
-  const std::int32_t partitions = q.partitions(o.buffer_store);
-  if (partitions <= 0) {  // the app is starting: an empty answer would read as "no backlog"
+  const auto all = q.every_partition(o.buffer_store);
+  if (all.empty()) {  // the app is starting: an empty answer would read as "no backlog"
     out.refusal = http::response::error(http::status::service_unavailable,
                                         "the partitions of store '" + o.buffer_store + "' are not known yet; retry");
     out.refusal->headers.emplace_back("Retry-After", "1");
     return out;
   }
-  std::vector<std::int32_t> all(static_cast<std::size_t>(partitions));
-  std::iota(all.begin(), all.end(), 0);
   // Every partition at once (one wait for the stream threads, not one per partition); each
   // fills its own rows.
   std::vector<std::vector<backlog_row>> found(all.size());
@@ -165,12 +172,7 @@ local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_o
           (queue[0] == 'l' ? it->second.line : it->second.scheduled) = buffer.size(queue);
         }
         for (auto& [customer, row] : by_customer) mine.push_back(std::move(row));
-        const std::size_t n = std::min(limit, mine.size());
-        std::partial_sort(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(n), mine.end(),
-                          [](const backlog_row& a, const backlog_row& b) {
-                            return a.buffered() != b.buffered() ? a.buffered() > b.buffered() : a.customer < b.customer;
-                          });
-        mine.resize(n);
+        keep_largest(mine, limit);
         for (auto& row : mine) read_queues(buffer, row);
       },
       budget.read_timeout());
@@ -187,16 +189,14 @@ local_backlog read_local_backlog(interactive_queries& q, const overflow_buffer_o
       default: out.refusal = http::store_access::refusal(answer.result, o.buffer_store, p, answer.failure); return out;
     }
   }
-  const std::size_t n = std::min(limit, out.rows.size());
-  std::partial_sort(out.rows.begin(), out.rows.begin() + static_cast<std::ptrdiff_t>(n), out.rows.end(),
-                    [](const backlog_row& a, const backlog_row& b) {
-                      return a.buffered() != b.buffered() ? a.buffered() > b.buffered() : a.customer < b.customer;
-                    });
-  out.rows.resize(n);
+  keep_largest(out.rows, limit);
   std::map<std::int32_t, std::vector<backlog_row*>> by_partition;
-  for (auto& row : out.rows) by_partition[row.partition].push_back(&row);
   std::vector<std::int32_t> with_rows;
-  for (const auto& [p, members] : by_partition) with_rows.push_back(p);
+  for (auto& row : out.rows) {
+    auto& members = by_partition[row.partition];
+    if (members.empty()) with_rows.push_back(row.partition);
+    members.push_back(&row);
+  }
   // All at once again; a partition that moved since, or out of time: its rows keep the
   // default rate (unknown).
   if (!with_rows.empty() && budget.remaining().count() > 0)
@@ -213,17 +213,6 @@ nlohmann::json backlog_row_json(const backlog_row& row, const overflow_buffer_op
   auto j = row_json(row, o, now_ms);
   j["partition"] = row.partition;
   return j;
-}
-
-/// Largest first; ties by customer id, so every instance orders a merge the same way.
-void keep_largest(std::vector<nlohmann::json>& rows, std::size_t limit) {
-  const std::size_t n = std::min(limit, rows.size());
-  std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n), rows.end(),
-                    [](const nlohmann::json& a, const nlohmann::json& b) {
-                      const auto ab = a["buffered"].get<std::uint64_t>(), bb = b["buffered"].get<std::uint64_t>();
-                      return ab != bb ? ab > bb : a["customer"].get<std::string>() < b["customer"].get<std::string>();
-                    });
-  rows.resize(n);
 }
 
 std::string error_text(const http::response& r) {
@@ -363,8 +352,12 @@ http::response customer_answer(interactive_queries& q, const overflow_buffer_opt
   if (outcome == interactive_queries::outcome::not_local) not_local = *p;
   if (outcome != interactive_queries::outcome::done)
     return http::store_access::refusal(outcome, o.buffer_store, *p, failure);
-  std::vector<backlog_row*> one{&row};
-  outcome = read_rates(q, o, *p, one, &failure);
+  // The rate from the global table, read through a query on the customer store's partition
+  // (a global store has no partition of its own; every task of the instance sees the table).
+  outcome = q.run_binding(
+      o.customer_store, *p,
+      [&](const detail::store_binding&, detail::task_context& context) { fill_rates(context, o, {&row}); },
+      interactive_queries::default_timeout, &failure);
   if (outcome == interactive_queries::outcome::not_local) not_local = *p;  // moved away between the two reads
   if (outcome != interactive_queries::outcome::done)
     return http::store_access::refusal(outcome, o.customer_store, *p, failure);
