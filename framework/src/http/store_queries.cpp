@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
-#include <numeric>
 #include <nlohmann/json.hpp>
 #include <variant>
 
@@ -86,9 +85,8 @@ class store_endpoints {
   response untyped_key(const request& req, const resolved_key& k) {
     auto found = search_untyped(
         req, k,
-        [&](const std::vector<std::int32_t>& order) {
-          std::vector<std::optional<std::string>> values(
-              static_cast<std::size_t>(std::max(stores_.partitions(k.store), k.partition + 1)));
+        [&](const std::vector<std::int32_t>& order, std::size_t slots) {
+          std::vector<std::optional<std::string>> values(slots);
           auto outcomes = stores_.run_each(
               k.store, order,
               [&](std::int32_t p, state::kv_store& s) { values.at(static_cast<std::size_t>(p)) = s.get(k.bytes); },
@@ -128,8 +126,9 @@ class store_endpoints {
   /// Finds a key of an untyped store (a processor's, added with add_state_store). Its bytes
   /// need not be the records' key (a processor keys its store as it likes, e.g. the
   /// throttle's encoded keys), so the partition murmur2 of the bytes picks may not hold it.
-  /// `look` looks in this instance's partitions, all at once (one wait for the stream
-  /// threads, not one per partition), and the answer of the partition murmur2 picks wins,
+  /// `look(order, slots)` looks in this instance's partitions, all at once (one wait for the
+  /// stream threads, not one per partition), each partition p in `order` filling slot p of
+  /// `slots`, and the answer of the partition murmur2 picks wins,
   /// then the lowest; then (unless this request was forwarded) each other instance that owns
   /// partitions of the store is asked the same request once, and looks in its own;
   /// `found_remotely` tells whether its answer found the key. As Kafka Streams'
@@ -137,13 +136,13 @@ class store_endpoints {
   /// nullopt when no partition holds the key.
   std::optional<response> search_untyped(
       const request& req, const resolved_key& k,
-      const std::function<std::vector<partition_lookup>(const std::vector<std::int32_t>&)>& look,
+      const std::function<std::vector<partition_lookup>(const std::vector<std::int32_t>&, std::size_t)>& look,
       const std::function<bool(const response&)>& found_remotely) {
-    const auto partitions = stores_.partitions(k.store);
     std::vector<std::int32_t> order{k.partition}, missing;
-    for (std::int32_t p = 0; p < partitions; ++p)
+    for (auto p : stores_.every_partition(k.store))
       if (p != k.partition) order.push_back(p);
-    for (auto& l : look(order)) {
+    const auto slots = static_cast<std::size_t>(*std::max_element(order.begin(), order.end()) + 1);
+    for (auto& l : look(order, slots)) {
       if (l.outcome == store_access::outcome::not_local) {
         missing.push_back(l.partition);
         continue;
@@ -203,11 +202,9 @@ class store_endpoints {
       prefix = std::string(req.path_param("prefix"));
     }
     if (spec->global) return global_scan(store, *spec, kind, everything, from, to, prefix, *limit);
-    const auto partitions = stores_.partitions(store);
-    if (partitions <= 0) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    const auto all = stores_.every_partition(store);
+    if (all.empty()) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
     // Every partition at once; each fills its own slot.
-    std::vector<std::int32_t> all(static_cast<std::size_t>(partitions));
-    std::iota(all.begin(), all.end(), 0);
     std::vector<std::vector<std::pair<std::string, std::string>>> raw(all.size());
     auto outcomes = stores_.run_each(
         store, all,
@@ -230,7 +227,11 @@ class store_endpoints {
         entries.push_back(render(spec->codec.get(), k, v, o.partition));
     }
     if (!missing.empty() && !req.header(forwarded_header)) {
-      if (auto refused = gather_remote(req, store, missing, entries)) return stamp(std::move(*refused));
+      auto take = [&](const nlohmann::json& e, std::int32_t p) {
+        entries.push_back({e["key"], e["key"].dump(), e["value"].dump(), p});
+        return true;
+      };
+      if (auto refused = gather_remote(req, store, missing, "entries", take)) return stamp(std::move(*refused));
     }
     return stamp(scan_answer(store, std::move(entries), *limit, missing));
   }
@@ -246,17 +247,12 @@ class store_endpoints {
     const auto& store = k.store;
     const auto* spec = k.spec;
     response refusal;
-    auto from = time_query(req, "from", 0, refusal);
-    if (!from) return stamp(std::move(refusal));
-    auto to = time_query(req, "to", std::numeric_limits<std::int64_t>::max(), refusal);
-    if (!to) return stamp(std::move(refusal));
-    if (*from > *to)
-      return stamp(response::error(status::bad_request, "from " + std::to_string(*from) + " is after to " +
-                                                            std::to_string(*to) + ": give from <= to"));
+    auto times = time_range(req, refusal);
+    if (!times) return stamp(std::move(refusal));
+    const std::int64_t from = times->first, to = times->second;
     // Looks in `partitions` at once; per partition: its windows of the key, and whether the
     // store is a window store at all.
-    auto look = [&](const std::vector<std::int32_t>& partitions) {
-      const auto slots = static_cast<std::size_t>(std::max(stores_.partitions(store), k.partition + 1));
+    auto look = [&](const std::vector<std::int32_t>& partitions, std::size_t slots) {
       std::vector<std::vector<state::window_entry>> entries(slots);
       std::vector<char> window_store(slots, 1);
       auto outcomes = stores_.run_bindings(
@@ -268,8 +264,8 @@ class store_endpoints {
               return;
             }
             // A session is stored under its end, so its end decides which are read.
-            w->fetch(k.bytes, *from,
-                     spec->codec && spec->codec->sessions ? std::numeric_limits<std::int64_t>::max() : *to,
+            w->fetch(k.bytes, from,
+                     spec->codec && spec->codec->sessions ? std::numeric_limits<std::int64_t>::max() : to,
                      entries.at(static_cast<std::size_t>(p)));
           },
           std::chrono::seconds(5));
@@ -280,12 +276,12 @@ class store_endpoints {
                                                                 "' is not a window store (a queue or ranked-index "
                                                                 "store): read it through an endpoint the topology "
                                                                 "adds (streams_builder::add_endpoint)"));
-        if (spec->codec || !entries[slot].empty()) return windows_answer(k, p, entries[slot], *to);
+        if (spec->codec || !entries[slot].empty()) return windows_answer(k, p, entries[slot], to);
         return std::nullopt;
       });
     };
     if (spec->codec) {
-      auto l = std::move(look({k.partition}).front());
+      auto l = std::move(look({k.partition}, static_cast<std::size_t>(k.partition) + 1).front());
       if (l.outcome == store_access::outcome::not_local) return forward_or_refuse(req, store, k.partition);
       if (l.outcome != store_access::outcome::done)
         return stamp(store_access::refusal(l.outcome, store, k.partition, l.failure));
@@ -297,10 +293,165 @@ class store_endpoints {
       return j.is_discarded() || !j.contains("windows") || !j["windows"].empty();
     });
     if (found) return std::move(*found);
-    return windows_answer(k, std::nullopt, {}, *to);
+    return windows_answer(k, std::nullopt, {}, to);
+  }
+
+  /// One window of /stores/{store}/windows: read raw on the stream thread (`value` its
+  /// bytes), rendered (`key_json`, `value_json`) after, or taken from another instance's answer.
+  struct window_row {
+    std::string key;  ///< the key's bytes: the answer's order is the store's (key bytes, then start)
+    std::int64_t start = 0;
+    std::string end_json;
+    std::string value;
+    std::string key_json, value_json;
+    std::int32_t partition = -1;
+  };
+  static bool window_order(const window_row& a, const window_row& b) {
+    return a.key != b.key ? a.key < b.key : a.start < b.start;
+  }
+  /// Keeps the first `n` of `rows` in window_order (unsorted).
+  static void keep_first(std::vector<window_row>& rows, std::size_t n) {
+    if (rows.size() <= n) return;
+    std::nth_element(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n), rows.end(), window_order);
+    rows.resize(n);
+  }
+
+  /// /stores/{store}/windows?from=&to=&key_from=&key_to=&after_start=&limit=: the windows of
+  /// every key of a window store, across every partition (asking the instances that own the
+  /// others), as Kafka Streams' ReadOnlyWindowStore.fetchAll(from, to) (windows starting in
+  /// [from, to]) or, with key_from / key_to (inclusive, each optional), fetch(keyFrom, keyTo,
+  /// from, to); for a session store, sessions ending at or after from and starting at or
+  /// before to. Ordered by key (the store's byte order, as a range scan) then start; the
+  /// first `limit`, with "more" telling whether others follow: the next page is asked with
+  /// key_from= the last key and after_start= its last start.
+  response all_windows(const request& req) {
+    const auto store = std::string(req.path_param("store"));
+    const detail::store_spec* spec = nullptr;
+    if (auto r = find(store, spec, store_kind::window)) return stamp(std::move(*r));
+    response refusal;
+    auto limit = req.whole_number_query("limit", default_query_limit, 1, max_query_limit, refusal,
+                                        "; page with key_from= the last key returned and after_start= its last start");
+    if (!limit) return stamp(std::move(refusal));
+    auto times = time_range(req, refusal);
+    if (!times) return stamp(std::move(refusal));
+    const std::int64_t from = times->first, to = times->second;
+    std::optional<std::string> key_from, key_to;
+    for (auto [name, bound] : {std::pair{"key_from", &key_from}, std::pair{"key_to", &key_to}}) {
+      auto text = req.query(name);
+      if (!text) continue;
+      auto bytes = key_bytes(spec, store, *text);
+      if (!bytes) return stamp(response::error(status::bad_request, std::string(name) + ": " + bytes.error));
+      *bound = std::move(bytes.bytes);
+    }
+    std::optional<std::int64_t> after_start;
+    if (req.query("after_start")) {
+      after_start = time_query(req, "after_start", 0, refusal);
+      if (!after_start) return stamp(std::move(refusal));
+      if (!key_from)
+        return stamp(response::error(status::bad_request,
+                                     "after_start= continues the windows of the key given as key_from=: give both"));
+    }
+    const auto all = stores_.every_partition(store);
+    if (all.empty()) return stamp(store_access::refusal(store_access::outcome::unavailable, store, -1));
+    const auto* codec = spec->codec.get();
+    // Each partition keeps its first limit + 1 (one more than answered: whether more follow).
+    const std::size_t keep = *limit + 1;
+    std::vector<std::vector<window_row>> found(all.size());
+    std::vector<char> window_store(all.size(), 1);
+    auto outcomes = stores_.run_bindings(
+        store, all,
+        [&](std::int32_t p, const detail::store_binding& binding, detail::task_context&) {
+          auto* w = dynamic_cast<state::window_store*>(binding.store);
+          if (!w) {
+            window_store[static_cast<std::size_t>(p)] = 0;
+            return;
+          }
+          auto& mine = found[static_cast<std::size_t>(p)];
+          // A session is stored under its end, so its end decides which are read.
+          const auto last = codec && codec->sessions ? std::numeric_limits<std::int64_t>::max() : to;
+          w->fetch_all(from, last, [&](std::string_view key, std::int64_t start, std::string_view value) {
+            if ((key_from && key < *key_from) || (key_to && key > *key_to)) return;
+            auto shown = show_window(codec, start, value, to);
+            if (!shown || (after_start && key == *key_from && shown->start <= *after_start)) return;
+            mine.push_back({std::string(key), shown->start, std::move(shown->end_json), std::string(value), {}, {}, p});
+            if (mine.size() >= 2 * keep) keep_first(mine, keep);
+          });
+          keep_first(mine, keep);
+        },
+        std::chrono::seconds(5));
+    std::vector<window_row> rows;
+    std::vector<std::int32_t> missing;
+    for (const auto& o : outcomes) {
+      const auto slot = static_cast<std::size_t>(o.partition);
+      if (o.result == store_access::outcome::not_local) {
+        missing.push_back(o.partition);
+        continue;
+      }
+      if (o.result != store_access::outcome::done)
+        return stamp(store_access::refusal(o.result, store, o.partition, o.failure));
+      if (!window_store[slot])
+        return stamp(response::error(status::bad_request, "store '" + store +
+                                                              "' is not a window store (a queue or ranked-index "
+                                                              "store): read it through an endpoint the topology "
+                                                              "adds (streams_builder::add_endpoint)"));
+      for (auto& row : found[slot]) {
+        row.key_json = codec ? codec->key_to_json(row.key) : bytes_as_json(row.key);
+        row.value_json = codec ? codec->value_to_json(row.value) : bytes_as_json(row.value);
+        rows.push_back(std::move(row));
+      }
+    }
+    bool more = false;
+    if (!missing.empty() && !req.header(forwarded_header)) {
+      auto take = [&](const nlohmann::json& e, std::int32_t p) -> bool {
+        const auto& key = e["key"];
+        auto bytes =
+            key.is_string() ? key_bytes(spec, store, key.get<std::string>()) : key_bytes(spec, store, key.dump());
+        if (!bytes || !e.contains("start") || !e["start"].is_number_integer() || !e.contains("end")) return false;
+        rows.push_back({std::move(bytes.bytes),
+                        e["start"].get<std::int64_t>(),
+                        e["end"].dump(),
+                        {},
+                        key.dump(),
+                        e["value"].dump(),
+                        p});
+        return true;
+      };
+      if (auto refused = gather_remote(req, store, missing, "windows", take, &more)) return stamp(std::move(*refused));
+    }
+    std::sort(rows.begin(), rows.end(), window_order);
+    if (rows.size() > *limit) {
+      more = true;
+      rows.resize(*limit);
+    }
+    std::string body = "{\"store\": " + bytes_as_json(store) + ", \"windows\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      body += (i ? ", " : "") + std::string("{\"key\": ") + r.key_json + ", \"start\": " + std::to_string(r.start) +
+              ", \"end\": " + r.end_json + ", \"value\": " + r.value_json +
+              ", \"partition\": " + std::to_string(r.partition) + "}";
+    }
+    body += std::string("], \"more\": ") + (more ? "true" : "false") + ", \"partitions_not_local\": [";
+    for (std::size_t i = 0; i < missing.size(); ++i) body += (i ? ", " : "") + std::to_string(missing[i]);
+    body += "]}";
+    return stamp(response::json(status::ok, std::move(body)));
   }
 
  private:
+  /// The window queries' `from` and `to` (ms since the epoch, each optional, inclusive); nullopt
+  /// with `refusal` set when one is not a whole number or from is after to.
+  static std::optional<std::pair<std::int64_t, std::int64_t>> time_range(const request& req, response& refusal) {
+    auto from = time_query(req, "from", 0, refusal);
+    if (!from) return std::nullopt;
+    auto to = time_query(req, "to", std::numeric_limits<std::int64_t>::max(), refusal);
+    if (!to) return std::nullopt;
+    if (*from > *to) {
+      refusal = response::error(status::bad_request, "from " + std::to_string(*from) + " is after to " +
+                                                         std::to_string(*to) + ": give from <= to");
+      return std::nullopt;
+    }
+    return std::pair{*from, *to};
+  }
+
   /// A time in ms since the epoch from query parameter `name`: `fallback` when absent;
   /// nullopt with `refusal` set when it is not a whole number.
   static std::optional<std::int64_t> time_query(const request& req, std::string_view name, std::int64_t fallback,
@@ -313,6 +464,27 @@ class store_endpoints {
     refusal = response::error(status::bad_request, std::string(name) + " '" + std::string(*text) +
                                                        "' is not a time: give whole milliseconds since the epoch");
     return std::nullopt;
+  }
+
+  /// How a stored window shows in an answer: its start, and its end as JSON (null when the
+  /// store's windows are not known: a Processor API store). A session is stored under its end
+  /// with its start in the value's first 8 bytes: nullopt for one starting after `to` (or a
+  /// value too short to hold a start).
+  struct shown_window {
+    std::int64_t start = 0;
+    std::string end_json;
+  };
+  static std::optional<shown_window> show_window(const detail::store_codec* codec, std::int64_t stored_start,
+                                                 std::string_view value, std::int64_t to) {
+    if (codec && codec->sessions) {
+      if (value.size() < 8) return std::nullopt;
+      const auto session_start = static_cast<std::int64_t>(state::read_u64(value));
+      if (session_start > to) return std::nullopt;
+      return shown_window{session_start, std::to_string(stored_start)};
+    }
+    if (codec && codec->window_size_ms > 0)
+      return shown_window{stored_start, std::to_string(stored_start + codec->window_size_ms)};
+    return shown_window{stored_start, "null"};
   }
 
   /// The answer of a windows query: `entries` of key `k` found in `partition` (none: found in
@@ -328,17 +500,10 @@ class store_endpoints {
                        ", \"windows\": [";
     bool first = true;
     for (const auto& e : entries) {
-      std::string start = std::to_string(e.start), end = "null";
-      if (codec && codec->sessions) {
-        if (e.value.size() < 8) continue;
-        const auto session_start = static_cast<std::int64_t>(state::read_u64(e.value));
-        if (session_start > to) continue;
-        end = start;
-        start = std::to_string(session_start);
-      } else if (codec && codec->window_size_ms > 0) {
-        end = std::to_string(e.start + codec->window_size_ms);
-      }
-      body += (first ? "" : ", ") + std::string("{\"start\": ") + start + ", \"end\": " + end +
+      auto shown = show_window(codec, e.start, e.value, to);
+      if (!shown) continue;
+      body += (first ? "" : ", ") + std::string("{\"start\": ") + std::to_string(shown->start) +
+              ", \"end\": " + shown->end_json +
               ", \"value\": " + (codec ? codec->value_to_json(e.value) : bytes_as_json(e.value)) + "}";
       first = false;
     }
@@ -466,26 +631,36 @@ class store_endpoints {
     return forwarding_->forward(req, store, partition);
   }
 
-  /// Asks the owners of `missing` partitions for the same scan and adds their entries of
-  /// those partitions; a refusal when some partition has no reachable owner.
+  /// Asks the owners of `missing` partitions for the same scan and passes each element of
+  /// their answer's `array` that belongs to those partitions to `take(element, partition)`
+  /// (false: malformed); sets `*more` when an answer says more follow. A refusal when some
+  /// partition has no reachable owner or an owner answers malformed JSON.
+  template <class Take>
   std::optional<response> gather_remote(const request& req, const std::string& store,
-                                        const std::vector<std::int32_t>& missing, std::vector<store_entry>& entries) {
+                                        const std::vector<std::int32_t>& missing, const char* array, Take&& take,
+                                        bool* more = nullptr) {
     auto owners = owners_of(store, missing);
     if (auto* refusal = std::get_if<response>(&owners)) return std::move(*refusal);
     for (const auto& [owner, parts] : std::get<partitions_by_owner>(owners)) {
       auto r = forward_get(owner, std::string(req.target()), forwarding_->forward_headers(), std::chrono::seconds(3));
       if (r.status != 200) return r;
       auto j = nlohmann::json::parse(r.body, nullptr, false);
-      if (j.is_discarded() || !j.contains("entries"))
+      const auto malformed = [&] {
         return response::error(status::bad_gateway, "instance " + owner + " answered the scan with malformed JSON");
-      for (auto& e : j["entries"]) {
-        const auto p = e.value("partition", -1);
+      };
+      if (j.is_discarded() || !j.contains(array) || !j[array].is_array() || !j.contains("partitions_not_local"))
+        return malformed();
+      for (auto& e : j[array]) {
+        const auto p = e.is_object() ? e.value("partition", -1) : -1;
         if (std::find(parts.begin(), parts.end(), p) == parts.end()) continue;
-        entries.push_back({e["key"], e["key"].dump(), e["value"].dump(), p});
+        if (!e.contains("key") || !e.contains("value") || !take(e, p)) return malformed();
       }
-      for (auto& p : j["partitions_not_local"])
-        if (std::find(parts.begin(), parts.end(), p.get<std::int32_t>()) != parts.end())
-          return store_access::refusal(store_access::outcome::unavailable, store, p.get<std::int32_t>());
+      if (more && j.value("more", false)) *more = true;
+      for (const nlohmann::json& elsewhere : j["partitions_not_local"]) {
+        const auto p = elsewhere.is_number_integer() ? elsewhere.get<std::int32_t>() : -1;
+        if (std::find(parts.begin(), parts.end(), p) != parts.end())
+          return store_access::refusal(store_access::outcome::unavailable, store, p);
+      }
     }
     return std::nullopt;
   }
@@ -586,6 +761,7 @@ void add_store_endpoints(router& routes, store_access& stores, const topology& t
   routes.add("/metadata/stores/{store}/keys/{key}", [e](const request& r) { return e->key_metadata(r); });
   routes.add("/stores/{store}/keys/{key}", [e](const request& r) { return e->key(r); });
   routes.add("/stores/{store}/keys/{key}/windows", [e](const request& r) { return e->windows(r); });
+  routes.add("/stores/{store}/windows", [e](const request& r) { return e->all_windows(r); });
   routes.add("/stores/{store}/range", [e](const request& r) { return e->scan_all(r, store_endpoints::scan::range); });
   routes.add("/stores/{store}/prefix/{prefix}",
              [e](const request& r) { return e->scan_all(r, store_endpoints::scan::prefix); });

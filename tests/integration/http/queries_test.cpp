@@ -2,6 +2,7 @@
 // keys, ranges and prefixes decoded with the store's serdes, and the refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "broker_env.hpp"
 #include "http_client.hpp"
+#include "kafka/producer.hpp"
 #include "own_key_processors.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/sluice.hpp"
@@ -378,6 +380,46 @@ TEST(http_queries, either_instance_answers_the_windows_of_every_key_of_a_windowe
         served_by.insert(r.header("X-Sluice-Served-By"));
       }
   EXPECT_EQ(served_by.size(), 2u) << "keys held by both instances were asked from both";
+
+  // Every key's windows (fetchAll) from either instance: its own partitions and the other's,
+  // in key order then start, whole or page by page.
+  std::vector<std::string> keys;
+  for (int i = 0; i < users; ++i) keys.push_back("u" + std::to_string(i));
+  std::sort(keys.begin(), keys.end());
+  for (const auto& [store, prefix, per_key] :
+       {std::tuple{"clicks-per-minute", "", &counts}, std::tuple{"seen-windows", "seen:", &seen}}) {
+    nlohmann::json every_window = nlohmann::json::array();
+    for (const auto& user : keys)
+      for (auto w : *per_key) {
+        w["key"] = prefix + user;
+        w["partition"] = sluice::kafka::murmur2_partition(user, 4);
+        every_window.push_back(std::move(w));
+      }
+    for (auto port : {port_a, port_b}) {
+      const std::string path = std::string("/stores/") + store + "/windows";
+      auto r = sluice::test::http_get(port, path + "?limit=1000");
+      ASSERT_EQ(r.status, 200) << path << " from " << port << ": " << r.body;
+      auto j = nlohmann::json::parse(r.body);
+      const auto got = j["windows"];
+      EXPECT_EQ(got, every_window) << path << " from " << port;
+      EXPECT_EQ(j["more"], false);
+      EXPECT_FALSE(j["partitions_not_local"].empty()) << "the other instance's partitions were gathered: " << r.body;
+      nlohmann::json paged = nlohmann::json::array();
+      std::string next = path + "?limit=7";
+      for (int page = 0; page < 20; ++page) {
+        r = sluice::test::http_get(port, next);
+        ASSERT_EQ(r.status, 200) << next << " from " << port << ": " << r.body;
+        j = nlohmann::json::parse(r.body);
+        for (const auto& w : j["windows"]) paged.push_back(w);
+        if (!j["more"].get<bool>()) break;
+        const auto& last = j["windows"].back();
+        next = path + "?limit=7&key_from=" + last["key"].get<std::string>() +
+               "&after_start=" + std::to_string(last["start"].get<std::int64_t>());
+      }
+      EXPECT_EQ(paged, got) << path << " from " << port << ": pages of 7 give every window once, in order";
+    }
+  }
+
   for (auto port : {port_a, port_b}) {
     auto missing = sluice::test::http_get(port, "/stores/seen-windows/keys/seen:nobody/windows");
     ASSERT_EQ(missing.status, 200) << missing.body;

@@ -340,21 +340,39 @@ TEST(embedded_app, a_key_of_a_processor_store_is_found_in_whichever_partition_ho
   app.close();
 }
 
+namespace {
+
+// A topology with a store of each window kind over `in` (string keys and values): a windowed
+// count ("clicks-per-minute", an hour's grace, so the windows of the first minute are still
+// kept at 65 s), a session count ("sessions"), a processor's window store ("seen-windows",
+// keyed "seen:<key>"), and a key-value count ("click-totals").
+sluice::topology window_store_kinds(const std::string& in) {
+  sluice::streams_builder b;
+  auto clicks = b.stream<std::string, std::string>(in);
+  clicks.group_by_key().windowed_by(sluice::time_windows::of_size_and_grace(1min, 1h)).count("clicks-per-minute");
+  clicks.group_by_key().windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(10s, 1h)).count("sessions");
+  clicks.group_by_key().count("click-totals");
+  clicks.process([] { return std::make_unique<sluice::test::windows_under_its_own_key>(); },
+                 sluice::window_store_materialized("seen-windows", {.retention = 24h}));
+  return b.build();
+}
+
+// GET `path` answers `status` with a body naming `naming`.
+void expect_http_refusal(std::uint16_t port, const std::string& path, int status, const std::string& naming) {
+  const auto refusal = sluice::test::http_get(port, path);
+  EXPECT_EQ(refusal.status, status) << path << ": " << refusal.body;
+  EXPECT_NE(refusal.body.find(naming), std::string::npos) << path << ": " << refusal.body;
+}
+
+}  // namespace
+
 TEST(embedded_app, the_windows_of_a_key_are_read_over_http_from_each_kind_of_window_store) {
   const std::string in = unique("clicks"), app_id = unique("window-queries");
   auto cfg = restartable_embedded_config(app_id);
   const auto port = sluice::test::free_port();
   cfg.set("application.server", "127.0.0.1:" + std::to_string(port));
   sluice::topic_admin(cfg).create_topic(in, 2);
-  sluice::streams_builder b;
-  auto clicks = b.stream<std::string, std::string>(in);
-  // With an hour's grace, the windows of the first minute are still kept at 65 s.
-  clicks.group_by_key().windowed_by(sluice::time_windows::of_size_and_grace(1min, 1h)).count("clicks-per-minute");
-  clicks.group_by_key().windowed_by(sluice::session_windows::of_inactivity_gap_and_grace(10s, 1h)).count("sessions");
-  clicks.group_by_key().count("click-totals");
-  clicks.process([] { return std::make_unique<sluice::test::windows_under_its_own_key>(); },
-                 sluice::window_store_materialized("seen-windows", {.retention = 24h}));
-  sluice::app app(b.build(), cfg);
+  sluice::app app(window_store_kinds(in), cfg);
   app.start();
   sluice::topic_writer writer(cfg);
   // "a": two clicks in [0, 60 s) and one in [60 s, 120 s); sessions [1 s, 5 s] and [65 s, 65 s].
@@ -422,15 +440,104 @@ TEST(embedded_app, the_windows_of_a_key_are_read_over_http_from_each_kind_of_win
 
   // Refusals name the way.
   const auto expect_refused = [&](const std::string& path, int status, const std::string& naming) {
-    const auto refusal = get(path);
-    EXPECT_EQ(refusal.status, status) << path << ": " << refusal.body;
-    EXPECT_NE(refusal.body.find(naming), std::string::npos) << path << ": " << refusal.body;
+    expect_http_refusal(port, path, status, naming);
   };
   expect_refused("/stores/clicks-per-minute/keys/a", 400, "/stores/clicks-per-minute/keys/{key}/windows");
   expect_refused("/stores/click-totals/keys/a/windows", 400, "/stores/click-totals/keys/{key}");
   expect_refused("/stores/no-such-store/keys/a/windows", 404, "no window store 'no-such-store'");
   expect_refused("/stores/clicks-per-minute/keys/a/windows?from=yesterday", 400, "from 'yesterday' is not a time");
   expect_refused("/stores/clicks-per-minute/keys/a/windows?from=2&to=1", 400, "from 2 is after to 1");
+  app.close();
+}
+
+TEST(embedded_app, the_windows_of_every_key_are_read_over_http_in_key_order_page_by_page) {
+  const std::string in = unique("clicks"), app_id = unique("all-windows");
+  auto cfg = restartable_embedded_config(app_id);
+  const auto port = sluice::test::free_port();
+  cfg.set("application.server", "127.0.0.1:" + std::to_string(port));
+  sluice::topic_admin(cfg).create_topic(in, 2);
+  sluice::app app(window_store_kinds(in), cfg);
+  app.start();
+  sluice::topic_writer writer(cfg);
+  const std::vector<std::pair<std::string, std::int64_t>> sent{{"a", 1'000},  {"a", 5'000},  {"a", 65'000},
+                                                               {"b", 2'000},  {"c", 70'000}, {"d", 3'000},
+                                                               {"d", 61'000}, {"d", 125'000}};
+  for (const auto& [key, ts] : sent) writer.send<std::string, std::string>(in, key, "v" + std::to_string(ts), ts);
+  writer.flush();
+  const auto get = [&](const std::string& path) { return sluice::test::http_get(port, path); };
+  const auto in_partition = [](const std::string& key) { return sluice::kafka::murmur2_partition(key, 2); };
+  // A window as the answer shows it.
+  const auto window = [&](const std::string& key, std::int64_t start, nlohmann::json end, nlohmann::json value,
+                          const std::string& partitioned_by) {
+    return nlohmann::json{
+        {"key", key}, {"start", start}, {"end", end}, {"value", value}, {"partition", in_partition(partitioned_by)}};
+  };
+  // Every key's windows, in key order then start, across both partitions (Kafka Streams' fetchAll).
+  const nlohmann::json every_window = {window("a", 0, 60000, 2, "a"),      window("a", 60000, 120000, 1, "a"),
+                                       window("b", 0, 60000, 1, "b"),      window("c", 60000, 120000, 1, "c"),
+                                       window("d", 0, 60000, 1, "d"),      window("d", 60000, 120000, 1, "d"),
+                                       window("d", 120000, 180000, 1, "d")};
+  sluice::test::http_reply r;
+  ASSERT_TRUE(sluice::test::eventually(
+      [&] {
+        r = get("/stores/clicks-per-minute/windows");
+        return r.status == 200 && nlohmann::json::parse(r.body)["windows"] == every_window;
+      },
+      30s))
+      << r.status << " " << r.body;
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["store"], "clicks-per-minute");
+  EXPECT_EQ(j["more"], false);
+  EXPECT_EQ(j["partitions_not_local"], nlohmann::json::array());
+  // from and to bound the starts; key_from and key_to the keys (all inclusive: fetch(keyFrom, keyTo, from, to)).
+  r = get("/stores/clicks-per-minute/windows?from=60000&to=60000");
+  EXPECT_EQ(nlohmann::json::parse(r.body)["windows"],
+            nlohmann::json({every_window[1], every_window[3], every_window[5]}))
+      << r.body;
+  r = get("/stores/clicks-per-minute/windows?key_from=b&key_to=c");
+  EXPECT_EQ(nlohmann::json::parse(r.body)["windows"], nlohmann::json({every_window[2], every_window[3]})) << r.body;
+  r = get("/stores/clicks-per-minute/windows?key_from=c");
+  EXPECT_EQ(nlohmann::json::parse(r.body)["windows"].size(), 4u) << r.body;
+
+  // Pages of 2: each says whether more follow, and the next starts after the last window of
+  // the one before (key_from= its key, after_start= its start), also inside one key's windows.
+  nlohmann::json paged = nlohmann::json::array();
+  std::string next = "/stores/clicks-per-minute/windows?limit=2";
+  for (int page = 0; page < 10; ++page) {
+    r = get(next);
+    ASSERT_EQ(r.status, 200) << next << ": " << r.body;
+    j = nlohmann::json::parse(r.body);
+    for (const auto& w : j["windows"]) paged.push_back(w);
+    if (!j["more"].get<bool>()) break;
+    ASSERT_EQ(j["windows"].size(), 2u) << r.body;
+    const auto& last = j["windows"].back();
+    next = "/stores/clicks-per-minute/windows?limit=2&key_from=" + last["key"].get<std::string>() +
+           "&after_start=" + std::to_string(last["start"].get<std::int64_t>());
+  }
+  EXPECT_EQ(paged, every_window) << "pages of 2 give every window once, in order";
+
+  // Sessions: those ending at or after from and starting at or before to (findSessions).
+  r = get("/stores/sessions/windows?from=5000&to=64999");
+  EXPECT_EQ(nlohmann::json::parse(r.body)["windows"],
+            nlohmann::json({window("a", 1000, 5000, 2, "a"), window("d", 61000, 61000, 1, "d")}))
+      << r.body;
+  // A Processor API window store: keys and values as strings, ends unknown; the partition is
+  // the one that holds the window (the processor's key is the record's, not "seen:...").
+  r = get("/stores/seen-windows/windows?key_from=seen:c");
+  EXPECT_EQ(nlohmann::json::parse(r.body)["windows"],
+            nlohmann::json({window("seen:c", 60000, nullptr, "v70000", "c"), window("seen:d", 0, nullptr, "v3000", "d"),
+                            window("seen:d", 60000, nullptr, "v61000", "d"),
+                            window("seen:d", 120000, nullptr, "v125000", "d")}))
+      << r.body;
+
+  const auto expect_refused = [&](const std::string& path, int status, const std::string& naming) {
+    expect_http_refusal(port, path, status, naming);
+  };
+  expect_refused("/stores/clicks-per-minute/windows?after_start=0", 400, "give both");
+  expect_refused("/stores/clicks-per-minute/windows?limit=5000", 400, "after_start=");
+  expect_refused("/stores/clicks-per-minute/windows?from=2&to=1", 400, "from 2 is after to 1");
+  expect_refused("/stores/click-totals/windows", 400, "/stores/click-totals/keys/{key}");
+  expect_refused("/stores/no-such-store/windows", 404, "no window store 'no-such-store'");
   app.close();
 }
 
