@@ -645,9 +645,9 @@ class store_endpoints {
       auto r = forward_get(owner, std::string(req.target()), forwarding_->forward_headers(), std::chrono::seconds(3));
       if (r.status != 200) return r;
       auto j = nlohmann::json::parse(r.body, nullptr, false);
-      const auto malformed = [&] {
-        return response::error(status::bad_gateway, "instance " + owner + " answered the scan with malformed JSON");
-      };
+      // (owner is a structured binding: clang 14 cannot capture one in a lambda.)
+      const std::string malformed_text = "instance " + owner + " answered the scan with malformed JSON";
+      const auto malformed = [&malformed_text] { return response::error(status::bad_gateway, malformed_text); };
       if (j.is_discarded() || !j.contains(array) || !j[array].is_array() || !j.contains("partitions_not_local"))
         return malformed();
       for (auto& e : j[array]) {
