@@ -130,3 +130,50 @@ TEST(sliding_windows, reduce_and_a_final_result_per_window_with_suppress) {
       read_updates(d, "final-sums", 10),
       (updates{{0, 10, 1, 10}, {5, 15, 3, 15}, {8, 18, 7, 18}, {11, 21, 6, 18}, {16, 26, 4, 18}, {30, 40, 8, 40}}));
 }
+
+TEST(sliding_windows, a_time_difference_of_zero_counts_the_records_of_each_millisecond) {
+  // Kafka Streams accepts a time difference of 0: windows [t, t]. With no grace a window
+  // closes as soon as stream time passes it; with grace, a record of an earlier millisecond
+  // still joins its window until then.
+  sluice::streams_builder b;
+  b.stream<std::string, std::string>("clicks")
+      .group_by_key()
+      .windowed_by(sluice::sliding_windows::of_time_difference_and_grace(0ms, 5ms))
+      .count("clicks-same-ms")
+      .to_stream()
+      .to("counts");
+  topology_test_driver d(b.build());
+  auto in = d.input_topic<std::string, std::string>("clicks");
+  in.pipe("a", "", 10);
+  in.pipe("a", "", 10);
+  EXPECT_EQ(read_updates(d, "counts", 0), (updates{{10, 10, 1, 10}, {10, 10, 2, 10}}));
+  in.pipe("a", "", 11);  // its own window only: 10 is not within 0 ms of it
+  EXPECT_EQ(read_updates(d, "counts", 0), (updates{{11, 11, 1, 11}}));
+  in.pipe("a", "", 10);  // out of order, within grace: joins [10,10], not [11,11]
+  EXPECT_EQ(read_updates(d, "counts", 0), (updates{{10, 10, 3, 10}}));
+  in.pipe("b", "", 20);  // stream time 20: windows ending before 15 are closed
+  EXPECT_EQ(read_updates(d, "counts", 0), (updates{{20, 20, 1, 20}}));
+  in.pipe("a", "", 12);  // late: dropped
+  EXPECT_TRUE(d.records("counts").empty());
+  EXPECT_EQ(d.metrics().total("sluice_window_late_records_dropped_total"), 1);
+  auto store = d.state_store<sluice::windowed_aggregate_store<std::string, std::int64_t>>("clicks-same-ms");
+  EXPECT_EQ(store.fetch("b", 20), (sluice::value_and_timestamp<std::int64_t>{1, 20}));
+
+  // Without grace the window of the newest millisecond is kept (retention is at least 1 ms).
+  sluice::streams_builder nb;
+  nb.stream<std::string, std::string>("clicks")
+      .group_by_key()
+      .windowed_by(sluice::sliding_windows::of_time_difference_with_no_grace(0ms))
+      .count("clicks-no-grace")
+      .to_stream()
+      .to("counts");
+  topology_test_driver no_grace(nb.build());
+  auto nin = no_grace.input_topic<std::string, std::string>("clicks");
+  nin.pipe("a", "", 30);
+  nin.pipe("a", "", 30);
+  nin.pipe("a", "", 29);  // late at once
+  EXPECT_EQ(read_updates(no_grace, "counts", 0), (updates{{30, 30, 1, 30}, {30, 30, 2, 30}}));
+  auto kept = no_grace.state_store<sluice::windowed_aggregate_store<std::string, std::int64_t>>("clicks-no-grace");
+  EXPECT_EQ(kept.fetch("a", 30), (sluice::value_and_timestamp<std::int64_t>{2, 30}));
+  EXPECT_THROW(sluice::sliding_windows::of_time_difference_with_no_grace(-1ms), sluice::error);
+}

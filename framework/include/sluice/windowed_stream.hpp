@@ -7,6 +7,7 @@
 // Thread-safety: build on one thread, like the rest of the DSL.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -126,7 +127,9 @@ class ktime_windowed_stream {
 
   std::chrono::milliseconds retention() const {
     if constexpr (std::is_same_v<W, sliding_windows>)
-      return 2 * windows_.time_difference() + windows_.grace();
+      // At least 1 ms: a store keeps windows starting after observed time - retention, so
+      // the window [t, t] of a difference of 0 without grace lives until a later one starts.
+      return std::max(2 * windows_.time_difference() + windows_.grace(), std::chrono::milliseconds(1));
     else
       return windows_.size() + windows_.grace();
   }

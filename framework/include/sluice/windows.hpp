@@ -99,7 +99,8 @@ class time_windows {
 /// `time_difference`. Instead of a window at every millisecond, a window is kept where its
 /// contents change: each record at t gets its "left" window [t - time_difference, t], and a
 /// "right" window [t + 1, t + 1 + time_difference] once a later record falls within it.
-/// Both ends are inclusive. See docs/time-and-windows.md, "Sliding windows".
+/// Both ends are inclusive. A time difference of 0 groups the records of the same millisecond
+/// (windows [t, t]), as in Kafka Streams. See docs/time-and-windows.md, "Sliding windows".
 class sliding_windows {
  public:
   /// Sliding windows of `time_difference` with no grace period.
@@ -119,8 +120,8 @@ class sliding_windows {
  private:
   sliding_windows(std::chrono::milliseconds difference, std::chrono::milliseconds grace)
       : difference_(difference), grace_(grace) {
-    if (difference.count() <= 0)
-      throw error(errc::invalid_topology, "sliding_windows: the time difference must be positive, got " +
+    if (difference.count() < 0)
+      throw error(errc::invalid_topology, "sliding_windows: the time difference must be >= 0, got " +
                                               std::to_string(difference.count()) + " ms");
     if (grace.count() < 0)
       throw error(errc::invalid_topology,

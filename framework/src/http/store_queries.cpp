@@ -482,8 +482,9 @@ class store_endpoints {
       if (session_start > to) return std::nullopt;
       return shown_window{session_start, std::to_string(stored_start)};
     }
-    if (codec && codec->window_size_ms > 0)
-      return shown_window{stored_start, std::to_string(stored_start + codec->window_size_ms)};
+    // A windowed aggregation's codec knows its windows' size (0 for sliding windows of no
+    // time difference: [t, t]).
+    if (codec) return shown_window{stored_start, std::to_string(stored_start + codec->window_size_ms)};
     return shown_window{stored_start, "null"};
   }
 

@@ -171,12 +171,12 @@ class sliding_window_aggregate_node final : public time_window_aggregation_node<
     if (ts < d)
       process_early(r, close_time);
     else
-      process(r, close_time);
+      process_in_order(r, close_time);
   }
 
  private:
   /// t >= d: the windows of the key with start in [t - 2d, t + 1], newest first.
-  void process(const record<K, V>& r, std::int64_t close_time) {
+  void process_in_order(const record<K, V>& r, std::int64_t close_time) {
     const std::int64_t ts = r.timestamp, d = windows_.time_difference().count();
     auto windows = store_->fetch(r.key, std::max<std::int64_t>(0, ts - 2 * d), ts + 1);
     starts_.clear();
